@@ -1,0 +1,131 @@
+package scheme
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+)
+
+// loadArgs decodes a KubeSchedulerConfiguration file the way the kube-scheduler binary does
+// and returns the args of each plugin of the first profile.
+func loadArgs(t *testing.T, yaml string) (map[string]any, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logger, _ := ktesting.NewTestContext(t)
+	cfg, err := options.LoadConfigFromFile(logger, path)
+	if err != nil {
+		return nil, err
+	}
+	return pluginArgs(cfg.Profiles[0]), nil
+}
+
+func pluginArgs(profile schedconfig.KubeSchedulerProfile) map[string]any {
+	got := map[string]any{}
+	for _, pc := range profile.PluginConfig {
+		switch args := pc.Args.(type) {
+		case *config.GangArgs, *config.NetworkTopologyAwareArgs:
+			got[pc.Name] = args
+		}
+	}
+	return got
+}
+
+const header = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: hypernode-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Gang
+      - name: NetworkTopologyAware
+`
+
+func TestDecodeDefaultsAndConversion(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want map[string]any
+	}{
+		{
+			name: "no pluginConfig: both plugins get their defaults",
+			yaml: header,
+			want: map[string]any{
+				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 60},
+				"NetworkTopologyAware": &config.NetworkTopologyAwareArgs{
+					HyperNodeBinPack:         config.HyperNodeBinPackArgs{CPU: 1, Memory: 1},
+					NormalPod:                config.NormalPodArgs{Enable: true, Fading: 0.8},
+					CandidateScoringStrategy: config.BinPack,
+				},
+			},
+		},
+		{
+			name: "explicit values are kept, missing ones defaulted",
+			yaml: header + `  pluginConfig:
+  - name: Gang
+    args:
+      defaultScheduleTimeoutSeconds: 15
+  - name: NetworkTopologyAware
+    args:
+      hyperNodeBinPack:
+        cpu: 0
+        resources:
+          nvidia.com/gpu: 5
+      normalPod:
+        enable: false
+      candidateScoringStrategy: LeastWaste
+`,
+			want: map[string]any{
+				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 15},
+				"NetworkTopologyAware": &config.NetworkTopologyAwareArgs{
+					HyperNodeBinPack: config.HyperNodeBinPackArgs{
+						CPU: 0, Memory: 1,
+						Resources: map[v1.ResourceName]int64{"nvidia.com/gpu": 5},
+					},
+					NormalPod:                config.NormalPodArgs{Enable: false, Fading: 0.8},
+					CandidateScoringStrategy: config.LeastWaste,
+				},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := loadArgs(t, tc.yaml)
+			if err != nil {
+				t.Fatalf("decoding: %v", err)
+			}
+			// TypeMeta is whatever the conversion left; compare the content only.
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreTypes(metav1.TypeMeta{})); diff != "" {
+				t.Errorf("unexpected args (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodeIsStrict(t *testing.T) {
+	_, err := loadArgs(t, header+`  pluginConfig:
+  - name: NetworkTopologyAware
+    args:
+      candidateScoringStrategie: LeastWaste
+`)
+	if err == nil {
+		t.Fatal("a misspelled field decoded without error")
+	}
+	if want := `unknown field "candidateScoringStrategie"`; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not mention %q", err, want)
+	}
+}

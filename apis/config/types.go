@@ -1,0 +1,61 @@
+package config
+
+import (
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// GangArgs are the arguments of the Gang plugin.
+type GangArgs struct {
+	metav1.TypeMeta
+
+	// DefaultScheduleTimeoutSeconds is how long the members of a gang wait in Permit for the
+	// rest of the gang when the PodGroup does not set spec.scheduleTimeoutSeconds.
+	DefaultScheduleTimeoutSeconds int64
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NetworkTopologyAwareArgs are the arguments of the NetworkTopologyAware plugin.
+type NetworkTopologyAwareArgs struct {
+	metav1.TypeMeta
+
+	// HyperNodeBinPack weighs the resources in the bin-pack score of candidate HyperNodes
+	// (seed 000 section 4): score = sum_r w_r*(used_r+req_r)/alloc_r / sum_r w_r.
+	HyperNodeBinPack HyperNodeBinPackArgs
+	// NormalPod configures the scoring of pods without a topology constraint.
+	NormalPod NormalPodArgs
+	// CandidateScoringStrategy chooses among the HyperNodes of one tier that can all host a gang.
+	CandidateScoringStrategy CandidateScoringStrategy
+}
+
+// HyperNodeBinPackArgs are the per-resource weights of the HyperNode bin-pack score.
+type HyperNodeBinPackArgs struct {
+	// CPU is the weight of cpu.
+	CPU int64
+	// Memory is the weight of memory.
+	Memory int64
+	// Resources are the weights of other resources, such as nvidia.com/gpu.
+	Resources map[v1.ResourceName]int64
+}
+
+// NormalPodArgs configure the scoring of pods that carry no topology constraint.
+type NormalPodArgs struct {
+	// Enable turns on the tier-weighted fading bin-pack score for such pods.
+	Enable bool
+	// Fading is the factor by which the weight of each higher tier shrinks: w_t = Fading^(t-1).
+	Fading float64
+}
+
+// CandidateScoringStrategy names how the planner chooses among candidate HyperNodes.
+type CandidateScoringStrategy string
+
+const (
+	// BinPack prefers the candidate whose resources would be the most used (Volcano's choice).
+	BinPack CandidateScoringStrategy = "BinPack"
+	// LeastWaste prefers the candidate whose capacity exceeds the gang's demand the least
+	// (Koordinator's and Kueue's best fit).
+	LeastWaste CandidateScoringStrategy = "LeastWaste"
+)

@@ -1,0 +1,63 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:defaulter-gen=true
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// GangArgs are the arguments of the Gang plugin.
+type GangArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// DefaultScheduleTimeoutSeconds is how long the members of a gang wait in Permit for the
+	// rest of the gang when the PodGroup does not set spec.scheduleTimeoutSeconds.
+	// Defaults to 60.
+	// +optional
+	DefaultScheduleTimeoutSeconds *int64 `json:"defaultScheduleTimeoutSeconds,omitempty"`
+}
+
+// +k8s:defaulter-gen=true
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NetworkTopologyAwareArgs are the arguments of the NetworkTopologyAware plugin.
+type NetworkTopologyAwareArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// HyperNodeBinPack weighs the resources in the bin-pack score of candidate HyperNodes.
+	// +optional
+	HyperNodeBinPack *HyperNodeBinPackArgs `json:"hyperNodeBinPack,omitempty"`
+	// NormalPod configures the scoring of pods without a topology constraint.
+	// +optional
+	NormalPod *NormalPodArgs `json:"normalPod,omitempty"`
+	// CandidateScoringStrategy chooses among the HyperNodes of one tier that can all host a
+	// gang: BinPack or LeastWaste. Defaults to BinPack.
+	// +optional
+	CandidateScoringStrategy *string `json:"candidateScoringStrategy,omitempty"`
+}
+
+// HyperNodeBinPackArgs are the per-resource weights of the HyperNode bin-pack score.
+type HyperNodeBinPackArgs struct {
+	// CPU is the weight of cpu. Defaults to 1.
+	// +optional
+	CPU *int64 `json:"cpu,omitempty"`
+	// Memory is the weight of memory. Defaults to 1.
+	// +optional
+	Memory *int64 `json:"memory,omitempty"`
+	// Resources are the weights of other resources, for example {"nvidia.com/gpu": 2}.
+	// +optional
+	Resources map[corev1.ResourceName]int64 `json:"resources,omitempty"`
+}
+
+// NormalPodArgs configure the scoring of pods that carry no topology constraint.
+type NormalPodArgs struct {
+	// Enable turns on the tier-weighted fading bin-pack score for such pods. Defaults to true.
+	// +optional
+	Enable *bool `json:"enable,omitempty"`
+	// Fading is the factor by which the weight of each higher tier shrinks:
+	// w_t = fading^(t-1). Defaults to 0.8; must be >= 0.
+	// +optional
+	Fading *float64 `json:"fading,omitempty"`
+}

@@ -1,0 +1,75 @@
+// Package validation validates this project's plugin args, the way kube-scheduler's
+// pkg/scheduler/apis/config/validation validates the in-tree ones.
+package validation
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+)
+
+// MaxBinPackWeight bounds each bin-pack weight so the weighted sums cannot overflow.
+const MaxBinPackWeight int64 = 100
+
+// ValidateGangArgs validates the Gang plugin's args.
+func ValidateGangArgs(path *field.Path, args *config.GangArgs) error {
+	var allErrs field.ErrorList
+	if args.DefaultScheduleTimeoutSeconds <= 0 {
+		allErrs = append(allErrs, field.Invalid(path.Child("defaultScheduleTimeoutSeconds"),
+			args.DefaultScheduleTimeoutSeconds, "must be greater than 0"))
+	}
+	return allErrs.ToAggregate()
+}
+
+// ValidateNetworkTopologyAwareArgs validates the NetworkTopologyAware plugin's args.
+func ValidateNetworkTopologyAwareArgs(path *field.Path, args *config.NetworkTopologyAwareArgs) error {
+	var allErrs field.ErrorList
+	allErrs = append(allErrs, validateBinPack(path.Child("hyperNodeBinPack"), &args.HyperNodeBinPack)...)
+
+	fadingPath := path.Child("normalPod", "fading")
+	if args.NormalPod.Fading < 0 {
+		allErrs = append(allErrs, field.Invalid(fadingPath, args.NormalPod.Fading, "must be greater than or equal to 0"))
+	}
+
+	switch args.CandidateScoringStrategy {
+	case config.BinPack, config.LeastWaste:
+	default:
+		allErrs = append(allErrs, field.NotSupported(path.Child("candidateScoringStrategy"),
+			args.CandidateScoringStrategy, []string{string(config.BinPack), string(config.LeastWaste)}))
+	}
+	return allErrs.ToAggregate()
+}
+
+func validateBinPack(path *field.Path, args *config.HyperNodeBinPackArgs) field.ErrorList {
+	var allErrs field.ErrorList
+	total := int64(0)
+	check := func(p *field.Path, weight int64) {
+		if weight < 0 || weight > MaxBinPackWeight {
+			allErrs = append(allErrs, field.Invalid(p, weight, fmt.Sprintf("must be in the range [0, %d]", MaxBinPackWeight)))
+			return
+		}
+		total += weight
+	}
+	check(path.Child("cpu"), args.CPU)
+	check(path.Child("memory"), args.Memory)
+	resourcesPath := path.Child("resources")
+	for name, weight := range args.Resources {
+		p := resourcesPath.Key(string(name))
+		if name == v1.ResourceCPU || name == v1.ResourceMemory {
+			allErrs = append(allErrs, field.Invalid(p, name, "cpu and memory are weighed by the cpu and memory fields"))
+			continue
+		}
+		for _, msg := range metav1validation.ValidateLabelName(string(name), p) {
+			allErrs = append(allErrs, field.Invalid(p, name, "must be a qualified resource name: "+msg.Detail))
+		}
+		check(p, weight)
+	}
+	if len(allErrs) == 0 && total == 0 {
+		allErrs = append(allErrs, field.Invalid(path, "all weights 0", "at least one resource weight must be greater than 0"))
+	}
+	return allErrs
+}
