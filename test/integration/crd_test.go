@@ -1,0 +1,171 @@
+package integration
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	"github.com/hypernode-dev/hypernode-scheduler/test/util"
+)
+
+func TestHyperNodeCRDValidation(t *testing.T) {
+	ctx := context.Background()
+	c := newClients(t)
+	node := util.ExactNodeMember
+	tests := []struct {
+		name      string
+		hyperNode *topologyv1alpha1.HyperNode
+		// wantErrs are substrings of the apiserver's error that name the field and the rule.
+		wantErrs []string
+	}{
+		{
+			name:      "no members",
+			hyperNode: util.HyperNode("no-members", 1),
+			wantErrs:  []string{`spec.members: Required value`},
+		},
+		{
+			name:      "empty members list",
+			hyperNode: &topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: "empty-members"}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: 1, Members: []topologyv1alpha1.MemberSpec{}}},
+			wantErrs:  []string{`spec.members: Invalid value: 0: spec.members in body should have at least 1 items`},
+		},
+		{
+			name: "selector with no match",
+			hyperNode: util.HyperNode("no-selector", 1, topologyv1alpha1.MemberSpec{
+				Type: topologyv1alpha1.MemberTypeNode,
+			}),
+			wantErrs: []string{`spec.members[0].selector: Invalid value: exactly one of exactMatch, regexMatch or labelMatch must be set`},
+		},
+		{
+			name: "selector with two matches",
+			hyperNode: util.HyperNode("two-selectors", 1, topologyv1alpha1.MemberSpec{
+				Type: topologyv1alpha1.MemberTypeNode,
+				Selector: topologyv1alpha1.MemberSelector{
+					ExactMatch: &topologyv1alpha1.ExactMatch{Name: "node-0"},
+					RegexMatch: &topologyv1alpha1.RegexMatch{Pattern: "^node-"},
+				},
+			}),
+			wantErrs: []string{`spec.members[0].selector: Invalid value: exactly one of exactMatch, regexMatch or labelMatch must be set`},
+		},
+		{
+			name:      "empty exactMatch name",
+			hyperNode: util.HyperNode("empty-name", 1, node("")),
+			wantErrs:  []string{`spec.members[0].selector.exactMatch.name: Invalid value: "": spec.members[0].selector.exactMatch.name in body should be at least 1 chars long`},
+		},
+		{
+			name:      "exactMatch name is not a DNS subdomain",
+			hyperNode: util.HyperNode("bad-name", 1, node("node-0"), node("Node_1")),
+			wantErrs:  []string{`spec.members[1].selector.exactMatch.name: Invalid value: "Node_1": spec.members[1].selector.exactMatch.name in body should match`},
+		},
+		{
+			name: "empty regex pattern",
+			hyperNode: util.HyperNode("empty-regex", 1, topologyv1alpha1.MemberSpec{
+				Type:     topologyv1alpha1.MemberTypeNode,
+				Selector: topologyv1alpha1.MemberSelector{RegexMatch: &topologyv1alpha1.RegexMatch{}},
+			}),
+			wantErrs: []string{`spec.members[0].selector.regexMatch.pattern: Invalid value: "": spec.members[0].selector.regexMatch.pattern in body should be at least 1 chars long`},
+		},
+		{
+			name: "regexMatch on a HyperNode member",
+			hyperNode: util.HyperNode("regex-hypernode", 2, topologyv1alpha1.MemberSpec{
+				Type:     topologyv1alpha1.MemberTypeHyperNode,
+				Selector: topologyv1alpha1.MemberSelector{RegexMatch: &topologyv1alpha1.RegexMatch{Pattern: "^s"}},
+			}),
+			wantErrs: []string{`spec.members[0]: Invalid value: a member of type HyperNode must select its HyperNode by exactMatch; regexMatch and labelMatch are only allowed for members of type Node`},
+		},
+		{
+			name: "labelMatch on a HyperNode member",
+			hyperNode: util.HyperNode("label-hypernode", 2, topologyv1alpha1.MemberSpec{
+				Type: topologyv1alpha1.MemberTypeHyperNode,
+				Selector: topologyv1alpha1.MemberSelector{LabelMatch: &metav1.LabelSelector{
+					MatchLabels: map[string]string{"rack": "r1"},
+				}},
+			}),
+			wantErrs: []string{`spec.members[0]: Invalid value: a member of type HyperNode must select its HyperNode by exactMatch; regexMatch and labelMatch are only allowed for members of type Node`},
+		},
+		{
+			name:      "negative tier",
+			hyperNode: util.HyperNode("negative-tier", -1, node("node-0")),
+			wantErrs:  []string{`spec.tier: Invalid value: -1: spec.tier in body should be greater than or equal to 0`},
+		},
+		{
+			name: "unknown member type",
+			hyperNode: util.HyperNode("bad-type", 1, topologyv1alpha1.MemberSpec{
+				Type:     "Rack",
+				Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: "r1"}},
+			}),
+			wantErrs: []string{`spec.members[0].type: Unsupported value: "Rack": supported values: "Node", "HyperNode"`},
+		},
+		{
+			name: "valid: each selector kind on a Node member, exactMatch on a HyperNode member",
+			hyperNode: util.HyperNode("valid", 1,
+				node("node-0"),
+				topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode, Selector: topologyv1alpha1.MemberSelector{RegexMatch: &topologyv1alpha1.RegexMatch{Pattern: "^gpu-[0-9]+$"}}},
+				topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode, Selector: topologyv1alpha1.MemberSelector{LabelMatch: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "r1"}}}},
+			),
+		},
+		{
+			name:      "valid: tier 0",
+			hyperNode: util.HyperNode("tier-zero", 0, node("node-0")),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			created, err := c.topology.TopologyV1alpha1().HyperNodes().Create(ctx, tc.hyperNode, metav1.CreateOptions{})
+			if err == nil {
+				t.Cleanup(func() {
+					_ = c.topology.TopologyV1alpha1().HyperNodes().Delete(ctx, created.Name, metav1.DeleteOptions{})
+				})
+			}
+			if len(tc.wantErrs) == 0 {
+				if err != nil {
+					t.Fatalf("valid HyperNode rejected: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("invalid HyperNode accepted: %+v", created.Spec)
+			}
+			for _, want := range tc.wantErrs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not contain %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
+
+func TestSeedHyperNodesAccepted(t *testing.T) {
+	ctx := context.Background()
+	c := newClients(t)
+	hyperNodes, err := util.ReadHyperNodes(filepath.Join(util.RepoRoot(), "manifests", "examples", "seed-001-hypernodes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, hn := range hyperNodes {
+		created, err := c.topology.TopologyV1alpha1().HyperNodes().Create(ctx, hn, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("seed HyperNode %s rejected: %v", hn.Name, err)
+		}
+		names = append(names, created.Name)
+		t.Cleanup(func() {
+			_ = c.topology.TopologyV1alpha1().HyperNodes().Delete(ctx, created.Name, metav1.DeleteOptions{})
+		})
+	}
+	if diff := cmp.Diff([]string{"s0", "s1", "s2", "s3", "s4", "s5", "s6"}, names); diff != "" {
+		t.Errorf("unexpected seed HyperNodes (-want,+got):\n%s", diff)
+	}
+	s6, err := c.topology.TopologyV1alpha1().HyperNodes().Get(ctx, "s6", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := topologyv1alpha1.HyperNodeSpec{Tier: 3, Members: []topologyv1alpha1.MemberSpec{util.ChildMember("s4"), util.ChildMember("s5")}}
+	if diff := cmp.Diff(want, s6.Spec); diff != "" {
+		t.Errorf("s6 round trip (-want,+got):\n%s", diff)
+	}
+}
