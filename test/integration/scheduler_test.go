@@ -13,11 +13,15 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
-// startScheduler starts the project's scheduler with the given config and stops it at the end
-// of the test.
-func startScheduler(t *testing.T, config string) {
+// startScheduler starts the project's scheduler with the manifests' config (and the given
+// plugin args instead of the manifests' ones) and stops it at the end of the test.
+func startScheduler(t *testing.T, pluginArgs map[string]map[string]any) {
 	t.Helper()
-	sched, err := util.StartScheduler(context.Background(), controlPlane, config)
+	config, err := util.SchedulerConfig(controlPlane, pluginArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := util.StartScheduler(context.Background(), config)
 	if err != nil {
 		t.Fatalf("starting the scheduler: %v", err)
 	}
@@ -52,7 +56,7 @@ func TestSchedulerBindsPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	withNodes(t, c, "node-a")
-	startScheduler(t, util.DefaultSchedulerConfig)
+	startScheduler(t, nil)
 
 	pod := util.Pod(ns, "p0", plugins.SchedulerName, "1", nil)
 	other := util.Pod(ns, "for-another-scheduler", "some-other-scheduler", "1", nil)
@@ -82,47 +86,42 @@ func TestSchedulerBindsPod(t *testing.T) {
 func TestSchedulerRefusesInvalidPluginArgs(t *testing.T) {
 	tests := []struct {
 		name       string
-		pluginArgs string
+		pluginArgs map[string]map[string]any
 		wantErr    string
 	}{
 		{
-			name: "Gang timeout not positive",
-			pluginArgs: `  - name: Gang
-    args:
-      defaultScheduleTimeoutSeconds: 0
-`,
-			wantErr: `initializing plugin "Gang": defaultScheduleTimeoutSeconds: Invalid value: 0: must be greater than 0`,
+			name:       "Gang timeout not positive",
+			pluginArgs: map[string]map[string]any{"Gang": {"defaultScheduleTimeoutSeconds": 0}},
+			wantErr:    `initializing plugin "Gang": defaultScheduleTimeoutSeconds: Invalid value: 0: must be greater than 0`,
 		},
 		{
-			name: "unknown candidate strategy",
-			pluginArgs: `  - name: NetworkTopologyAware
-    args:
-      candidateScoringStrategy: MostAllocated
-`,
-			wantErr: `initializing plugin "NetworkTopologyAware": candidateScoringStrategy: Unsupported value: "MostAllocated": supported values: "BinPack", "LeastWaste"`,
+			name:       "unknown candidate strategy",
+			pluginArgs: map[string]map[string]any{"NetworkTopologyAware": {"candidateScoringStrategy": "MostAllocated"}},
+			wantErr:    `initializing plugin "NetworkTopologyAware": candidateScoringStrategy: Unsupported value: "MostAllocated": supported values: "BinPack", "LeastWaste"`,
 		},
 		{
-			name: "negative fading",
-			pluginArgs: `  - name: NetworkTopologyAware
-    args:
-      normalPod:
-        fading: -1
-`,
-			wantErr: `initializing plugin "NetworkTopologyAware": normalPod.fading: Invalid value: -1: must be greater than or equal to 0`,
+			name:       "negative fading",
+			pluginArgs: map[string]map[string]any{"NetworkTopologyAware": {"normalPod": map[string]any{"fading": -1}}},
+			wantErr:    `initializing plugin "NetworkTopologyAware": normalPod.fading: Invalid value: -1: must be greater than or equal to 0`,
 		},
 		{
-			name: "misspelled field",
-			pluginArgs: `  - name: Gang
-    args:
-      defaultScheduleTimeout: 10
-`,
-			wantErr: `unknown field "defaultScheduleTimeout"`,
+			name:       "all bin-pack weights zero",
+			pluginArgs: map[string]map[string]any{"NetworkTopologyAware": {"hyperNodeBinPack": map[string]any{"cpu": 0, "memory": 0}}},
+			wantErr:    `initializing plugin "NetworkTopologyAware": hyperNodeBinPack: Invalid value: "all weights 0": at least one resource weight must be greater than 0`,
+		},
+		{
+			name:       "misspelled field",
+			pluginArgs: map[string]map[string]any{"Gang": {"defaultScheduleTimeout": 10}},
+			wantErr:    `unknown field "defaultScheduleTimeout"`,
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			config := util.DefaultSchedulerConfig + "  pluginConfig:\n" + tc.pluginArgs
-			sched, err := util.StartScheduler(context.Background(), controlPlane, config)
+			config, err := util.SchedulerConfig(controlPlane, tc.pluginArgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sched, err := util.StartScheduler(context.Background(), config)
 			if err == nil {
 				_ = sched.Stop()
 				t.Fatalf("the scheduler started with invalid args; want an error containing %q", tc.wantErr)

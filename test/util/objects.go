@@ -16,6 +16,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientset "k8s.io/client-go/kubernetes"
 
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 )
 
@@ -256,4 +259,42 @@ func describePods(ctx context.Context, cs clientset.Interface, namespace string,
 		out = append(out, fmt.Sprintf("%s: %s", name, state))
 	}
 	return strings.Join(out, "; ")
+}
+
+// PodGroupLabel is the label that makes a pod a member of a PodGroup in its namespace.
+const PodGroupLabel = schedulingv1alpha1.PodGroupLabel
+
+// PodGroup returns a scheduler-plugins PodGroup with the given minMember and annotations.
+func PodGroup(namespace, name string, minMember int32, annotations map[string]string) *schedulingv1alpha1.PodGroup {
+	return &schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: annotations},
+		Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: minMember},
+	}
+}
+
+// GangPods returns count pods named <group>-<i>, members of the PodGroup group.
+func GangPods(namespace, group, schedulerName, cpu string, count int) []*v1.Pod {
+	pods := make([]*v1.Pod, 0, count)
+	for i := range count {
+		pods = append(pods, Pod(namespace, fmt.Sprintf("%s-%d", group, i), schedulerName, cpu, map[string]string{PodGroupLabel: group}))
+	}
+	return pods
+}
+
+// CreatePodGroup creates a PodGroup.
+func CreatePodGroup(ctx context.Context, cs schedclientset.Interface, pg *schedulingv1alpha1.PodGroup) error {
+	_, err := cs.SchedulingV1alpha1().PodGroups(pg.Namespace).Create(ctx, pg, metav1.CreateOptions{})
+	return err
+}
+
+// CreatePods creates pods and returns their names in order.
+func CreatePods(ctx context.Context, cs clientset.Interface, pods ...*v1.Pod) ([]string, error) {
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return names, fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		names = append(names, p.Name)
+	}
+	return names, nil
 }

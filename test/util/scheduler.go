@@ -5,36 +5,51 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"k8s.io/component-base/configz"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 )
 
-// KubeconfigPlaceholder in a scheduler config is replaced by the control plane's kubeconfig.
-const KubeconfigPlaceholder = "${KUBECONFIG}"
-
-// DefaultSchedulerConfig is a KubeSchedulerConfiguration with a hypernode-scheduler profile
-// that runs this project's plugins with their default args.
-const DefaultSchedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection:
-  leaderElect: false
-clientConnection:
-  kubeconfig: "${KUBECONFIG}"
-  qps: 1000
-  burst: 2000
-profiles:
-- schedulerName: hypernode-scheduler
-  plugins:
-    multiPoint:
-      enabled:
-      - name: Gang
-      - name: NetworkTopologyAware
-`
+// SchedulerConfig returns manifests/scheduler/config.yaml prepared for a scheduler run by a
+// test: it talks to the control plane cp, leader election is off, and the args of the plugins
+// named in pluginArgs are replaced by the given ones.
+func SchedulerConfig(cp *ControlPlane, pluginArgs map[string]map[string]any) (string, error) {
+	data, err := os.ReadFile(filepath.Join(RepoRoot(), "manifests", "scheduler", "config.yaml"))
+	if err != nil {
+		return "", err
+	}
+	cfg := map[string]any{}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return "", err
+	}
+	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	cfg["clientConnection"] = map[string]any{"kubeconfig": cp.Kubeconfig, "qps": 1000, "burst": 2000}
+	profiles, _ := cfg["profiles"].([]any)
+	if len(profiles) == 0 {
+		return "", fmt.Errorf("manifests/scheduler/config.yaml has no profile")
+	}
+	profile := profiles[0].(map[string]any)
+	pluginConfig, _ := profile["pluginConfig"].([]any)
+	for name, args := range pluginArgs {
+		replaced := false
+		for _, pc := range pluginConfig {
+			if entry := pc.(map[string]any); entry["name"] == name {
+				entry["args"] = args
+				replaced = true
+			}
+		}
+		if !replaced {
+			pluginConfig = append(pluginConfig, map[string]any{"name": name, "args": args})
+		}
+	}
+	profile["pluginConfig"] = pluginConfig
+	out, err := yaml.Marshal(cfg)
+	return string(out), err
+}
 
 // Scheduler is this project's kube-scheduler running in the test process.
 type Scheduler struct {
@@ -44,16 +59,16 @@ type Scheduler struct {
 
 // StartScheduler runs kube-scheduler's own setup (config file decoding, defaulting,
 // validation, plugin construction) with this project's plugin registry, exactly as the
-// binary does, and runs the scheduler until Stop. configYAML may use KubeconfigPlaceholder.
-// An error is returned when the scheduler refuses the configuration.
-func StartScheduler(ctx context.Context, cp *ControlPlane, configYAML string) (*Scheduler, error) {
+// binary does, and runs the scheduler until Stop. An error is returned when the scheduler
+// refuses the configuration.
+func StartScheduler(ctx context.Context, configYAML string) (*Scheduler, error) {
 	dir, err := os.MkdirTemp("", "hypernode-scheduler")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(configYAML, KubeconfigPlaceholder, cp.Kubeconfig)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(configYAML), 0o600); err != nil {
 		return nil, err
 	}
 
