@@ -3,8 +3,9 @@ package hypernode
 import "hash/maphash"
 
 // cowShards is the number of shards of a cowMap. A write copies only the shards it touches, so
-// publishing a change to a few keys of a 10,000-key map copies a few hundred entries, not all.
-const cowShards = 64
+// publishing a change to a few keys of a 10,000-key map copies a few dozen entries, not all;
+// the price is copying the shard table (2 kB) once per published change.
+const cowShards = 256
 
 var cowSeed = maphash.MakeSeed()
 

@@ -3,9 +3,12 @@ package hypernode
 import (
 	"fmt"
 	"sort"
+	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 )
@@ -103,3 +106,5 @@ func viewOf(s *Snapshot) view {
 func metav1LabelRequirement(key, value string) metav1.LabelSelectorRequirement {
 	return metav1.LabelSelectorRequirement{Key: key, Operator: metav1.LabelSelectorOpIn, Values: []string{value}}
 }
+
+func testLogger(tb testing.TB) klog.Logger { return ktesting.NewLogger(tb, ktesting.NewConfig()) }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,6 +24,13 @@ import (
 type Tree struct {
 	hyperNodes map[string]*hnState
 	nodeLabels map[string]labels.Set
+	// sortedNodes are the node names in order, so a leaf with an anchored regex prefix finds
+	// its candidate nodes by binary search instead of testing every node.
+	sortedNodes []string
+	// nodesByLabel indexes nodes by the values of the label keys that label-selector leaves
+	// are indexed by (labelKeyRefs counts those leaves per key): key -> value -> nodes.
+	nodesByLabel map[string]map[string]sets.Set[string]
+	labelKeyRefs map[string]int
 
 	// Indexes from a node to the leaves that may select it.
 	exactIndex  map[string]sets.Set[string]
@@ -66,6 +74,8 @@ func NewTree() *Tree {
 	return &Tree{
 		hyperNodes:    map[string]*hnState{},
 		nodeLabels:    map[string]labels.Set{},
+		nodesByLabel:  map[string]map[string]sets.Set[string]{},
+		labelKeyRefs:  map[string]int{},
 		exactIndex:    map[string]sets.Set[string]{},
 		prefixIndex:   map[string]sets.Set[string]{},
 		prefixLens:    map[int]int{},
@@ -92,7 +102,9 @@ func Build(nodes map[string]labels.Set, hyperNodes []*topologyv1alpha1.HyperNode
 	t := NewTree()
 	for name, l := range nodes {
 		t.nodeLabels[name] = l
+		t.sortedNodes = append(t.sortedNodes, name)
 	}
+	sort.Strings(t.sortedNodes)
 	dirty := sets.New[string]()
 	for _, hn := range hyperNodes {
 		t.indexHyperNode(hn)
@@ -115,6 +127,13 @@ func (t *Tree) SetNode(name string, nodeLabels labels.Set) []ProblemChange {
 		return nil
 	}
 	t.nodeLabels[name] = nodeLabels
+	if !existed {
+		i, _ := slices.BinarySearch(t.sortedNodes, name)
+		t.sortedNodes = slices.Insert(t.sortedNodes, i, name)
+	}
+	for key := range t.labelKeyRefs {
+		t.indexNodeLabel(name, key, old, nodeLabels)
+	}
 	dirty := sets.New[string]()
 	if !t.setNodeLeaves(name, t.matchingLeaves(name), dirty) && existed {
 		// Same leaves, same node count: the published snapshot is still exact.
@@ -130,7 +149,13 @@ func (t *Tree) DeleteNode(name string) []ProblemChange {
 	}
 	dirty := sets.New[string]()
 	t.setNodeLeaves(name, nil, dirty)
+	for key := range t.labelKeyRefs {
+		t.indexNodeLabel(name, key, t.nodeLabels[name], nil)
+	}
 	delete(t.nodeLabels, name)
+	if i, found := slices.BinarySearch(t.sortedNodes, name); found {
+		t.sortedNodes = slices.Delete(t.sortedNodes, i, i+1)
+	}
 	return t.refresh(dirty)
 }
 
@@ -199,6 +224,7 @@ func (t *Tree) indexHyperNode(hn *topologyv1alpha1.HyperNode) {
 				t.labelIndex[*p.indexLabel] = sets.New[string]()
 			}
 			t.labelIndex[*p.indexLabel].Insert(hn.Name)
+			t.refLabelKey(p.indexLabel.key)
 		default:
 			t.scanLeaves.Insert(hn.Name)
 		}
@@ -244,6 +270,7 @@ func (t *Tree) unindexHyperNode(name string, dirty sets.Set[string]) {
 					delete(t.labelIndex, *p.indexLabel)
 				}
 			}
+			t.unrefLabelKey(p.indexLabel.key)
 		default:
 			t.scanLeaves.Delete(name)
 		}
@@ -273,11 +300,76 @@ func (t *Tree) resolveLeaf(name string, dirty sets.Set[string]) {
 	}
 	for i := range st.spec.patterns {
 		p := &st.spec.patterns[i]
-		for n, l := range t.nodeLabels {
-			if !st.nodes.Has(n) && p.matches(n, l) {
+		test := func(n string) {
+			if !st.nodes.Has(n) && p.matches(n, t.nodeLabels[n]) {
 				t.addNodeToLeaf(n, name, dirty)
 			}
 		}
+		switch {
+		case p.anchoredPrefix != "":
+			start, _ := slices.BinarySearch(t.sortedNodes, p.anchoredPrefix)
+			for _, n := range t.sortedNodes[start:] {
+				if !strings.HasPrefix(n, p.anchoredPrefix) {
+					break
+				}
+				test(n)
+			}
+		case p.indexLabel != nil:
+			for n := range t.nodesByLabel[p.indexLabel.key][p.indexLabel.value] {
+				test(n)
+			}
+		default:
+			for _, n := range t.sortedNodes {
+				test(n)
+			}
+		}
+	}
+}
+
+// refLabelKey starts indexing nodes by a label key when the first leaf needs it.
+func (t *Tree) refLabelKey(key string) {
+	if t.labelKeyRefs[key]++; t.labelKeyRefs[key] > 1 {
+		return
+	}
+	for n, l := range t.nodeLabels {
+		t.indexNodeLabel(n, key, nil, l)
+	}
+}
+
+// unrefLabelKey stops indexing nodes by a label key when no leaf needs it any more.
+func (t *Tree) unrefLabelKey(key string) {
+	if t.labelKeyRefs[key]--; t.labelKeyRefs[key] > 0 {
+		return
+	}
+	delete(t.labelKeyRefs, key)
+	delete(t.nodesByLabel, key)
+}
+
+// indexNodeLabel moves a node between the value buckets of one indexed label key.
+func (t *Tree) indexNodeLabel(node, key string, old, new labels.Set) {
+	oldValue, hadOld := old[key]
+	newValue, hasNew := new[key]
+	if hadOld == hasNew && oldValue == newValue {
+		return
+	}
+	values := t.nodesByLabel[key]
+	if hadOld {
+		if s := values[oldValue]; s != nil {
+			s.Delete(node)
+			if s.Len() == 0 {
+				delete(values, oldValue)
+			}
+		}
+	}
+	if hasNew {
+		if values == nil {
+			values = map[string]sets.Set[string]{}
+			t.nodesByLabel[key] = values
+		}
+		if values[newValue] == nil {
+			values[newValue] = sets.New[string]()
+		}
+		values[newValue].Insert(node)
 	}
 }
 
@@ -711,23 +803,29 @@ func (t *Tree) publish(old *Snapshot, scope sets.Set[string], fresh map[string]*
 	var changes []ProblemChange
 	active := func(i *HyperNodeInfo) bool { return i != nil && !i.Excluded }
 
-	// Release the old mappings first: a node may move between two leaves of the scope.
+	// Only the node->leaf entries that change are written, so a shard is copied only when
+	// one of its entries changes. Release old mappings first: a node may move between two
+	// leaves of the scope.
+	leafNodes := func(i *HyperNodeInfo) []string {
+		if active(i) && i.Leaf {
+			return i.Nodes
+		}
+		return nil
+	}
 	for n := range scope {
 		prev, _ := old.infos.Get(n)
-		next := fresh[n]
-		if active(prev) && prev.Leaf && (!active(next) || !next.Leaf || !slices.Equal(prev.Nodes, next.Nodes)) {
-			for _, node := range prev.Nodes {
-				if l, _ := nodeLeaf.Get(node); l == n {
-					nodeLeaf.Delete(node)
-				}
+		keep := sets.New(leafNodes(fresh[n])...)
+		for _, node := range leafNodes(prev) {
+			if l, _ := nodeLeaf.Get(node); l == n && !keep.Has(node) {
+				nodeLeaf.Delete(node)
 			}
 		}
 	}
 	for _, n := range sets.List(scope) {
 		prev, _ := old.infos.Get(n)
 		next := fresh[n]
-		if active(next) && next.Leaf {
-			for _, node := range next.Nodes {
+		for _, node := range leafNodes(next) {
+			if l, _ := nodeLeaf.Get(node); l != n {
 				nodeLeaf.Set(node, n)
 			}
 		}

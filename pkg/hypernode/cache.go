@@ -1,0 +1,247 @@
+package hypernode
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
+	topologyinformers "github.com/hypernode-dev/hypernode-scheduler/pkg/client/informers/externalversions"
+)
+
+// Event reasons and action of the Events the cache records on HyperNodes.
+const (
+	// EventReasonTopologyValid is recorded when every problem of a HyperNode is resolved.
+	EventReasonTopologyValid = "TopologyValid"
+	eventAction              = "ValidateTopology"
+)
+
+// Cache keeps the HyperNode tree of one process up to date from node and HyperNode
+// informers. Snapshot is lock-free; event handlers serialise on a mutex that readers never
+// take.
+type Cache struct {
+	mu       sync.Mutex
+	tree     *Tree
+	current  atomic.Pointer[Snapshot]
+	recorder events.EventRecorder
+	logger   klog.Logger
+
+	synced []cache.InformerSynced
+}
+
+// NewCache returns a cache with an empty tree. Feed it with Run or with the Set/Delete
+// methods. recorder may be nil (no Events).
+func NewCache(logger klog.Logger, recorder events.EventRecorder) *Cache {
+	c := &Cache{tree: NewTree(), recorder: recorder, logger: logger}
+	c.current.Store(c.tree.Snapshot())
+	return c
+}
+
+// Snapshot returns the current immutable view of the tree. O(1), lock-free.
+func (c *Cache) Snapshot() *Snapshot { return c.current.Load() }
+
+// HasSynced reports whether the informers feeding the cache have delivered their initial lists.
+func (c *Cache) HasSynced() bool {
+	for _, s := range c.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitForSync waits until HasSynced or the context ends.
+func (c *Cache) WaitForSync(ctx context.Context) error {
+	if c.HasSynced() {
+		return nil
+	}
+	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		return c.HasSynced(), nil
+	})
+}
+
+// SetNode adds or updates a node.
+func (c *Cache) SetNode(node *v1.Node) {
+	c.apply(func(t *Tree) []ProblemChange { return t.SetNode(node.Name, labels.Set(node.Labels)) })
+}
+
+// DeleteNode removes a node.
+func (c *Cache) DeleteNode(name string) {
+	c.apply(func(t *Tree) []ProblemChange { return t.DeleteNode(name) })
+}
+
+// SetHyperNode adds or updates a HyperNode.
+func (c *Cache) SetHyperNode(hn *topologyv1alpha1.HyperNode) {
+	c.apply(func(t *Tree) []ProblemChange { return t.SetHyperNode(hn) })
+}
+
+// DeleteHyperNode removes a HyperNode.
+func (c *Cache) DeleteHyperNode(name string) {
+	c.apply(func(t *Tree) []ProblemChange { return t.DeleteHyperNode(name) })
+}
+
+func (c *Cache) apply(update func(*Tree) []ProblemChange) {
+	c.mu.Lock()
+	changes := update(c.tree)
+	c.current.Store(c.tree.Snapshot())
+	c.mu.Unlock()
+	for _, change := range changes {
+		c.report(change)
+	}
+}
+
+// report logs a change of a HyperNode's problems and records it as an Event on the HyperNode.
+func (c *Cache) report(change ProblemChange) {
+	hn := change.HyperNode
+	if hn.UID == "" {
+		// Deleted: nobody can read Events of an object that is gone.
+		c.logger.V(4).Info("Problems of a deleted HyperNode dropped", "hyperNode", hn.Name)
+		return
+	}
+	ref := &v1.ObjectReference{
+		APIVersion: topologyv1alpha1.SchemeGroupVersion.String(),
+		Kind:       "HyperNode",
+		Name:       hn.Name,
+		UID:        hn.UID,
+	}
+	if len(change.Problems) == 0 {
+		c.logger.Info("HyperNode topology problems resolved", "hyperNode", hn.Name)
+		if c.recorder != nil {
+			c.recorder.Eventf(ref, nil, v1.EventTypeNormal, EventReasonTopologyValid, eventAction,
+				"HyperNode %s: its topology problems are resolved; placement uses it again", hn.Name)
+		}
+		return
+	}
+	msg := describeProblems(hn.Name, change.Problems)
+	c.logger.Info("HyperNode topology problem", "hyperNode", hn.Name, "problems", msg)
+	if c.recorder != nil {
+		eventType := v1.EventTypeNormal
+		for _, p := range change.Problems {
+			if p.Excludes {
+				eventType = v1.EventTypeWarning
+			}
+		}
+		c.recorder.Eventf(ref, nil, eventType, change.Problems[0].Reason, eventAction, "%s", truncate(msg, 1000))
+	}
+}
+
+// truncate keeps Event notes under the API's 1 kB limit.
+func truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return s[:max-3] + "..."
+}
+
+// Run feeds the cache from the node informer of factory (not started here: the owner of the
+// factory starts it) and from a HyperNode informer of its own, which it starts with ctx.
+func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) error {
+	nodeInformer := factory.Core().V1().Nodes().Informer()
+	nodeReg, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				c.SetNode(n)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				c.SetNode(n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if n, ok := tombstoned[*v1.Node](obj); ok {
+				c.DeleteNode(n.Name)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching nodes for the HyperNode cache: %w", err)
+	}
+
+	// Custom resources are served as JSON only.
+	jsonConfig := restclient.CopyConfig(config)
+	jsonConfig.ContentType = "application/json"
+	jsonConfig.AcceptContentTypes = "application/json"
+	client, err := topologyclient.NewForConfig(jsonConfig)
+	if err != nil {
+		return fmt.Errorf("building the HyperNode client: %w", err)
+	}
+	hnFactory := topologyinformers.NewSharedInformerFactory(client, 0)
+	hnInformer := hnFactory.Topology().V1alpha1().HyperNodes().Informer()
+	hnReg, err := hnInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if hn, ok := obj.(*topologyv1alpha1.HyperNode); ok {
+				c.SetHyperNode(hn)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if hn, ok := obj.(*topologyv1alpha1.HyperNode); ok {
+				c.SetHyperNode(hn)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if hn, ok := tombstoned[*topologyv1alpha1.HyperNode](obj); ok {
+				c.DeleteHyperNode(hn.Name)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching HyperNodes: %w", err)
+	}
+	c.synced = []cache.InformerSynced{nodeReg.HasSynced, hnReg.HasSynced}
+	hnFactory.Start(ctx.Done())
+	return nil
+}
+
+// tombstoned unwraps the final state of a deleted object.
+func tombstoned[T any](obj any) (T, bool) {
+	if t, ok := obj.(T); ok {
+		return t, true
+	}
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		t, ok := d.Obj.(T)
+		return t, ok
+	}
+	var zero T
+	return zero, false
+}
+
+var (
+	sharedMu sync.Mutex
+	shared   = map[informers.SharedInformerFactory]*Cache{}
+)
+
+// Shared returns the cache of the scheduler process that owns factory, creating and
+// starting it on first use, so that every plugin and profile of the process reads one tree.
+// It is released when ctx ends.
+func Shared(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config, recorder events.EventRecorder) (*Cache, error) {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if c, ok := shared[factory]; ok {
+		return c, nil
+	}
+	c := NewCache(klog.FromContext(ctx).WithName("hypernode-cache"), recorder)
+	if err := c.Run(ctx, factory, config); err != nil {
+		return nil, err
+	}
+	shared[factory] = c
+	go func() {
+		<-ctx.Done()
+		sharedMu.Lock()
+		delete(shared, factory)
+		sharedMu.Unlock()
+	}()
+	return c, nil
+}

@@ -1,0 +1,443 @@
+package hypernode
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/labels"
+
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+)
+
+func TestSeed001Tree(t *testing.T) {
+	s := Build(nodes("node", 8), seed001()).Snapshot()
+	wantCandidates := map[int][]string{1: {"s0", "s1", "s2", "s3"}, 2: {"s4", "s5"}, 3: {"s6"}}
+	if diff := cmp.Diff(wantCandidates, viewOf(s).Candidates); diff != "" {
+		t.Errorf("candidates (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{1, 2, 3}, s.Tiers()); diff != "" {
+		t.Errorf("tiers (-want,+got):\n%s", diff)
+	}
+	if got := s.RootTier(); got != 4 {
+		t.Errorf("root tier = %d, want 4", got)
+	}
+	root := s.Root()
+	if diff := cmp.Diff(&HyperNodeInfo{Name: VirtualRootName, Tier: 4, Children: []string{"s6"}, NodeCount: 8}, root); diff != "" {
+		t.Errorf("root (-want,+got):\n%s", diff)
+	}
+	s4, _ := s.HyperNode("s4")
+	if diff := cmp.Diff(&HyperNodeInfo{Name: "s4", Tier: 2, Parent: "s6", Children: []string{"s0", "s1"}, NodeCount: 4, Depth: 2}, s4); diff != "" {
+		t.Errorf("s4 (-want,+got):\n%s", diff)
+	}
+	s2, _ := s.HyperNode("s2")
+	if diff := cmp.Diff(&HyperNodeInfo{Name: "s2", Tier: 1, Leaf: true, Parent: "s5", Nodes: []string{"node-4", "node-5"}, NodeCount: 2, Depth: 3}, s2); diff != "" {
+		t.Errorf("s2 (-want,+got):\n%s", diff)
+	}
+	for node, leaf := range map[string]string{"node-0": "s0", "node-3": "s1", "node-4": "s2", "node-7": "s3"} {
+		if got, ok := s.LeafOf(node); !ok || got != leaf {
+			t.Errorf("LeafOf(%s) = %q, %v; want %q", node, got, ok, leaf)
+		}
+	}
+	lcas := []struct{ a, b, want string }{
+		{"s0", "s0", "s0"}, {"s0", "s1", "s4"}, {"s0", "s2", "s6"}, {"s1", "s4", "s4"},
+		{"s3", "s6", "s6"}, {"s2", VirtualRootName, VirtualRootName},
+	}
+	for _, c := range lcas {
+		if got, ok := s.LCA(c.a, c.b); !ok || got != c.want {
+			t.Errorf("LCA(%s, %s) = %q, %v; want %q", c.a, c.b, got, ok, c.want)
+		}
+	}
+	if diff := cmp.Diff([]string{"s4", "s6", VirtualRootName}, s.Ancestors("s0")); diff != "" {
+		t.Errorf("ancestors of s0 (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"s0", "s1", "s2", "s3"}, s.Leaves(VirtualRootName)); diff != "" {
+		t.Errorf("leaves (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"node-4", "node-5", "node-6", "node-7"}, s.Nodes("s5")); diff != "" {
+		t.Errorf("nodes of s5 (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string][]Problem{}, s.Problems()); diff != "" {
+		t.Errorf("problems (-want,+got):\n%s", diff)
+	}
+}
+
+// TestSeed000Tree is the spine/tor/rack tree of seed 000, written with regex and label
+// selectors and tier names.
+func TestSeed000Tree(t *testing.T) {
+	n := nodes("node", 8)
+	for i, rack := range []string{"rack-2", "rack-2", "rack-3", "rack-3"} {
+		n[[]string{"node-4", "node-5", "node-6", "node-7"}[i]] = labels.Set{"example.com/rack": rack}
+	}
+	hyperNodes := []*topologyv1alpha1.HyperNode{
+		hn("rack-0", 1, "rack", regex("^node-[01]$")),
+		hn("rack-1", 1, "rack", regex("^node-[23]$")),
+		hn("rack-2", 1, "rack", labelled(map[string]string{"example.com/rack": "rack-2"})),
+		hn("rack-3", 1, "rack", labelled(map[string]string{"example.com/rack": "rack-3"})),
+		hn("tor-0", 2, "tor", child("rack-0"), child("rack-1")),
+		hn("tor-1", 2, "tor", child("rack-2"), child("rack-3")),
+		hn("spine-0", 3, "spine", child("tor-0"), child("tor-1")),
+	}
+	s := Build(n, hyperNodes).Snapshot()
+	want := map[string][]string{"rack-0": {"node-0", "node-1"}, "rack-1": {"node-2", "node-3"}, "rack-2": {"node-4", "node-5"}, "rack-3": {"node-6", "node-7"}}
+	for leaf, nodes := range want {
+		info, _ := s.HyperNode(leaf)
+		if diff := cmp.Diff(nodes, info.Nodes); diff != "" {
+			t.Errorf("nodes of %s (-want,+got):\n%s", leaf, diff)
+		}
+	}
+	for name, tier := range map[string]int{"rack": 1, "tor": 2, "spine": 3} {
+		if got, err := s.TierByName(name); err != nil || got != tier {
+			t.Errorf("TierByName(%s) = %d, %v; want %d", name, got, err, tier)
+		}
+	}
+	if _, err := s.TierByName("core"); err == nil || err.Error() != `no HyperNode has tierName "core" (known tierNames: rack, spine, tor)` {
+		t.Errorf("TierByName(core) error = %v", err)
+	}
+	if got, _ := s.LCA("rack-1", "rack-2"); got != "spine-0" {
+		t.Errorf("LCA(rack-1, rack-2) = %s, want spine-0", got)
+	}
+	spine, _ := s.HyperNode("spine-0")
+	if spine.NodeCount != 8 || spine.Parent != VirtualRootName {
+		t.Errorf("spine-0 = %+v", spine)
+	}
+}
+
+// TestMixedDepthTree has an NVLink tier under one ToR only: tor-a holds nodes directly at
+// tier 2 while tor-b holds two tier-1 NVLink domains.
+func TestMixedDepthTree(t *testing.T) {
+	n := nodes("a", 4)
+	for k, v := range nodes("b", 4) {
+		n[k] = v
+	}
+	s := Build(n, []*topologyv1alpha1.HyperNode{
+		hn("tor-a", 2, "tor", regex("^a-")),
+		hn("nvl-0", 1, "nvlink", exact("b-0"), exact("b-1")),
+		hn("nvl-1", 1, "nvlink", exact("b-2"), exact("b-3")),
+		hn("tor-b", 2, "tor", child("nvl-0"), child("nvl-1")),
+		hn("spine", 3, "spine", child("tor-a"), child("tor-b")),
+	}).Snapshot()
+	if diff := cmp.Diff(map[int][]string{1: {"nvl-0", "nvl-1"}, 2: {"tor-a", "tor-b"}, 3: {"spine"}}, viewOf(s).Candidates); diff != "" {
+		t.Errorf("candidates (-want,+got):\n%s", diff)
+	}
+	for _, c := range []struct{ a, b, want string }{{"tor-a", "nvl-0", "spine"}, {"nvl-0", "nvl-1", "tor-b"}, {"nvl-1", "tor-b", "tor-b"}} {
+		if got, _ := s.LCA(c.a, c.b); got != c.want {
+			t.Errorf("LCA(%s, %s) = %s, want %s", c.a, c.b, got, c.want)
+		}
+	}
+	if leaf, _ := s.LeafOf("a-2"); leaf != "tor-a" {
+		t.Errorf("LeafOf(a-2) = %s, want tor-a", leaf)
+	}
+	if leaf, _ := s.LeafOf("b-3"); leaf != "nvl-1" {
+		t.Errorf("LeafOf(b-3) = %s, want nvl-1", leaf)
+	}
+	if diff := cmp.Diff([]string{"tor-a", "nvl-0", "nvl-1"}, s.Leaves(VirtualRootName)); diff != "" {
+		t.Errorf("leaves in tree order (-want,+got):\n%s", diff)
+	}
+	torA, _ := s.HyperNode("tor-a")
+	nvl0, _ := s.HyperNode("nvl-0")
+	if torA.Depth != 2 || nvl0.Depth != 3 {
+		t.Errorf("depths: tor-a %d (want 2), nvl-0 %d (want 3)", torA.Depth, nvl0.Depth)
+	}
+}
+
+func TestNoHyperNodes(t *testing.T) {
+	s := Build(nodes("node", 3), nil).Snapshot()
+	if s.RootTier() != 1 || s.NodeCount() != 3 || len(s.Tiers()) != 0 || len(s.Candidates(1)) != 0 {
+		t.Errorf("root tier %d, node count %d, tiers %v", s.RootTier(), s.NodeCount(), s.Tiers())
+	}
+	if _, ok := s.LeafOf("node-0"); ok {
+		t.Error("a node has a leaf without HyperNodes")
+	}
+}
+
+func TestSelectorSemantics(t *testing.T) {
+	n := map[string]labels.Set{
+		"node-1": {}, "node-10": {}, "xnode-1": {}, "node-2": {"rack": "r1"}, "other": {"rack": "r1", "zone": "z"},
+	}
+	s := Build(n, []*topologyv1alpha1.HyperNode{
+		// Volcano's regex semantics are unanchored: "node-1" matches inside longer names.
+		hn("unanchored", 1, "", regex("node-1")),
+		hn("labels", 1, "", labelled(map[string]string{"rack": "r1"})),
+		// An empty label selector matches nothing rather than everything.
+		hn("empty-labels", 1, "", labelled(nil)),
+	}).Snapshot()
+	got := map[string][]string{}
+	for _, name := range []string{"unanchored", "labels", "empty-labels"} {
+		info, _ := s.HyperNode(name)
+		got[name] = info.Nodes
+	}
+	want := map[string][]string{
+		"unanchored":   {"node-1", "node-10", "xnode-1"},
+		"labels":       {"node-2", "other"},
+		"empty-labels": nil,
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("selected nodes (-want,+got):\n%s", diff)
+	}
+}
+
+// TestValidation adds one defect to the seed 001 tree (plus, where needed, objects of its
+// own) and checks the exact problems, what is excluded, and that the rest keeps working.
+func TestValidation(t *testing.T) {
+	replace := func(hns []*topologyv1alpha1.HyperNode, repl ...*topologyv1alpha1.HyperNode) []*topologyv1alpha1.HyperNode {
+		out := []*topologyv1alpha1.HyperNode{}
+		byName := map[string]*topologyv1alpha1.HyperNode{}
+		for _, r := range repl {
+			byName[r.Name] = r
+		}
+		for _, h := range hns {
+			if r, ok := byName[h.Name]; ok {
+				out = append(out, r)
+				delete(byName, h.Name)
+				continue
+			}
+			out = append(out, h)
+		}
+		for _, r := range repl {
+			if _, ok := byName[r.Name]; ok {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	excl := func(reason, msg string) Problem { return Problem{Reason: reason, Message: msg, Excludes: true} }
+	info := func(reason, msg string) Problem { return Problem{Reason: reason, Message: msg} }
+	tests := []struct {
+		name       string
+		hyperNodes []*topologyv1alpha1.HyperNode
+		nodes      map[string]labels.Set
+		// wantProblems lists every HyperNode with problems.
+		wantProblems map[string][]Problem
+		// wantExcluded maps each excluded HyperNode to the invalid HyperNode that excludes it.
+		wantExcluded   map[string]string
+		wantCandidates map[int][]string
+		wantNodeCounts map[string]int
+	}{
+		{
+			name: "cycle in a separate subtree",
+			hyperNodes: append(seed001(),
+				hn("x0", 1, "", exact("node-8")),
+				hn("x1", 2, "", child("x0"), child("x2")),
+				hn("x2", 3, "", child("x1")),
+			),
+			wantProblems: map[string][]Problem{
+				"x1": {
+					excl(ReasonCycle, "it is on a membership cycle of HyperNodes x1, x2"),
+					excl(ReasonTierOrder, "its tier 2 is not greater than the tier 3 of its member x2"),
+				},
+				"x2": {
+					excl(ReasonCycle, "it is on a membership cycle of HyperNodes x1, x2"),
+					info(ReasonTierOrder, "its parent x1 has tier 2, not greater than its own tier 3; x1 is excluded"),
+				},
+			},
+			wantExcluded:   map[string]string{"x0": "x1", "x1": "x1", "x2": "x2"},
+			wantCandidates: map[int][]string{1: {"s0", "s1", "s2", "s3"}, 2: {"s4", "s5"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s6": 8},
+		},
+		{
+			name:       "a HyperNode claimed by two parents",
+			hyperNodes: append(seed001(), hn("s7", 2, "", child("s3"))),
+			wantProblems: map[string][]Problem{
+				"s3": {excl(ReasonMultipleParents, "it is a member of 2 HyperNodes (s5, s7); a HyperNode can have only one parent")},
+				"s5": {info(ReasonMultipleParents, "its member s3 is also a member of s7; s3 is excluded until it has one parent")},
+				"s7": {info(ReasonMultipleParents, "its member s3 is also a member of s5; s3 is excluded until it has one parent")},
+			},
+			wantExcluded:   map[string]string{"s3": "s3"},
+			wantCandidates: map[int][]string{1: {"s0", "s1", "s2"}, 2: {"s4", "s5", "s7"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s5": 2, "s6": 6, "s7": 0},
+		},
+		{
+			name:       "mixed member types",
+			hyperNodes: replace(seed001(), hn("s3", 1, "", exact("node-6"), exact("node-7"), child("s9"))),
+			wantProblems: map[string][]Problem{
+				"s3": {
+					info(ReasonMissingMember, "member HyperNode(s) s9 do not exist; placement uses the members that exist"),
+					excl(ReasonMixedMembers, "it has both Node and HyperNode members; a HyperNode holds either nodes (a leaf) or HyperNodes (a parent)"),
+				},
+			},
+			wantExcluded:   map[string]string{"s3": "s3"},
+			wantCandidates: map[int][]string{1: {"s0", "s1", "s2"}, 2: {"s4", "s5"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s5": 2, "s6": 6},
+		},
+		{
+			name: "regexMatch on a HyperNode member",
+			hyperNodes: replace(seed001(), func() *topologyv1alpha1.HyperNode {
+				m := regex("^s[23]$")
+				m.Type = topologyv1alpha1.MemberTypeHyperNode
+				return hn("s5", 2, "", m)
+			}()),
+			wantProblems: map[string][]Problem{
+				"s5": {excl(ReasonInvalidMember, "member 0 is of type HyperNode but uses regexMatch; HyperNode members must use exactMatch")},
+			},
+			wantExcluded: map[string]string{"s5": "s5"},
+			// s2 and s3 lose their parent: they stay usable as top-level leaves.
+			wantCandidates: map[int][]string{1: {"s0", "s1", "s2", "s3"}, 2: {"s4"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s6": 4},
+		},
+		{
+			name:       "parent tier not greater than a child's",
+			hyperNodes: replace(seed001(), hn("s5", 1, "", child("s2"), child("s3"))),
+			wantProblems: map[string][]Problem{
+				"s5": {
+					excl(ReasonTierOrder, "its tier 1 is not greater than the tier 1 of its member s2"),
+					excl(ReasonTierOrder, "its tier 1 is not greater than the tier 1 of its member s3"),
+				},
+				"s2": {info(ReasonTierOrder, "its parent s5 has tier 1, not greater than its own tier 1; s5 is excluded")},
+				"s3": {info(ReasonTierOrder, "its parent s5 has tier 1, not greater than its own tier 1; s5 is excluded")},
+			},
+			wantExcluded:   map[string]string{"s5": "s5", "s2": "s5", "s3": "s5"},
+			wantCandidates: map[int][]string{1: {"s0", "s1"}, 2: {"s4"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s6": 4},
+		},
+		{
+			name:       "a node selected by two leaves",
+			hyperNodes: replace(seed001(), hn("s3", 1, "", regex("^node-[5-7]$"))),
+			wantProblems: map[string][]Problem{
+				"s2": {excl(ReasonNodeInMultipleLeaves, "1 of its nodes (node-5) are also selected by s3; a node can belong to one leaf only")},
+				"s3": {excl(ReasonNodeInMultipleLeaves, "1 of its nodes (node-5) are also selected by s2; a node can belong to one leaf only")},
+			},
+			wantExcluded:   map[string]string{"s2": "s2", "s3": "s3"},
+			wantCandidates: map[int][]string{1: {"s0", "s1"}, 2: {"s4", "s5"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s5": 0, "s6": 4},
+		},
+		{
+			name:       "a regular expression that does not compile",
+			hyperNodes: replace(seed001(), hn("s3", 1, "", regex("node-[6-7"))),
+			wantProblems: map[string][]Problem{
+				"s3": {excl(ReasonInvalidMember, "member 0: regexMatch pattern \"node-[6-7\" does not compile: error parsing regexp: missing closing ]: `[6-7`")},
+			},
+			wantExcluded:   map[string]string{"s3": "s3"},
+			wantCandidates: map[int][]string{1: {"s0", "s1", "s2"}, 2: {"s4", "s5"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s5": 2, "s6": 6},
+		},
+		{
+			name: "a tierName used by two tiers",
+			hyperNodes: replace(seed001(),
+				hn("s0", 1, "leaf", exact("node-0"), exact("node-1")),
+				hn("s4", 2, "leaf", child("s0"), child("s1")),
+			),
+			wantProblems: map[string][]Problem{
+				"s0": {info(ReasonAmbiguousTierName, `its tierName "leaf" is also used by HyperNodes of tiers [1 2]; jobs cannot name that tier until every HyperNode of one tierName has the same tier`)},
+				"s4": {info(ReasonAmbiguousTierName, `its tierName "leaf" is also used by HyperNodes of tiers [1 2]; jobs cannot name that tier until every HyperNode of one tierName has the same tier`)},
+			},
+			wantExcluded:   map[string]string{},
+			wantCandidates: map[int][]string{1: {"s0", "s1", "s2", "s3"}, 2: {"s4", "s5"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s6": 8},
+		},
+		{
+			name:       "a member HyperNode that does not exist yet",
+			hyperNodes: replace(seed001(), hn("s6", 3, "", child("s4"), child("s5"), child("s9"))),
+			wantProblems: map[string][]Problem{
+				"s6": {info(ReasonMissingMember, "member HyperNode(s) s9 do not exist; placement uses the members that exist")},
+			},
+			wantExcluded:   map[string]string{},
+			wantCandidates: map[int][]string{1: {"s0", "s1", "s2", "s3"}, 2: {"s4", "s5"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s6": 8},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := tc.nodes
+			if n == nil {
+				n = nodes("node", 9)
+			}
+			s := Build(n, tc.hyperNodes).Snapshot()
+			if diff := cmp.Diff(tc.wantProblems, s.Problems()); diff != "" {
+				t.Errorf("problems (-want,+got):\n%s", diff)
+			}
+			gotExcluded := map[string]string{}
+			s.RangeHyperNodes(func(i *HyperNodeInfo) bool {
+				if i.Excluded {
+					gotExcluded[i.Name] = i.ExcludedBy
+				}
+				return true
+			})
+			if diff := cmp.Diff(tc.wantExcluded, gotExcluded, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("excluded (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantCandidates, viewOf(s).Candidates); diff != "" {
+				t.Errorf("candidates (-want,+got):\n%s", diff)
+			}
+			for name, want := range tc.wantNodeCounts {
+				if i, _ := s.HyperNode(name); i.NodeCount != want {
+					t.Errorf("NodeCount(%s) = %d, want %d", name, i.NodeCount, want)
+				}
+			}
+			// Excluded leaves give their nodes no leaf; everyone else's nodes keep theirs.
+			for _, leaf := range []string{"s0", "s1", "s2", "s3"} {
+				i, ok := s.HyperNode(leaf)
+				if !ok {
+					continue
+				}
+				for _, node := range i.Nodes {
+					got, has := s.LeafOf(node)
+					if i.Excluded && has && got == leaf {
+						t.Errorf("node %s maps to excluded leaf %s", node, leaf)
+					}
+					if !i.Excluded && got != leaf {
+						t.Errorf("LeafOf(%s) = %q, want %q", node, got, leaf)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestFixRestoresSubtree breaks a subtree with a cycle and then fixes the object: the
+// problems are reported and cleared, and the subtree comes back without a rebuild.
+func TestFixRestoresSubtree(t *testing.T) {
+	tree := Build(nodes("node", 8), seed001())
+	changes := tree.SetHyperNode(hn("s4", 2, "", child("s0"), child("s1"), child("s6")))
+	gotChanged := map[string][]string{}
+	for _, c := range changes {
+		for _, p := range c.Problems {
+			gotChanged[c.HyperNode.Name] = append(gotChanged[c.HyperNode.Name], p.Reason)
+		}
+	}
+	wantChanged := map[string][]string{"s4": {ReasonCycle, ReasonTierOrder}, "s6": {ReasonCycle, ReasonTierOrder}}
+	if diff := cmp.Diff(wantChanged, gotChanged); diff != "" {
+		t.Errorf("problem changes (-want,+got):\n%s", diff)
+	}
+	s := tree.Snapshot()
+	if got := s.Candidates(1); len(got) != 0 {
+		t.Errorf("tier 1 candidates under a cyclic root = %v, want none", got)
+	}
+	if _, ok := s.LeafOf("node-0"); ok {
+		t.Error("node-0 still has a leaf under the cycle")
+	}
+
+	changes = tree.SetHyperNode(hn("s4", 2, "", child("s0"), child("s1")))
+	cleared := map[string]int{}
+	for _, c := range changes {
+		cleared[c.HyperNode.Name] = len(c.Problems)
+	}
+	if diff := cmp.Diff(map[string]int{"s4": 0, "s6": 0}, cleared); diff != "" {
+		t.Errorf("cleared problems (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(viewOf(Build(nodes("node", 8), seed001()).Snapshot()), viewOf(tree.Snapshot()), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("fixed tree differs from a fresh build (-want,+got):\n%s", diff)
+	}
+}
+
+func TestSnapshotsAreImmutable(t *testing.T) {
+	tree := Build(nodes("node", 8), seed001())
+	before := tree.Snapshot()
+	beforeView := viewOf(before)
+	tree.DeleteNode("node-0")
+	tree.SetHyperNode(hn("s3", 1, "", exact("node-6")))
+	tree.DeleteHyperNode("s5")
+	if diff := cmp.Diff(beforeView, viewOf(before)); diff != "" {
+		t.Errorf("an old snapshot changed (-before,+after):\n%s", diff)
+	}
+	if tree.Snapshot().Generation() <= before.Generation() {
+		t.Error("generation did not increase")
+	}
+	// A status-only update publishes nothing.
+	gen := tree.Snapshot().Generation()
+	updated := hn("s3", 1, "", exact("node-6"))
+	updated.Status.NodeCount = 1
+	if changes := tree.SetHyperNode(updated); changes != nil || tree.Snapshot().Generation() != gen {
+		t.Errorf("a status update changed the tree: %v, generation %d -> %d", changes, gen, tree.Snapshot().Generation())
+	}
+}
