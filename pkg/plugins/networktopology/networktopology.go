@@ -11,20 +11,22 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 )
 
 // Name is the name of the plugin used in the plugin registry and configurations.
 const Name = "NetworkTopologyAware"
 
-// NetworkTopologyAware holds the plugin's validated args.
+// NetworkTopologyAware holds the plugin's validated args and the process's HyperNode tree.
 type NetworkTopologyAware struct {
-	args config.NetworkTopologyAwareArgs
+	args  config.NetworkTopologyAwareArgs
+	cache *hypernode.Cache
 }
 
 var _ fwk.Plugin = &NetworkTopologyAware{}
 
 // New validates the args and builds the plugin. Invalid args fail the scheduler's start.
-func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	args, ok := obj.(*config.NetworkTopologyAwareArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args to be of type NetworkTopologyAwareArgs, got %T", obj)
@@ -32,7 +34,12 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 	if err := validation.ValidateNetworkTopologyAwareArgs(nil, args); err != nil {
 		return nil, err
 	}
-	return &NetworkTopologyAware{args: *args}, nil
+	// One tree per scheduler process, shared by every profile and plugin that reads it.
+	cache, err := hypernode.Shared(ctx, handle.SharedInformerFactory(), handle.KubeConfig(), handle.EventRecorder())
+	if err != nil {
+		return nil, err
+	}
+	return &NetworkTopologyAware{args: *args, cache: cache}, nil
 }
 
 // Name returns the name of the plugin.
