@@ -19,6 +19,7 @@ import (
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	topologyinformers "github.com/hypernode-dev/hypernode-scheduler/pkg/client/informers/externalversions"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/shared"
 )
 
 // Event reasons and action of the Events the cache records on HyperNodes.
@@ -161,7 +162,7 @@ func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if n, ok := tombstoned[*v1.Node](obj); ok {
+			if n, ok := shared.Tombstoned[*v1.Node](obj); ok {
 				c.DeleteNode(n.Name)
 			}
 		},
@@ -192,7 +193,7 @@ func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if hn, ok := tombstoned[*topologyv1alpha1.HyperNode](obj); ok {
+			if hn, ok := shared.Tombstoned[*topologyv1alpha1.HyperNode](obj); ok {
 				c.DeleteHyperNode(hn.Name)
 			}
 		},
@@ -205,43 +206,14 @@ func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory
 	return nil
 }
 
-// tombstoned unwraps the final state of a deleted object.
-func tombstoned[T any](obj any) (T, bool) {
-	if t, ok := obj.(T); ok {
-		return t, true
-	}
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		t, ok := d.Obj.(T)
-		return t, ok
-	}
-	var zero T
-	return zero, false
-}
-
-var (
-	sharedMu sync.Mutex
-	shared   = map[informers.SharedInformerFactory]*Cache{}
-)
-
 // Shared returns the cache of the scheduler process that owns factory, creating and
 // starting it on first use, so that every plugin and profile of the process reads one tree.
-// It is released when ctx ends.
 func Shared(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config, recorder events.EventRecorder) (*Cache, error) {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if c, ok := shared[factory]; ok {
+	return shared.Get(ctx, "hypernode.Cache", factory, func() (*Cache, error) {
+		c := NewCache(klog.FromContext(ctx).WithName("hypernode-cache"), recorder)
+		if err := c.Run(ctx, factory, config); err != nil {
+			return nil, err
+		}
 		return c, nil
-	}
-	c := NewCache(klog.FromContext(ctx).WithName("hypernode-cache"), recorder)
-	if err := c.Run(ctx, factory, config); err != nil {
-		return nil, err
-	}
-	shared[factory] = c
-	go func() {
-		<-ctx.Done()
-		sharedMu.Lock()
-		delete(shared, factory)
-		sharedMu.Unlock()
-	}()
-	return c, nil
+	})
 }

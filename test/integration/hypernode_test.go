@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -158,14 +158,28 @@ func waitForEvent(t *testing.T, c clients, hyperNode, reason, controller string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return waitForObjectEvent(t, c, metav1.NamespaceDefault, "HyperNode", obj.UID, reason, controller, "")
+}
+
+// waitForObjectEvent waits for an Event in namespace about the object with the given kind and
+// UID, with the given reason, reported by controller ("" for any), whose note contains
+// contains; it returns the note.
+func waitForObjectEvent(t *testing.T, c clients, namespace, kind string, uid types.UID, reason, controller, contains string) string {
+	t.Helper()
 	var note string
-	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := c.kube.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
+	var seen []string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := c.kube.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
+		seen = nil
 		for _, e := range list.Items {
-			if e.Regarding.UID == obj.UID && matchesEvent(e, hyperNode, reason, controller) {
+			if e.Regarding.UID == uid {
+				seen = append(seen, fmt.Sprintf("%s/%s: %s", e.ReportingController, e.Reason, e.Note))
+			}
+			if e.Regarding.Kind == kind && e.Regarding.UID == uid && e.Reason == reason &&
+				(controller == "" || e.ReportingController == controller) && strings.Contains(e.Note, contains) {
 				note = e.Note
 				return true, nil
 			}
@@ -173,11 +187,7 @@ func waitForEvent(t *testing.T, c clients, hyperNode, reason, controller string)
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no %s Event on HyperNode %s from %s: %v", reason, hyperNode, controller, err)
+		t.Fatalf("no %s Event on %s %s from %q containing %q (events about it: %q): %v", reason, kind, uid, controller, contains, seen, err)
 	}
 	return note
-}
-
-func matchesEvent(e eventsv1.Event, hyperNode, reason, controller string) bool {
-	return e.Regarding.Kind == "HyperNode" && e.Regarding.Name == hyperNode && e.Reason == reason && e.ReportingController == controller
 }

@@ -12,6 +12,7 @@ import (
 
 	clientset "k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
+	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
@@ -42,8 +43,9 @@ func runTests(m *testing.M) int {
 
 // clients are the typed clients of the shared control plane.
 type clients struct {
-	kube     clientset.Interface
-	topology topologyclient.Interface
+	kube       clientset.Interface
+	topology   topologyclient.Interface
+	scheduling schedclientset.Interface
 }
 
 func newClients(t *testing.T) clients {
@@ -59,5 +61,9 @@ func newClients(t *testing.T) clients {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return clients{kube: kube, topology: topology}
+	scheduling, err := schedclientset.NewForConfig(jsonConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clients{kube: kube, topology: topology, scheduling: scheduling}
 }

@@ -32,6 +32,22 @@ func startScheduler(t *testing.T, pluginArgs map[string]map[string]any) {
 	})
 }
 
+// testNamespace creates a namespace for the test and deletes its pods when the test ends.
+func testNamespace(t *testing.T, c clients) string {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := util.CreateNamespace(ctx, c.kube, t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := util.DeletePodsNow(ctx, c.kube, ns); err != nil {
+			t.Error(err)
+		}
+	})
+	return ns
+}
+
 // withNodes creates nodes and deletes every node when the test ends.
 func withNodes(t *testing.T, c clients, nodes ...string) {
 	t.Helper()
@@ -51,10 +67,7 @@ func withNodes(t *testing.T, c clients, nodes ...string) {
 func TestSchedulerBindsPod(t *testing.T) {
 	ctx := context.Background()
 	c := newClients(t)
-	ns, err := util.CreateNamespace(ctx, c.kube, t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := testNamespace(t, c)
 	withNodes(t, c, "node-a")
 	startScheduler(t, nil)
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientset "k8s.io/client-go/kubernetes"
 
@@ -86,6 +87,13 @@ func CreateNodes(ctx context.Context, cs clientset.Interface, nodes ...*v1.Node)
 		}
 	}
 	return nil
+}
+
+// DeletePodsNow deletes every pod of a namespace without a grace period: no kubelet runs to
+// confirm a graceful deletion, and pods left bound would still use their nodes' resources
+// (a node of the same name in a later test included).
+func DeletePodsNow(ctx context.Context, cs clientset.Interface, namespace string) error {
+	return cs.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 }
 
 // DeleteAllNodes removes every node, so the next test starts from an empty cluster.

@@ -1,30 +1,90 @@
 // Package gang implements the Gang plugin: all-or-nothing scheduling of the pods of a
 // scheduler-plugins PodGroup (scheduling.x-k8s.io/v1alpha1).
+//
+// A member is held back (PreEnqueue) until its PodGroup exists and has minMember members.
+// Reserved members wait in Permit until minMember members of the group are reserved or bound,
+// then all are allowed at once. When a member cannot be placed, the waiting members of its
+// group are rejected at once so their resources are free again; when the reason is that other
+// gangs' waiting members hold the resources, the gang of lower precedence yields, so two
+// gangs can never hold each other's resources until both time out.
 package gang
 
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // Name is the name of the plugin used in the plugin registry and configurations.
 const Name = "Gang"
 
-// Gang holds the plugin's validated args.
+// PodGroupResource is the scheduler event resource of scheduler-plugins PodGroups
+// (resource.version.group), which kube-scheduler watches through a dynamic informer.
+const PodGroupResource fwk.EventResource = "podgroups.v1alpha1.scheduling.x-k8s.io"
+
+// Event reasons recorded on PodGroups. Each situation has its own reason: the events API
+// folds Events of one object with the same reason into one series that keeps the first note.
+const (
+	// EventWaitingForMembers: members are held back until minMember of them exist.
+	EventWaitingForMembers = "WaitingForMembers"
+	// EventGangWaiting: reserved members wait in Permit for the rest of the gang.
+	EventGangWaiting = "GangWaiting"
+	// EventGangScheduled: minMember members are reserved or bound; the gang binds.
+	EventGangScheduled = "GangScheduled"
+	// EventGangRejected: the gang's waiting members were rejected and their resources freed.
+	EventGangRejected = "GangRejected"
+	// EventGangTimedOut: the gang did not complete within its schedule timeout.
+	EventGangTimedOut = "GangTimedOut"
+	eventAction       = "Schedule"
+)
+
+// Gang is the plugin.
 type Gang struct {
-	args config.GangArgs
+	args       config.GangArgs
+	handle     fwk.Handle
+	registry   *podgroup.Registry
+	conditions *conditionWriter
+	recorder   events.EventRecorder
+
+	mu sync.Mutex
+	// waitingSince is when the first member of a group's current round entered Permit; it
+	// tells a timeout from another rejection in Unreserve.
+	waitingSince map[podgroup.Key]time.Time
+	// lastEvent deduplicates Events per group.
+	lastEvent map[podgroup.Key]string
 }
 
-var _ fwk.Plugin = &Gang{}
+var (
+	_ fwk.PreEnqueuePlugin  = &Gang{}
+	_ fwk.PreFilterPlugin   = &Gang{}
+	_ fwk.PostFilterPlugin  = &Gang{}
+	_ fwk.ReservePlugin     = &Gang{}
+	_ fwk.PermitPlugin      = &Gang{}
+	_ fwk.EnqueueExtensions = &Gang{}
+	_ fwk.SignPlugin        = &Gang{}
+)
 
 // New validates the args and builds the plugin. Invalid args fail the scheduler's start.
-func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	args, ok := obj.(*config.GangArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args to be of type GangArgs, got %T", obj)
@@ -32,8 +92,438 @@ func New(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error
 	if err := validation.ValidateGangArgs(nil, args); err != nil {
 		return nil, err
 	}
-	return &Gang{args: *args}, nil
+	registry, err := podgroup.Shared(ctx, handle.SharedInformerFactory(), handle.KubeConfig())
+	if err != nil {
+		return nil, err
+	}
+	g := &Gang{
+		args:         *args,
+		handle:       handle,
+		registry:     registry,
+		conditions:   newConditionWriter(handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister()),
+		recorder:     handle.EventRecorder(),
+		waitingSince: map[podgroup.Key]time.Time{},
+		lastEvent:    map[podgroup.Key]string{},
+	}
+	g.conditions.run(ctx)
+	// The registry and kube-scheduler's queue watch the same objects through different
+	// informers with no ordering between them: when the registry sees a group become ready,
+	// the held-back members are activated so that PreEnqueue looks again.
+	registry.OnGroupChange(func(key podgroup.Key) { g.activateIfReady(klog.FromContext(ctx), key) })
+	return g, nil
 }
 
 // Name returns the name of the plugin.
 func (g *Gang) Name() string { return Name }
+
+func (g *Gang) activateIfReady(logger klog.Logger, key podgroup.Key) {
+	info := g.registry.Info(key)
+	if info.PodGroup == nil || info.Members < info.MinMember() {
+		return
+	}
+	g.activatePending(logger, key)
+}
+
+// activatePending moves the group's members that are neither reserved nor bound to the
+// active queue, so that a gang is scheduled back to back.
+func (g *Gang) activatePending(logger klog.Logger, key podgroup.Key) {
+	pending := g.registry.PendingMembers(key)
+	if len(pending) == 0 {
+		return
+	}
+	pods := make(map[string]*v1.Pod, len(pending))
+	for _, p := range pending {
+		pods[p.Namespace+"/"+p.Name] = p
+	}
+	g.handle.Activate(logger, pods)
+}
+
+// PreEnqueue holds a member back until its PodGroup exists and has minMember members.
+func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return nil
+	}
+	info := g.registry.Info(key)
+	var msg string
+	switch {
+	case info.PodGroup == nil:
+		msg = fmt.Sprintf("waiting for PodGroup %s (named by label %s): it does not exist", key, schedulingv1alpha1.PodGroupLabel)
+	case info.Members < info.MinMember():
+		// The pod's condition says what it waits for without a count: a count would go stale
+		// as siblings arrive, and rewriting every waiting member's condition on every arrival
+		// costs O(members^2) API calls. The Event on the PodGroup carries the count.
+		msg = fmt.Sprintf("waiting for PodGroup %s to have %d members (minMember)", key, info.MinMember())
+		g.event(key, info.PodGroup, v1.EventTypeNormal, EventWaitingForMembers,
+			fmt.Sprintf("waiting for the members of PodGroup %s: %d of %d (minMember) exist", key, info.Members, info.MinMember()))
+	default:
+		return nil
+	}
+	g.conditions.set(pod, msg)
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// PreFilter refuses members of a group whose minResources exceed what the whole cluster can
+// allocate: no placement can ever work until nodes are added.
+func (g *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	info := g.registry.Info(key)
+	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if short := shortfall(info.PodGroup.Spec.MinResources, g.registry.ClusterAllocatable()); short != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("PodGroup %s needs minResources the whole cluster cannot allocate: %s", key, short))
+	}
+	return nil, fwk.NewStatus(fwk.Skip)
+}
+
+// shortfall describes the resources of want that exceed have, or "".
+func shortfall(want, have v1.ResourceList) string {
+	var parts []string
+	for name, q := range want {
+		h := have[name]
+		if q.Cmp(h) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s (cluster allocatable %s)", name, q.String(), quantityString(h)))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func quantityString(q resource.Quantity) string {
+	if q.IsZero() {
+		return "0"
+	}
+	return q.String()
+}
+
+// PreFilterExtensions returns nil: the plugin keeps no per-node state.
+func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// SignPod lets members of one group with the same shape share scheduling results: the only
+// per-pod input of PreFilter is the group.
+func (g *Gang) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	key, _ := podgroup.KeyOf(pod)
+	return []fwk.SignFragment{{Key: "hypernode.dev/gang.PodGroup", Value: key.String()}}, nil
+}
+
+// Reserve records the member as reserved.
+func (g *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	g.registry.Reserve(pod)
+	return nil
+}
+
+// Unreserve releases the member and rejects its waiting siblings at once, so that a gang
+// never keeps resources for members that can no longer complete it.
+func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return
+	}
+	g.registry.Unreserve(pod)
+	info := g.registry.Info(key)
+	timeout := g.timeout(info)
+	g.mu.Lock()
+	since, waiting := g.waitingSince[key]
+	delete(g.waitingSince, key)
+	g.mu.Unlock()
+	reason, why := EventGangRejected, fmt.Sprintf("member %s was unreserved", pod.Name)
+	if waiting && time.Since(since) >= timeout {
+		reason, why = EventGangTimedOut, fmt.Sprintf("timed out after %s waiting for %d members (minMember); %d were reserved or bound", timeout, info.MinMember(), info.Scheduled+1)
+	}
+	rejected := g.rejectWaiting(key, fmt.Sprintf("gang %s rejected: %s", key, why))
+	if info.PodGroup != nil && (rejected > 0 || reason == EventGangTimedOut) {
+		g.event(key, info.PodGroup, v1.EventTypeWarning, reason,
+			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
+	}
+	klog.FromContext(ctx).V(3).Info("Gang member unreserved", "pod", klog.KObj(pod), "podGroup", key, "rejectedSiblings", rejected)
+}
+
+// Permit makes members wait until minMember members of the group are reserved or bound.
+func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return nil, 0
+	}
+	logger := klog.FromContext(ctx)
+	info := g.registry.Info(key)
+	if info.PodGroup == nil {
+		// Deleted while this member was being scheduled.
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s does not exist", key)), 0
+	}
+	minMember := info.MinMember()
+	if info.Scheduled < minMember {
+		g.mu.Lock()
+		_, roundStarted := g.waitingSince[key]
+		if !roundStarted {
+			g.waitingSince[key] = time.Now()
+		}
+		g.mu.Unlock()
+		if !roundStarted {
+			g.event(key, info.PodGroup, v1.EventTypeNormal, EventGangWaiting,
+				fmt.Sprintf("gang %s: members are reserved and wait in Permit for the rest of the gang (minMember %d, timeout %s)", key, minMember, g.timeout(info)))
+		}
+		g.activatePending(logger, key)
+		logger.V(4).Info("Gang member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "scheduled", info.Scheduled, "minMember", minMember)
+		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for gang %s: %d of %d (minMember) members reserved or bound", key, info.Scheduled, minMember)), g.timeout(info)
+	}
+	allowed := 0
+	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if k, ok := podgroup.KeyOf(wp.GetPod()); ok && k == key {
+			wp.Allow(Name)
+			allowed++
+		}
+	})
+	g.mu.Lock()
+	_, wasWaiting := g.waitingSince[key]
+	delete(g.waitingSince, key)
+	g.mu.Unlock()
+	if wasWaiting || allowed > 0 {
+		g.event(key, info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
+			fmt.Sprintf("gang %s: %d of %d (minMember) members reserved or bound; %d waiting members allowed to bind", key, info.Scheduled, minMember, allowed))
+	}
+	logger.V(3).Info("Gang complete", "podGroup", key, "scheduled", info.Scheduled, "allowed", allowed)
+	return nil, 0
+}
+
+// timeout is the PodGroup's scheduleTimeoutSeconds, else the plugin's default.
+func (g *Gang) timeout(info podgroup.Info) time.Duration {
+	if info.PodGroup != nil && info.PodGroup.Spec.ScheduleTimeoutSeconds != nil && *info.PodGroup.Spec.ScheduleTimeoutSeconds > 0 {
+		return time.Duration(*info.PodGroup.Spec.ScheduleTimeoutSeconds) * time.Second
+	}
+	return time.Duration(g.args.DefaultScheduleTimeoutSeconds) * time.Second
+}
+
+// rejectWaiting rejects every waiting member of a group and returns how many there were.
+func (g *Gang) rejectWaiting(key podgroup.Key, msg string) int {
+	var waiting []fwk.WaitingPod
+	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if k, ok := podgroup.KeyOf(wp.GetPod()); ok && k == key {
+			waiting = append(waiting, wp)
+		}
+	})
+	// Reject outside the iteration: a rejection runs Unreserve, which iterates again.
+	rejected := 0
+	for _, wp := range waiting {
+		if wp.Reject(Name, msg) {
+			rejected++
+		}
+	}
+	return rejected
+}
+
+// PostFilter runs when a member fits nowhere. If other gangs' waiting members, of lower
+// precedence, hold resources without which the member would fit, those gangs yield: their
+// waiting members are rejected. Otherwise this gang cannot complete now, and its own waiting
+// members are rejected so that their resources serve others.
+func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	logger := klog.FromContext(ctx)
+	info := g.registry.Info(key)
+	if yielded := g.makeRoom(ctx, state, pod, key, info); len(yielded) > 0 {
+		g.activatePending(logger, key)
+		msg := fmt.Sprintf("gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room; retrying", key, strings.Join(yielded, ", "))
+		logger.V(3).Info("Lower-precedence gangs yielded", "pod", klog.KObj(pod), "podGroup", key, "yielded", yielded)
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	}
+	why := fmt.Sprintf("member %s cannot be placed", pod.Name)
+	rejected := g.rejectWaiting(key, fmt.Sprintf("gang %s rejected: %s", key, why))
+	g.mu.Lock()
+	delete(g.waitingSince, key)
+	g.mu.Unlock()
+	if info.PodGroup != nil {
+		g.event(key, info.PodGroup, v1.EventTypeWarning, EventGangRejected,
+			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %s; %d waiting members released", key, why, rejected))
+}
+
+// rank orders gangs: higher pod priority first, then the older PodGroup, then by name.
+type rank struct {
+	priority int32
+	created  metav1.Time
+	key      string
+}
+
+func (r rank) before(o rank) bool {
+	if r.priority != o.priority {
+		return r.priority > o.priority
+	}
+	if !r.created.Equal(&o.created) {
+		return r.created.Before(&o.created)
+	}
+	return r.key < o.key
+}
+
+func (g *Gang) rankOf(pod *v1.Pod, key podgroup.Key, pg *schedulingv1alpha1.PodGroup) rank {
+	r := rank{key: key.String()}
+	if pod.Spec.Priority != nil {
+		r.priority = *pod.Spec.Priority
+	}
+	if pg != nil {
+		r.created = pg.CreationTimestamp
+	}
+	return r
+}
+
+// makeRoom rejects the waiting members of lower-precedence gangs when, without them, the pod
+// would fit on one of their nodes. It returns the gangs that yielded.
+func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info) []string {
+	mine := g.rankOf(pod, key, info.PodGroup)
+	// Waiting members of lower-precedence gangs, by node.
+	byNode := map[string][]*v1.Pod{}
+	victimGroups := map[podgroup.Key]bool{}
+	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		p := wp.GetPod()
+		k, ok := podgroup.KeyOf(p)
+		if !ok || k == key || p.Spec.NodeName == "" {
+			return
+		}
+		if other := g.rankOf(p, k, g.registry.Info(k).PodGroup); mine.before(other) {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	})
+	if len(byNode) == 0 {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	fits := false
+	for node, victims := range byNode {
+		nodeInfo, err := g.handle.SnapshotSharedLister().NodeInfos().Get(node)
+		if err != nil {
+			continue
+		}
+		trial := nodeInfo.Snapshot()
+		trialState := state.Clone()
+		for _, v := range victims {
+			pi, err := framework.NewPodInfo(v)
+			if err != nil {
+				continue
+			}
+			if err := trial.RemovePod(logger, v); err != nil {
+				continue
+			}
+			if s := g.handle.RunPreFilterExtensionRemovePod(ctx, trialState, pod, pi, trial); !s.IsSuccess() {
+				continue
+			}
+		}
+		if g.handle.RunFilterPluginsWithNominatedPods(ctx, trialState, pod, trial).IsSuccess() {
+			fits = true
+			for _, v := range victims {
+				k, _ := podgroup.KeyOf(v)
+				victimGroups[k] = true
+			}
+			break
+		}
+	}
+	if !fits {
+		return nil
+	}
+	var yielded []string
+	for k := range victimGroups {
+		n := g.rejectWaiting(k, fmt.Sprintf("gang %s rejected: it yields its reserved resources to gang %s, which takes precedence", k, key))
+		if pg := g.registry.Info(k).PodGroup; pg != nil {
+			g.event(k, pg, v1.EventTypeWarning, EventGangRejected,
+				fmt.Sprintf("gang %s: yielded to gang %s, which takes precedence (priority, then age); %d waiting members rejected", k, key, n))
+		}
+		yielded = append(yielded, k.String())
+	}
+	sort.Strings(yielded)
+	return yielded
+}
+
+// event records an Event on a PodGroup unless the same one was the last recorded for it.
+func (g *Gang) event(key podgroup.Key, pg *schedulingv1alpha1.PodGroup, eventType, reason, msg string) {
+	g.mu.Lock()
+	if g.lastEvent[key] == reason+msg {
+		g.mu.Unlock()
+		return
+	}
+	g.lastEvent[key] = reason + msg
+	g.mu.Unlock()
+	if g.recorder == nil {
+		return
+	}
+	ref := &v1.ObjectReference{
+		APIVersion: schedulingv1alpha1.SchemeGroupVersion.String(),
+		Kind:       "PodGroup",
+		Namespace:  pg.Namespace,
+		Name:       pg.Name,
+		UID:        pg.UID,
+	}
+	g.recorder.Eventf(ref, nil, eventType, reason, eventAction, "%s", msg)
+}
+
+// EventsToRegister returns the events that can make a rejected or held-back member
+// schedulable, each with a hint that requeues only the members it concerns.
+func (g *Gang) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		// A new member can complete the group's member count.
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: g.isSchedulableAfterMemberAdded},
+		// The PodGroup appearing or changing (minMember, timeout, minResources).
+		{Event: fwk.ClusterEvent{Resource: PodGroupResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.isSchedulableAfterPodGroupChange},
+		// Freed or added capacity can let a rejected gang complete.
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.isSchedulableAfterCapacityChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: g.isSchedulableAfterCapacityChange},
+	}, nil
+}
+
+func (g *Gang) isSchedulableAfterMemberAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	_, added, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	mine, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	if theirs, ok := podgroup.KeyOf(added); ok && theirs == mine {
+		logger.V(5).Info("A member of the gang was added", "pod", klog.KObj(pod), "added", klog.KObj(added))
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+func (g *Gang) isSchedulableAfterPodGroupChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	mine, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	namespace, name, err := objectName(newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if (podgroup.Key{Namespace: namespace, Name: name}) == mine {
+		logger.V(5).Info("The gang's PodGroup changed", "pod", klog.KObj(pod), "podGroup", mine)
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// objectName reads the namespace and name of a PodGroup event object, which kube-scheduler's
+// dynamic informer delivers as unstructured.
+func objectName(obj any) (string, string, error) {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		return o.GetNamespace(), o.GetName(), nil
+	case *schedulingv1alpha1.PodGroup:
+		return o.Namespace, o.Name, nil
+	case metav1.Object:
+		return o.GetNamespace(), o.GetName(), nil
+	}
+	return "", "", fmt.Errorf("unexpected PodGroup event object %T", obj)
+}
+
+func (g *Gang) isSchedulableAfterCapacityChange(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if _, ok := podgroup.KeyOf(pod); !ok {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}

@@ -1,0 +1,392 @@
+// Package podgroup keeps the PodGroups (scheduler-plugins scheduling.x-k8s.io/v1alpha1) of a
+// scheduler process and their members, shared by the Gang and NetworkTopologyAware plugins.
+//
+// A pod is a member of the PodGroup named by its label scheduling.x-k8s.io/pod-group, in its
+// own namespace. The registry counts, per group, the members that exist (not terminated, not
+// terminating), the members bound to a node (seen through the informer) and the members this
+// scheduler has reserved but not yet bound, so that every question the plugins ask is O(1).
+package podgroup
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+	schedinformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/shared"
+)
+
+// Key identifies a PodGroup: its namespace and name.
+type Key = types.NamespacedName
+
+// KeyOf returns the PodGroup a pod is a member of.
+func KeyOf(pod *v1.Pod) (Key, bool) {
+	name, ok := pod.Labels[schedulingv1alpha1.PodGroupLabel]
+	if !ok || name == "" {
+		return Key{}, false
+	}
+	return Key{Namespace: pod.Namespace, Name: name}, true
+}
+
+// Registry is the process-wide view of PodGroups and their members. It is safe for
+// concurrent use.
+type Registry struct {
+	mu     sync.RWMutex
+	groups map[Key]*group
+	// nodeAllocatable and clusterAllocatable let the minResources check run in O(1).
+	nodeAllocatable    map[string]v1.ResourceList
+	clusterAllocatable v1.ResourceList
+
+	synced    []cache.InformerSynced
+	listeners []func(Key)
+}
+
+type group struct {
+	podGroup *schedulingv1alpha1.PodGroup
+	members  map[types.UID]*v1.Pod
+	bound    sets.Set[types.UID]
+	assumed  sets.Set[types.UID]
+}
+
+// Info is what the plugins need to know about a group at one moment.
+type Info struct {
+	// PodGroup is nil when the object does not exist (yet). It must not be modified.
+	PodGroup *schedulingv1alpha1.PodGroup
+	// Members is the number of existing, non-terminal member pods.
+	Members int
+	// Scheduled is the number of members bound or reserved by this scheduler.
+	Scheduled int
+}
+
+// MinMember returns the PodGroup's minMember (at least 1), or 0 without a PodGroup.
+func (i Info) MinMember() int {
+	if i.PodGroup == nil {
+		return 0
+	}
+	return max(int(i.PodGroup.Spec.MinMember), 1)
+}
+
+// New returns an empty registry.
+func New() *Registry {
+	return &Registry{
+		groups:             map[Key]*group{},
+		nodeAllocatable:    map[string]v1.ResourceList{},
+		clusterAllocatable: v1.ResourceList{},
+	}
+}
+
+func (r *Registry) groupLocked(key Key) *group {
+	g := r.groups[key]
+	if g == nil {
+		g = &group{members: map[types.UID]*v1.Pod{}, bound: sets.New[types.UID](), assumed: sets.New[types.UID]()}
+		r.groups[key] = g
+	}
+	return g
+}
+
+// forgetIfEmptyLocked drops a group that has neither an object nor members.
+func (r *Registry) forgetIfEmptyLocked(key Key) {
+	if g := r.groups[key]; g != nil && g.podGroup == nil && len(g.members) == 0 && g.assumed.Len() == 0 {
+		delete(r.groups, key)
+	}
+}
+
+// OnGroupChange registers f to be called (outside the registry's lock) when a group's
+// PodGroup is set or a new member appears. Register before the informers start.
+func (r *Registry) OnGroupChange(f func(Key)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.listeners = append(r.listeners, f)
+}
+
+func (r *Registry) notify(key Key) {
+	r.mu.RLock()
+	listeners := r.listeners
+	r.mu.RUnlock()
+	for _, f := range listeners {
+		f(key)
+	}
+}
+
+// Info returns the current state of a group.
+func (r *Registry) Info(key Key) Info {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.groups[key]
+	if g == nil {
+		return Info{}
+	}
+	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
+	return Info{PodGroup: g.podGroup, Members: len(g.members), Scheduled: g.bound.Len() + g.assumed.Len()}
+}
+
+// PendingMembers returns the members that are neither bound nor reserved, by name.
+func (r *Registry) PendingMembers(key Key) []*v1.Pod {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.groups[key]
+	if g == nil {
+		return nil
+	}
+	var out []*v1.Pod
+	for uid, p := range g.members {
+		if !g.bound.Has(uid) && !g.assumed.Has(uid) {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Reserve records that this scheduler reserved a node for a member.
+func (r *Registry) Reserve(pod *v1.Pod) {
+	key, ok := KeyOf(pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groupLocked(key); !g.bound.Has(pod.UID) {
+		g.assumed.Insert(pod.UID)
+	}
+}
+
+// Unreserve undoes Reserve. It is idempotent.
+func (r *Registry) Unreserve(pod *v1.Pod) {
+	key, ok := KeyOf(pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[key]; g != nil {
+		g.assumed.Delete(pod.UID)
+		r.forgetIfEmptyLocked(key)
+	}
+}
+
+// ClusterAllocatable returns the sum of the allocatable resources of all nodes. The returned
+// list must not be modified.
+func (r *Registry) ClusterAllocatable() v1.ResourceList {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.clusterAllocatable
+}
+
+// SetPodGroup adds or updates a PodGroup.
+func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
+	key := Key{Namespace: pg.Namespace, Name: pg.Name}
+	r.mu.Lock()
+	r.groupLocked(key).podGroup = pg
+	r.mu.Unlock()
+	r.notify(key)
+}
+
+// DeletePodGroup removes a PodGroup; its members stay known (they wait for a new one).
+func (r *Registry) DeletePodGroup(namespace, name string) {
+	key := Key{Namespace: namespace, Name: name}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[key]; g != nil {
+		g.podGroup = nil
+		r.forgetIfEmptyLocked(key)
+	}
+}
+
+// SetPod records a pod's current state; pods that are not members are ignored.
+func (r *Registry) SetPod(old, pod *v1.Pod) {
+	if old != nil {
+		if oldKey, ok := KeyOf(old); ok {
+			if newKey, ok := KeyOf(pod); !ok || newKey != oldKey {
+				r.DeletePod(old)
+			}
+		}
+	}
+	key, ok := KeyOf(pod)
+	if !ok {
+		return
+	}
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		r.DeletePod(pod)
+		return
+	}
+	r.mu.Lock()
+	g := r.groupLocked(key)
+	_, known := g.members[pod.UID]
+	g.members[pod.UID] = pod
+	if pod.Spec.NodeName != "" {
+		g.bound.Insert(pod.UID)
+		g.assumed.Delete(pod.UID)
+	}
+	r.mu.Unlock()
+	if !known {
+		r.notify(key)
+	}
+}
+
+// DeletePod forgets a member.
+func (r *Registry) DeletePod(pod *v1.Pod) {
+	key, ok := KeyOf(pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[key]; g != nil {
+		delete(g.members, pod.UID)
+		g.bound.Delete(pod.UID)
+		g.assumed.Delete(pod.UID)
+		r.forgetIfEmptyLocked(key)
+	}
+}
+
+// SetNode records a node's allocatable resources.
+func (r *Registry) SetNode(node *v1.Node) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setNodeLocked(node.Name, node.Status.Allocatable)
+}
+
+// DeleteNode forgets a node.
+func (r *Registry) DeleteNode(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.setNodeLocked(name, nil)
+}
+
+func (r *Registry) setNodeLocked(name string, alloc v1.ResourceList) {
+	// Build a new total instead of mutating the published one: readers hold it unlocked.
+	total := r.clusterAllocatable.DeepCopy()
+	for res, q := range r.nodeAllocatable[name] {
+		t := total[res]
+		t.Sub(q)
+		total[res] = t
+	}
+	for res, q := range alloc {
+		t, ok := total[res]
+		if !ok {
+			t = resource.Quantity{Format: q.Format}
+		}
+		t.Add(q)
+		total[res] = t
+	}
+	if alloc == nil {
+		delete(r.nodeAllocatable, name)
+	} else {
+		r.nodeAllocatable[name] = alloc
+	}
+	r.clusterAllocatable = total
+}
+
+// HasSynced reports whether the informers feeding the registry delivered their initial lists.
+func (r *Registry) HasSynced() bool {
+	for _, s := range r.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run feeds the registry from the pod and node informers of factory (started by its owner)
+// and from a PodGroup informer of its own, which it starts with ctx.
+func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) error {
+	podReg, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if p, ok := obj.(*v1.Pod); ok {
+				r.SetPod(nil, p)
+			}
+		},
+		UpdateFunc: func(oldObj, obj any) {
+			old, _ := oldObj.(*v1.Pod)
+			if p, ok := obj.(*v1.Pod); ok {
+				r.SetPod(old, p)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if p, ok := shared.Tombstoned[*v1.Pod](obj); ok {
+				r.DeletePod(p)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching pods for the PodGroup registry: %w", err)
+	}
+	nodeReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				r.SetNode(n)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				r.SetNode(n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if n, ok := shared.Tombstoned[*v1.Node](obj); ok {
+				r.DeleteNode(n.Name)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching nodes for the PodGroup registry: %w", err)
+	}
+	// Custom resources are served as JSON only.
+	jsonConfig := restclient.CopyConfig(config)
+	jsonConfig.ContentType = "application/json"
+	jsonConfig.AcceptContentTypes = "application/json"
+	client, err := schedclientset.NewForConfig(jsonConfig)
+	if err != nil {
+		return fmt.Errorf("building the PodGroup client: %w", err)
+	}
+	pgFactory := schedinformers.NewSharedInformerFactory(client, 0)
+	pgReg, err := pgFactory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pg, ok := obj.(*schedulingv1alpha1.PodGroup); ok {
+				r.SetPodGroup(pg)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if pg, ok := obj.(*schedulingv1alpha1.PodGroup); ok {
+				r.SetPodGroup(pg)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if pg, ok := shared.Tombstoned[*schedulingv1alpha1.PodGroup](obj); ok {
+				r.DeletePodGroup(pg.Namespace, pg.Name)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching PodGroups: %w", err)
+	}
+	r.synced = []cache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, pgReg.HasSynced}
+	pgFactory.Start(ctx.Done())
+	return nil
+}
+
+// Shared returns the registry of the scheduler process that owns factory, creating and
+// starting it on first use.
+func Shared(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) (*Registry, error) {
+	return shared.Get(ctx, "podgroup.Registry", factory, func() (*Registry, error) {
+		r := New()
+		if err := r.Run(ctx, factory, config); err != nil {
+			return nil, err
+		}
+		klog.FromContext(ctx).V(2).Info("PodGroup registry started")
+		return r, nil
+	})
+}
