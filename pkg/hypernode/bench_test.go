@@ -27,7 +27,7 @@ func benchLeafCount() int { return (benchNodes + benchNodesPerLeaf - 1) / benchN
 
 // benchWorld returns the nodes and HyperNodes of the benchmark tree. Leaves select their
 // nodes by exactMatch members ("exact"), one anchored regular expression per rack ("regex"),
-// or a rack label ("label").
+// the same without ^ ("regex-unanchored"), or a rack label ("label").
 func benchWorld(selector string) (map[string]labels.Set, []*topologyv1alpha1.HyperNode) {
 	nodesByName := make(map[string]labels.Set, benchNodes)
 	for i := range benchNodes {
@@ -40,6 +40,9 @@ func benchWorld(selector string) (map[string]labels.Set, []*topologyv1alpha1.Hyp
 		switch selector {
 		case "regex":
 			members = append(members, regex(fmt.Sprintf("^r%03d-n[0-9]+$", l)))
+		case "regex-unanchored":
+			// Volcano's regexMatch is unanchored; many users write patterns without ^.
+			members = append(members, regex(fmt.Sprintf("r%03d-n[0-9]+$", l)))
 		case "label":
 			members = append(members, labelled(map[string]string{"example.com/rack": fmt.Sprintf("leaf-%d", l)}))
 		default:
@@ -64,8 +67,10 @@ func benchWorld(selector string) (map[string]labels.Set, []*topologyv1alpha1.Hyp
 	return nodesByName, hns
 }
 
+var benchSelectors = []string{"exact", "regex", "regex-unanchored", "label"}
+
 func BenchmarkBuild(b *testing.B) {
-	for _, selector := range []string{"exact", "regex", "label"} {
+	for _, selector := range benchSelectors {
 		b.Run(selector, func(b *testing.B) {
 			nodesByName, hns := benchWorld(selector)
 			b.ReportAllocs()
@@ -77,7 +82,7 @@ func BenchmarkBuild(b *testing.B) {
 }
 
 func BenchmarkNodeLabelChange(b *testing.B) {
-	for _, selector := range []string{"exact", "regex", "label"} {
+	for _, selector := range benchSelectors {
 		b.Run(selector, func(b *testing.B) {
 			nodesByName, hns := benchWorld(selector)
 			tree := Build(nodesByName, hns)
@@ -100,7 +105,7 @@ func BenchmarkNodeLabelChange(b *testing.B) {
 }
 
 func BenchmarkNodeAddDelete(b *testing.B) {
-	for _, selector := range []string{"exact", "regex", "label"} {
+	for _, selector := range benchSelectors {
 		b.Run(selector, func(b *testing.B) {
 			nodesByName, hns := benchWorld(selector)
 			tree := Build(nodesByName, hns)
@@ -121,7 +126,7 @@ func BenchmarkNodeAddDelete(b *testing.B) {
 }
 
 func BenchmarkHyperNodeUpdate(b *testing.B) {
-	for _, selector := range []string{"exact", "regex", "label"} {
+	for _, selector := range benchSelectors {
 		b.Run(selector+"/leaf", func(b *testing.B) {
 			nodesByName, hns := benchWorld(selector)
 			tree := Build(nodesByName, hns)
@@ -140,6 +145,23 @@ func BenchmarkHyperNodeUpdate(b *testing.B) {
 			}
 		})
 	}
+	b.Run("exact/core", func(b *testing.B) {
+		nodesByName, hns := benchWorld("exact")
+		tree := Build(nodesByName, hns)
+		core := hns[len(hns)-1]
+		renamed := core.DeepCopy()
+		renamed.Spec.TierName = "datacenter"
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if i%2 == 0 {
+				tree.SetHyperNode(renamed)
+			} else {
+				tree.SetHyperNode(core)
+			}
+			i++
+		}
+	})
 	b.Run("exact/spine", func(b *testing.B) {
 		nodesByName, hns := benchWorld("exact")
 		tree := Build(nodesByName, hns)
@@ -200,7 +222,7 @@ func BenchmarkReads(b *testing.B) {
 // BenchmarkRetainedMemory reports the heap a built tree keeps alive (its indexes and the
 // published snapshot), measured after a forced garbage collection.
 func BenchmarkRetainedMemory(b *testing.B) {
-	for _, selector := range []string{"exact", "regex", "label"} {
+	for _, selector := range benchSelectors {
 		b.Run(selector, func(b *testing.B) {
 			nodesByName, hns := benchWorld(selector)
 			var retained uint64

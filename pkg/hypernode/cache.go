@@ -40,6 +40,10 @@ type Cache struct {
 	logger   klog.Logger
 
 	synced []cache.InformerSynced
+	// quiet suppresses Events while the informers deliver their initial lists: objects
+	// arrive in any order, and a parent listed before its children would otherwise be
+	// reported as missing members on every start.
+	quiet bool
 }
 
 // NewCache returns a cache with an empty tree. Feed it with Run or with the Set/Delete
@@ -95,17 +99,35 @@ func (c *Cache) DeleteHyperNode(name string) {
 
 func (c *Cache) apply(update func(*Tree) []ProblemChange) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	changes := update(c.tree)
 	c.current.Store(c.tree.Snapshot())
-	c.mu.Unlock()
+	// Reported under the lock so that Events of one HyperNode are recorded in the order
+	// of the changes (recording only queues the Event).
 	for _, change := range changes {
 		c.report(change)
 	}
 }
 
+// endQuiet reports the problems present once the initial lists are in, and every change
+// from then on.
+func (c *Cache) endQuiet() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.quiet = false
+	for _, change := range c.tree.CurrentProblems() {
+		c.report(change)
+	}
+}
+
 // report logs a change of a HyperNode's problems and records it as an Event on the HyperNode.
+// The Event's reason is that of the problem that excludes the HyperNode, if one does.
 func (c *Cache) report(change ProblemChange) {
 	hn := change.HyperNode
+	if c.quiet {
+		c.logger.V(4).Info("HyperNode problems changed during the initial sync", "hyperNode", hn.Name, "problems", len(change.Problems))
+		return
+	}
 	if hn.UID == "" {
 		// Deleted: nobody can read Events of an object that is gone.
 		c.logger.V(4).Info("Problems of a deleted HyperNode dropped", "hyperNode", hn.Name)
@@ -128,13 +150,14 @@ func (c *Cache) report(change ProblemChange) {
 	msg := describeProblems(hn.Name, change.Problems)
 	c.logger.Info("HyperNode topology problem", "hyperNode", hn.Name, "problems", msg)
 	if c.recorder != nil {
-		eventType := v1.EventTypeNormal
+		eventType, reason := v1.EventTypeNormal, change.Problems[0].Reason
 		for _, p := range change.Problems {
 			if p.Excludes {
-				eventType = v1.EventTypeWarning
+				eventType, reason = v1.EventTypeWarning, p.Reason
+				break
 			}
 		}
-		c.recorder.Eventf(ref, nil, eventType, change.Problems[0].Reason, eventAction, "%s", truncate(msg, 1000))
+		c.recorder.Eventf(ref, nil, eventType, reason, eventAction, "%s", truncate(msg, 1000))
 	}
 }
 
@@ -201,8 +224,16 @@ func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory
 	if err != nil {
 		return fmt.Errorf("watching HyperNodes: %w", err)
 	}
+	c.mu.Lock()
 	c.synced = []cache.InformerSynced{nodeReg.HasSynced, hnReg.HasSynced}
+	c.quiet = true
+	c.mu.Unlock()
 	hnFactory.Start(ctx.Done())
+	go func() {
+		if err := c.WaitForSync(ctx); err == nil {
+			c.endQuiet()
+		}
+	}()
 	return nil
 }
 

@@ -36,7 +36,8 @@ type nodePattern struct {
 	// anchoredPrefix, when regex starts with ^ followed by literal text, is that text: only
 	// names that start with it can match, which lets the tree index such leaves by prefix.
 	anchoredPrefix string
-	// requiredText is text every match contains (the regex's literal prefix); a cheap filter.
+	// requiredText is text every match contains (the literal text a match starts with): a
+	// cheap filter, and the key that indexes unanchored patterns.
 	requiredText string
 
 	selector labels.Selector

@@ -61,6 +61,8 @@ type Snapshot struct {
 	tierNames    map[string][]int
 	rootChildren []string
 	nodeCount    int
+	// root is the virtual root, built when it changes so that reads never allocate.
+	root *HyperNodeInfo
 }
 
 // Generation increases with every change of the tree; equal generations mean equal trees.
@@ -74,8 +76,10 @@ func (s *Snapshot) HyperNode(name string) (*HyperNodeInfo, bool) {
 	return s.infos.Get(name)
 }
 
-// Root returns the virtual root HyperNode.
-func (s *Snapshot) Root() *HyperNodeInfo {
+// Root returns the virtual root HyperNode. It must not be modified.
+func (s *Snapshot) Root() *HyperNodeInfo { return s.root }
+
+func (s *Snapshot) buildRoot() *HyperNodeInfo {
 	return &HyperNodeInfo{
 		Name:      VirtualRootName,
 		Tier:      s.RootTier(),
@@ -198,9 +202,10 @@ func (s *Snapshot) Leaves(name string) []string {
 	return out
 }
 
-// Nodes returns the nodes placement may use at or below a HyperNode, in tree order. For the
-// virtual root it returns the nodes of all leaves (not the nodes outside every HyperNode,
-// which the snapshot does not list).
+// Nodes returns the nodes of the usable leaves at or below a HyperNode, in tree order. For
+// the virtual root that is every node in a usable leaf; the root also holds the nodes outside
+// every usable leaf (LeafOf is false for them), which the snapshot counts but does not list:
+// the scheduler's own node list has them.
 func (s *Snapshot) Nodes(name string) []string {
 	var out []string
 	for _, leaf := range s.Leaves(name) {

@@ -36,8 +36,11 @@ type Tree struct {
 	exactIndex  map[string]sets.Set[string]
 	prefixIndex map[string]sets.Set[string]
 	prefixLens  map[int]int // distinct anchored-prefix lengths, with their use counts
-	labelIndex  map[labelPair]sets.Set[string]
-	scanLeaves  sets.Set[string] // leaves with patterns that no index covers
+	// substringIndex indexes unanchored regexes by the literal text every match contains.
+	substringIndex map[string]sets.Set[string]
+	substringLens  map[int]int
+	labelIndex     map[labelPair]sets.Set[string]
+	scanLeaves     sets.Set[string] // leaves with patterns that no index covers
 
 	// nodeLeaves maps each existing node to the leaves that select it (normally one).
 	nodeLeaves map[string]sets.Set[string]
@@ -72,27 +75,30 @@ type ProblemChange struct {
 // NewTree returns an empty tree.
 func NewTree() *Tree {
 	return &Tree{
-		hyperNodes:    map[string]*hnState{},
-		nodeLabels:    map[string]labels.Set{},
-		nodesByLabel:  map[string]map[string]sets.Set[string]{},
-		labelKeyRefs:  map[string]int{},
-		exactIndex:    map[string]sets.Set[string]{},
-		prefixIndex:   map[string]sets.Set[string]{},
-		prefixLens:    map[int]int{},
-		labelIndex:    map[labelPair]sets.Set[string]{},
-		scanLeaves:    sets.New[string](),
-		nodeLeaves:    map[string]sets.Set[string]{},
-		claims:        map[string]sets.Set[string]{},
-		tierCount:     map[int]int{},
-		tierNameTiers: map[string]map[int]int{},
-		tierNameHNs:   map[string]sets.Set[string]{},
-		candidates:    map[int]sets.Set[string]{},
-		rootChildren:  sets.New[string](),
+		hyperNodes:     map[string]*hnState{},
+		nodeLabels:     map[string]labels.Set{},
+		nodesByLabel:   map[string]map[string]sets.Set[string]{},
+		labelKeyRefs:   map[string]int{},
+		exactIndex:     map[string]sets.Set[string]{},
+		prefixIndex:    map[string]sets.Set[string]{},
+		prefixLens:     map[int]int{},
+		substringIndex: map[string]sets.Set[string]{},
+		substringLens:  map[int]int{},
+		labelIndex:     map[labelPair]sets.Set[string]{},
+		scanLeaves:     sets.New[string](),
+		nodeLeaves:     map[string]sets.Set[string]{},
+		claims:         map[string]sets.Set[string]{},
+		tierCount:      map[int]int{},
+		tierNameTiers:  map[string]map[int]int{},
+		tierNameHNs:    map[string]sets.Set[string]{},
+		candidates:     map[int]sets.Set[string]{},
+		rootChildren:   sets.New[string](),
 		snap: &Snapshot{
 			infos:      newCowMap[*HyperNodeInfo](),
 			nodeLeaf:   newCowMap[string](),
 			candidates: map[int][]string{},
 			tierNames:  map[string][]int{},
+			root:       &HyperNodeInfo{Name: VirtualRootName, Tier: 1},
 		},
 	}
 }
@@ -115,6 +121,16 @@ func Build(nodes map[string]labels.Set, hyperNodes []*topologyv1alpha1.HyperNode
 	}
 	t.refresh(dirty)
 	return t
+}
+
+// CurrentProblems returns every existing HyperNode that has problems, as changes from none.
+func (t *Tree) CurrentProblems() []ProblemChange {
+	var out []ProblemChange
+	for _, name := range sortedKeys(t.snap.Problems()) {
+		info, _ := t.snap.infos.Get(name)
+		out = append(out, ProblemChange{HyperNode: t.hyperNodes[name].obj, Problems: info.Problems})
+	}
+	return out
 }
 
 // Snapshot returns the current snapshot.
@@ -219,6 +235,9 @@ func (t *Tree) indexHyperNode(hn *topologyv1alpha1.HyperNode) {
 		case p.anchoredPrefix != "":
 			addTo(t.prefixIndex, p.anchoredPrefix, hn.Name)
 			t.prefixLens[len(p.anchoredPrefix)]++
+		case p.requiredText != "":
+			addTo(t.substringIndex, p.requiredText, hn.Name)
+			t.substringLens[len(p.requiredText)]++
 		case p.indexLabel != nil:
 			if t.labelIndex[*p.indexLabel] == nil {
 				t.labelIndex[*p.indexLabel] = sets.New[string]()
@@ -262,6 +281,11 @@ func (t *Tree) unindexHyperNode(name string, dirty sets.Set[string]) {
 			removeFrom(t.prefixIndex, p.anchoredPrefix, name)
 			if t.prefixLens[len(p.anchoredPrefix)]--; t.prefixLens[len(p.anchoredPrefix)] == 0 {
 				delete(t.prefixLens, len(p.anchoredPrefix))
+			}
+		case p.requiredText != "":
+			removeFrom(t.substringIndex, p.requiredText, name)
+			if t.substringLens[len(p.requiredText)]--; t.substringLens[len(p.requiredText)] == 0 {
+				delete(t.substringLens, len(p.requiredText))
 			}
 		case p.indexLabel != nil:
 			if s := t.labelIndex[*p.indexLabel]; s != nil {
@@ -388,16 +412,21 @@ func (t *Tree) addNodeToLeaf(node, leaf string, dirty sets.Set[string]) {
 func (t *Tree) matchingLeaves(node string) sets.Set[string] {
 	nodeLabels := t.nodeLabels[node]
 	candidates := sets.New[string]()
-	candidates = candidates.Union(t.exactIndex[node])
+	insertAll(candidates, t.exactIndex[node])
 	for l := range t.prefixLens {
 		if l <= len(node) {
-			candidates = candidates.Union(t.prefixIndex[node[:l]])
+			insertAll(candidates, t.prefixIndex[node[:l]])
+		}
+	}
+	for l := range t.substringLens {
+		for i := 0; i+l <= len(node); i++ {
+			insertAll(candidates, t.substringIndex[node[i:i+l]])
 		}
 	}
 	for k, v := range nodeLabels {
-		candidates = candidates.Union(t.labelIndex[labelPair{key: k, value: v}])
+		insertAll(candidates, t.labelIndex[labelPair{key: k, value: v}])
 	}
-	candidates = candidates.Union(t.scanLeaves)
+	insertAll(candidates, t.scanLeaves)
 	matched := sets.New[string]()
 	for leaf := range candidates {
 		st := t.hyperNodes[leaf]
@@ -440,6 +469,12 @@ func (t *Tree) setNodeLeaves(node string, leaves sets.Set[string], dirty sets.Se
 	return true
 }
 
+func insertAll(dst, src sets.Set[string]) {
+	for v := range src {
+		dst.Insert(v)
+	}
+}
+
 func addTo(m map[string]sets.Set[string], key, value string) {
 	if m[key] == nil {
 		m[key] = sets.New[string]()
@@ -456,11 +491,14 @@ func removeFrom(m map[string]sets.Set[string], key, value string) {
 	}
 }
 
-// closure returns dirty plus every HyperNode above or below a dirty one in the membership
-// graph (all claims, valid or not): exactly the HyperNodes whose derived state can change.
+// closure returns dirty plus every ancestor of a dirty HyperNode in the raw membership graph
+// (through every claim, valid or not). That is every HyperNode whose problems, children or
+// node count can change: the events put the changed HyperNode's old and new children in
+// dirty themselves, every member of a cycle through a dirty HyperNode is its ancestor, and
+// descendants whose exclusion or depth changes are added by refresh as it finds them.
 func (t *Tree) closure(dirty sets.Set[string]) sets.Set[string] {
 	out := sets.New[string]()
-	var up, down func(string)
+	var up func(string)
 	up = func(n string) {
 		for p := range t.claims[n] {
 			if !out.Has(p) {
@@ -469,29 +507,10 @@ func (t *Tree) closure(dirty sets.Set[string]) sets.Set[string] {
 			}
 		}
 	}
-	seenDown := sets.New[string]()
-	down = func(n string) {
-		st := t.hyperNodes[n]
-		if st == nil || seenDown.Has(n) {
-			return
-		}
-		seenDown.Insert(n)
-		for _, c := range st.spec.children {
-			if _, ok := t.hyperNodes[c]; ok {
-				out.Insert(c)
-				down(c)
-			}
-		}
-	}
 	for n := range dirty {
 		out.Insert(n)
 	}
 	for n := range dirty {
-		up(n)
-		down(n)
-	}
-	// The ancestors of the descendants can be involved too (a descendant with two parents).
-	for n := range seenDown {
 		up(n)
 	}
 	return out
@@ -596,7 +615,7 @@ func (t *Tree) ownProblems(name string, onCycle []string) []Problem {
 	for p := range t.claims[name] {
 		if pst := t.hyperNodes[p]; pst.spec.tier <= spec.tier {
 			prob := newProblem(ReasonTierOrder,
-				"its parent %s has tier %d, not greater than its own tier %d; %s is excluded", p, pst.spec.tier, spec.tier, p)
+				"its parent %s has tier %d, not greater than its own tier %d; %s and everything below it are excluded", p, pst.spec.tier, spec.tier, p)
 			prob.Excludes = false
 			problems = append(problems, prob)
 		}
@@ -668,8 +687,9 @@ func (t *Tree) refresh(dirty sets.Set[string]) []ProblemChange {
 	scope := t.closure(dirty)
 	fresh := t.derive(old, scope)
 	// A HyperNode whose exclusion or depth changed changes those of its whole subtree, which
-	// the closure of dirty does not always hold (an ancestor that became invalid): widen the
-	// scope to those subtrees and derive again. Rare, and bounded by the subtree sizes.
+	// the closure of dirty does not hold: widen the scope level by level to those subtrees
+	// and derive again. Rare (a HyperNode becoming invalid or moving), and bounded by the
+	// subtrees that really change.
 	for {
 		extra := sets.New[string]()
 		for n, next := range fresh {
@@ -912,6 +932,10 @@ func (t *Tree) publish(old *Snapshot, scope sets.Set[string], fresh map[string]*
 	}
 	if rootChanged {
 		snap.rootChildren = sets.List(t.rootChildren)
+	}
+	snap.root = old.root
+	if rootChanged || snap.nodeCount != old.nodeCount || !slices.Equal(snap.tiers, old.tiers) {
+		snap.root = snap.buildRoot()
 	}
 	t.snap = snap
 	return changes

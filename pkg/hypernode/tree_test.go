@@ -228,7 +228,7 @@ func TestValidation(t *testing.T) {
 				},
 				"x2": {
 					excl(ReasonCycle, "it is on a membership cycle of HyperNodes x1, x2"),
-					info(ReasonTierOrder, "its parent x1 has tier 2, not greater than its own tier 3; x1 is excluded"),
+					info(ReasonTierOrder, "its parent x1 has tier 2, not greater than its own tier 3; x1 and everything below it are excluded"),
 				},
 			},
 			wantExcluded:   map[string]string{"x0": "x1", "x1": "x1", "x2": "x2"},
@@ -276,6 +276,34 @@ func TestValidation(t *testing.T) {
 			wantNodeCounts: map[string]int{"s6": 4},
 		},
 		{
+			name: "labelMatch on a HyperNode member",
+			hyperNodes: replace(seed001(), func() *topologyv1alpha1.HyperNode {
+				m := labelled(map[string]string{"spine": "s5"})
+				m.Type = topologyv1alpha1.MemberTypeHyperNode
+				return hn("s5", 2, "", m)
+			}()),
+			wantProblems: map[string][]Problem{
+				"s5": {excl(ReasonInvalidMember, "member 0 is of type HyperNode but uses labelMatch; HyperNode members must use exactMatch")},
+			},
+			wantExcluded:   map[string]string{"s5": "s5"},
+			wantCandidates: map[int][]string{1: {"s0", "s1", "s2", "s3"}, 2: {"s4"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s6": 4},
+		},
+		{
+			name:       "a HyperNode that contains itself",
+			hyperNodes: append(seed001(), hn("loop", 2, "", child("loop"))),
+			wantProblems: map[string][]Problem{
+				"loop": {
+					excl(ReasonCycle, "it is on a membership cycle of HyperNodes loop"),
+					info(ReasonTierOrder, "its parent loop has tier 2, not greater than its own tier 2; loop and everything below it are excluded"),
+					excl(ReasonTierOrder, "its tier 2 is not greater than the tier 2 of its member loop"),
+				},
+			},
+			wantExcluded:   map[string]string{"loop": "loop"},
+			wantCandidates: map[int][]string{1: {"s0", "s1", "s2", "s3"}, 2: {"s4", "s5"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"s6": 8},
+		},
+		{
 			name:       "parent tier not greater than a child's",
 			hyperNodes: replace(seed001(), hn("s5", 1, "", child("s2"), child("s3"))),
 			wantProblems: map[string][]Problem{
@@ -283,8 +311,8 @@ func TestValidation(t *testing.T) {
 					excl(ReasonTierOrder, "its tier 1 is not greater than the tier 1 of its member s2"),
 					excl(ReasonTierOrder, "its tier 1 is not greater than the tier 1 of its member s3"),
 				},
-				"s2": {info(ReasonTierOrder, "its parent s5 has tier 1, not greater than its own tier 1; s5 is excluded")},
-				"s3": {info(ReasonTierOrder, "its parent s5 has tier 1, not greater than its own tier 1; s5 is excluded")},
+				"s2": {info(ReasonTierOrder, "its parent s5 has tier 1, not greater than its own tier 1; s5 and everything below it are excluded")},
+				"s3": {info(ReasonTierOrder, "its parent s5 has tier 1, not greater than its own tier 1; s5 and everything below it are excluded")},
 			},
 			wantExcluded:   map[string]string{"s5": "s5", "s2": "s5", "s3": "s5"},
 			wantCandidates: map[int][]string{1: {"s0", "s1"}, 2: {"s4"}, 3: {"s6"}},
