@@ -26,9 +26,13 @@ if [[ ${#modules[@]} -eq 0 ]]; then
   exit 1
 fi
 
-# The sample-* modules are examples that are never published as dependencies of kubernetes'
-# packages; they are replaced too so `go mod tidy` never tries to resolve v0.0.0 for them.
+# Regenerate, don't append: drop every existing k8s.io replace first, so a replace that
+# kubernetes no longer has does not linger. The sample-* modules are replaced too so that
+# `go mod tidy` never tries to resolve v0.0.0 for them.
 args=()
+while read -r old; do
+  args+=("-dropreplace=${old}")
+done < <(go mod edit -json | sed -n 's/^[[:space:]]*"Path": "\(k8s\.io\/[^"]*\)",\{0,1\}$/\1/p' | sort -u)
 for m in "${modules[@]}"; do
   args+=("-replace=${m}=${m}@${STAGING_VERSION}")
 done

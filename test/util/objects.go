@@ -211,29 +211,6 @@ func WaitForPodsBound(ctx context.Context, cs clientset.Interface, namespace str
 	return placements, nil
 }
 
-// WaitForUnschedulable waits until the scheduler has reported the pod unschedulable and
-// returns the message of its PodScheduled condition.
-func WaitForUnschedulable(ctx context.Context, cs clientset.Interface, namespace, name string, timeout time.Duration) (string, error) {
-	var message string
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		pod, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if pod.Spec.NodeName != "" {
-			return false, fmt.Errorf("pod %s/%s was bound to %s", namespace, name, pod.Spec.NodeName)
-		}
-		for _, c := range pod.Status.Conditions {
-			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
-				message = c.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return message, err
-}
-
 // BoundPods returns pod name -> node name of the namespace's bound pods.
 func BoundPods(ctx context.Context, cs clientset.Interface, namespace string) (map[string]string, error) {
 	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})

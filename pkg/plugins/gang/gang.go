@@ -96,8 +96,13 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
+	return newPlugin(ctx, *args, handle, registry), nil
+}
+
+// newPlugin builds the plugin around a registry (the process's shared one, or a test's).
+func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, registry *podgroup.Registry) *Gang {
 	g := &Gang{
-		args:         *args,
+		args:         args,
 		handle:       handle,
 		registry:     registry,
 		conditions:   newConditionWriter(handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister()),
@@ -110,7 +115,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	// informers with no ordering between them: when the registry sees a group become ready,
 	// the held-back members are activated so that PreEnqueue looks again.
 	registry.OnGroupChange(func(key podgroup.Key) { g.activateIfReady(klog.FromContext(ctx), key) })
-	return g, nil
+	return g
 }
 
 // Name returns the name of the plugin.

@@ -1,0 +1,95 @@
+package podgroup
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+func member(name, group string) *v1.Pod {
+	return st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, group).Obj()
+}
+
+func TestRegistryCounts(t *testing.T) {
+	r := New()
+	key := Key{Namespace: "ns", Name: "g"}
+	var notified []Key
+	r.OnGroupChange(func(k Key) { notified = append(notified, k) })
+
+	r.SetPod(nil, member("a", "g"))
+	r.SetPod(nil, member("b", "g"))
+	r.SetPod(nil, member("c", "g"))
+	r.SetPod(nil, st.MakePod().Namespace("ns").Name("solo").UID("solo").Obj())
+	if diff := cmp.Diff(Info{Members: 3}, r.Info(key)); diff != "" {
+		t.Errorf("without PodGroup (-want,+got):\n%s", diff)
+	}
+	pg := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}}
+	r.SetPodGroup(pg)
+
+	r.Reserve(member("a", "g"))
+	r.Reserve(member("a", "g")) // idempotent
+	bound := member("b", "g")
+	bound.Spec.NodeName = "node-1"
+	r.SetPod(member("b", "g"), bound)
+	r.Reserve(bound) // a bound member is not counted twice
+	if diff := cmp.Diff(Info{PodGroup: pg, Members: 3, Scheduled: 2}, r.Info(key)); diff != "" {
+		t.Errorf("reserved and bound (-want,+got):\n%s", diff)
+	}
+	if got := names(r.PendingMembers(key)); !cmp.Equal(got, []string{"c"}) {
+		t.Errorf("pending = %v, want [c]", got)
+	}
+
+	r.Unreserve(member("a", "g"))
+	r.Unreserve(member("a", "g")) // idempotent
+	done := bound.DeepCopy()
+	done.Status.Phase = v1.PodSucceeded
+	r.SetPod(bound, done)
+	moved := member("c", "g")
+	moved.Labels[schedulingv1alpha1.PodGroupLabel] = "other"
+	r.SetPod(member("c", "g"), moved)
+	if diff := cmp.Diff(Info{PodGroup: pg, Members: 1, Scheduled: 0}, r.Info(key)); diff != "" {
+		t.Errorf("after unreserve, completion and relabel (-want,+got):\n%s", diff)
+	}
+	if got := r.Info(Key{Namespace: "ns", Name: "other"}).Members; got != 1 {
+		t.Errorf("members of the other group = %d, want 1", got)
+	}
+	if got := r.Info(key).MinMember(); got != 2 {
+		t.Errorf("MinMember = %d, want 2", got)
+	}
+	// Each new member and the PodGroup notified their group once.
+	want := []Key{key, key, key, key, {Namespace: "ns", Name: "other"}}
+	if diff := cmp.Diff(want, notified); diff != "" {
+		t.Errorf("notifications (-want,+got):\n%s", diff)
+	}
+}
+
+func TestClusterAllocatable(t *testing.T) {
+	r := New()
+	node := func(name, cpu string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}}
+	}
+	r.SetNode(node("a", "4"))
+	r.SetNode(node("b", "8"))
+	before := r.ClusterAllocatable()
+	r.SetNode(node("a", "2"))
+	r.DeleteNode("b")
+	if got := r.ClusterAllocatable()[v1.ResourceCPU]; got.Cmp(resource.MustParse("2")) != 0 {
+		t.Errorf("cluster cpu = %s, want 2", got.String())
+	}
+	if got := before[v1.ResourceCPU]; got.Cmp(resource.MustParse("12")) != 0 {
+		t.Errorf("a published total changed afterwards: %s, want 12", got.String())
+	}
+}
+
+func names(pods []*v1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
