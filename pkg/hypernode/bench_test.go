@@ -209,6 +209,14 @@ func BenchmarkReads(b *testing.B) {
 			}
 		}
 	})
+	b.Run("lca-with-root", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := s.LCA("leaf-3", VirtualRootName); !ok {
+				b.Fatal("no lca")
+			}
+		}
+	})
 	b.Run("lca", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
