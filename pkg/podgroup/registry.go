@@ -55,9 +55,13 @@ type Registry struct {
 
 type group struct {
 	podGroup *schedulingv1alpha1.PodGroup
-	members  map[types.UID]*v1.Pod
-	bound    sets.Set[types.UID]
-	assumed  sets.Set[types.UID]
+	topology *NetworkTopology
+	// topologyErr is why the PodGroup's constraint annotation is unusable.
+	topologyErr error
+	members     map[types.UID]*v1.Pod
+	bound       sets.Set[types.UID]
+	// assumed maps the members this scheduler reserved (not yet seen bound) to their node.
+	assumed map[types.UID]string
 }
 
 // Info is what the plugins need to know about a group at one moment.
@@ -68,6 +72,10 @@ type Info struct {
 	Members int
 	// Scheduled is the number of members bound or reserved by this scheduler.
 	Scheduled int
+	// Topology is the PodGroup's network topology constraint (nil: none). TopologyErr says
+	// why the annotation is unusable.
+	Topology    *NetworkTopology
+	TopologyErr error
 }
 
 // MinMember returns the PodGroup's minMember (at least 1), or 0 without a PodGroup.
@@ -90,7 +98,7 @@ func New() *Registry {
 func (r *Registry) groupLocked(key Key) *group {
 	g := r.groups[key]
 	if g == nil {
-		g = &group{members: map[types.UID]*v1.Pod{}, bound: sets.New[types.UID](), assumed: sets.New[types.UID]()}
+		g = &group{members: map[types.UID]*v1.Pod{}, bound: sets.New[types.UID](), assumed: map[types.UID]string{}}
 		r.groups[key] = g
 	}
 	return g
@@ -98,7 +106,7 @@ func (r *Registry) groupLocked(key Key) *group {
 
 // forgetIfEmptyLocked drops a group that has neither an object nor members.
 func (r *Registry) forgetIfEmptyLocked(key Key) {
-	if g := r.groups[key]; g != nil && g.podGroup == nil && len(g.members) == 0 && g.assumed.Len() == 0 {
+	if g := r.groups[key]; g != nil && g.podGroup == nil && len(g.members) == 0 && len(g.assumed) == 0 {
 		delete(r.groups, key)
 	}
 }
@@ -129,7 +137,8 @@ func (r *Registry) Info(key Key) Info {
 		return Info{}
 	}
 	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
-	return Info{PodGroup: g.podGroup, Members: len(g.members), Scheduled: g.bound.Len() + g.assumed.Len()}
+	return Info{PodGroup: g.podGroup, Members: len(g.members), Scheduled: g.bound.Len() + len(g.assumed),
+		Topology: g.topology, TopologyErr: g.topologyErr}
 }
 
 // PendingMembers returns the members that are neither bound nor reserved, by name.
@@ -142,7 +151,7 @@ func (r *Registry) PendingMembers(key Key) []*v1.Pod {
 	}
 	var out []*v1.Pod
 	for uid, p := range g.members {
-		if !g.bound.Has(uid) && !g.assumed.Has(uid) {
+		if _, reserved := g.assumed[uid]; !g.bound.Has(uid) && !reserved {
 			out = append(out, p)
 		}
 	}
@@ -150,8 +159,8 @@ func (r *Registry) PendingMembers(key Key) []*v1.Pod {
 	return out
 }
 
-// Reserve records that this scheduler reserved a node for a member.
-func (r *Registry) Reserve(pod *v1.Pod) {
+// Reserve records that this scheduler reserved a node for a member. It is idempotent.
+func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	key, ok := KeyOf(pod)
 	if !ok {
 		return
@@ -159,8 +168,29 @@ func (r *Registry) Reserve(pod *v1.Pod) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groupLocked(key); !g.bound.Has(pod.UID) {
-		g.assumed.Insert(pod.UID)
+		g.assumed[pod.UID] = nodeName
 	}
+}
+
+// PlacedNodes returns the nodes of the members that are bound or reserved, one entry per
+// member, and those members' names.
+func (r *Registry) PlacedNodes(key Key) (nodes, pods []string) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.groups[key]
+	if g == nil {
+		return nil, nil
+	}
+	for uid, p := range g.members {
+		if g.bound.Has(uid) {
+			nodes = append(nodes, p.Spec.NodeName)
+			pods = append(pods, p.Name)
+		} else if node, ok := g.assumed[uid]; ok {
+			nodes = append(nodes, node)
+			pods = append(pods, p.Name)
+		}
+	}
+	return nodes, pods
 }
 
 // Unreserve undoes Reserve. It is idempotent.
@@ -172,7 +202,7 @@ func (r *Registry) Unreserve(pod *v1.Pod) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[key]; g != nil {
-		g.assumed.Delete(pod.UID)
+		delete(g.assumed, pod.UID)
 		r.forgetIfEmptyLocked(key)
 	}
 }
@@ -188,8 +218,10 @@ func (r *Registry) ClusterAllocatable() v1.ResourceList {
 // SetPodGroup adds or updates a PodGroup.
 func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	key := Key{Namespace: pg.Namespace, Name: pg.Name}
+	topology, err := ParseNetworkTopology(pg.Annotations)
 	r.mu.Lock()
-	r.groupLocked(key).podGroup = pg
+	g := r.groupLocked(key)
+	g.podGroup, g.topology, g.topologyErr = pg, topology, err
 	r.mu.Unlock()
 	r.notify(key)
 }
@@ -200,7 +232,7 @@ func (r *Registry) DeletePodGroup(namespace, name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[key]; g != nil {
-		g.podGroup = nil
+		g.podGroup, g.topology, g.topologyErr = nil, nil, nil
 		r.forgetIfEmptyLocked(key)
 	}
 }
@@ -228,7 +260,7 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	g.members[pod.UID] = pod
 	if pod.Spec.NodeName != "" {
 		g.bound.Insert(pod.UID)
-		g.assumed.Delete(pod.UID)
+		delete(g.assumed, pod.UID)
 	}
 	r.mu.Unlock()
 	if !known {
@@ -247,7 +279,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 	if g := r.groups[key]; g != nil {
 		delete(g.members, pod.UID)
 		g.bound.Delete(pod.UID)
-		g.assumed.Delete(pod.UID)
+		delete(g.assumed, pod.UID)
 		r.forgetIfEmptyLocked(key)
 	}
 }

@@ -31,12 +31,12 @@ func TestRegistryCounts(t *testing.T) {
 	pg := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}}
 	r.SetPodGroup(pg)
 
-	r.Reserve(member("a", "g"))
-	r.Reserve(member("a", "g")) // idempotent
+	r.Reserve(member("a", "g"), "node-1")
+	r.Reserve(member("a", "g"), "node-1") // idempotent
 	bound := member("b", "g")
 	bound.Spec.NodeName = "node-1"
 	r.SetPod(member("b", "g"), bound)
-	r.Reserve(bound) // a bound member is not counted twice
+	r.Reserve(bound, "node-1") // a bound member is not counted twice
 	if diff := cmp.Diff(Info{PodGroup: pg, Members: 3, Scheduled: 2}, r.Info(key)); diff != "" {
 		t.Errorf("reserved and bound (-want,+got):\n%s", diff)
 	}

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientset "k8s.io/client-go/kubernetes"
@@ -282,4 +283,18 @@ func CreatePods(ctx context.Context, cs clientset.Interface, pods ...*v1.Pod) ([
 		names = append(names, p.Name)
 	}
 	return names, nil
+}
+
+// WaitForPodGone waits until the pod with the given UID no longer exists.
+func WaitForPodGone(ctx context.Context, cs clientset.Interface, namespace, name string, uid types.UID, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pod, err := cs.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return pod.UID != uid, nil
+	})
 }

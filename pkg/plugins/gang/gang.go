@@ -217,8 +217,8 @@ func (g *Gang) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk
 }
 
 // Reserve records the member as reserved.
-func (g *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
-	g.registry.Reserve(pod)
+func (g *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	g.registry.Reserve(pod, nodeName)
 	return nil
 }
 

@@ -1,29 +1,113 @@
 // Package networktopology implements the NetworkTopologyAware plugin: it places each gang
 // inside the smallest network domain (HyperNode) that can hold it.
+//
+// PreFilter plans a constrained gang once (pkg/placement) and narrows every member to the
+// nodes of its planned leaf; Filter enforces the same set; Reserve/Unreserve keep the ledger
+// of promised slots; Score ranks nodes by their distance (LCA tier) to the gang's members, or,
+// for pods without a constraint, by the tier-weighted fading bin-pack of seed 000.
 package networktopology
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"sort"
+	"sync"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // Name is the name of the plugin used in the plugin registry and configurations.
 const Name = "NetworkTopologyAware"
 
-// NetworkTopologyAware holds the plugin's validated args and the process's HyperNode tree.
-type NetworkTopologyAware struct {
-	args  config.NetworkTopologyAwareArgs
-	cache *hypernode.Cache
+// Event reasons recorded on PodGroups.
+const (
+	// EventInvalidConstraint: the PodGroup's topology annotation is unusable.
+	EventInvalidConstraint = "InvalidTopologyConstraint"
+	// EventTopologyUnsatisfiable: no allowed network domain can host the gang now.
+	EventTopologyUnsatisfiable = "TopologyUnsatisfiable"
+	// EventPlanned: the gang was planned into a domain.
+	EventPlanned = "TopologyPlanned"
+	eventAction  = "Plan"
+)
+
+// HyperNodeResource is the scheduler event resource of HyperNodes.
+const HyperNodeResource fwk.EventResource = "hypernodes.v1alpha1.topology.volcano.sh"
+
+// PodGroupResource is the scheduler event resource of scheduler-plugins PodGroups.
+const PodGroupResource fwk.EventResource = "podgroups.v1alpha1.scheduling.x-k8s.io"
+
+const (
+	preFilterStateKey fwk.StateKey = "PreFilter" + Name
+	preScoreStateKey  fwk.StateKey = "PreScore" + Name
+)
+
+// readState returns the state stored under key, or nil.
+func readState[T fwk.StateData](state fwk.CycleState, key fwk.StateKey) T {
+	var zero T
+	data, err := state.Read(key)
+	if err != nil {
+		return zero
+	}
+	t, _ := data.(T)
+	return t
 }
 
-var _ fwk.Plugin = &NetworkTopologyAware{}
+// NetworkTopologyAware is the plugin.
+type NetworkTopologyAware struct {
+	args     config.NetworkTopologyAwareArgs
+	handle   fwk.Handle
+	cache    *hypernode.Cache
+	registry *podgroup.Registry
+	recorder events.EventRecorder
+	// resources are the weighted resources of the bin-pack scores, in a fixed order.
+	resources []v1.ResourceName
+	weights   []float64
+
+	mu        sync.Mutex
+	plans     map[podgroup.Key]*gangPlan
+	lastEvent map[podgroup.Key]string
+}
+
+// gangPlan is a gang's current plan. It is replaced, never modified, except for promised.
+type gangPlan struct {
+	generation uint64
+	domain     string
+	tier       int
+	podLeaf    map[string]string
+	leafNodes  map[string]sets.Set[string]
+	// promised counts, per leaf, the planned members that have not reserved yet; reserved
+	// are the members that did (so that Reserve is idempotent).
+	promised map[string]int
+	reserved sets.Set[string]
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &NetworkTopologyAware{}
+	_ fwk.FilterPlugin      = &NetworkTopologyAware{}
+	_ fwk.PostFilterPlugin  = &NetworkTopologyAware{}
+	_ fwk.PreScorePlugin    = &NetworkTopologyAware{}
+	_ fwk.ScorePlugin       = &NetworkTopologyAware{}
+	_ fwk.ReservePlugin     = &NetworkTopologyAware{}
+	_ fwk.EnqueueExtensions = &NetworkTopologyAware{}
+	_ fwk.SignPlugin        = &NetworkTopologyAware{}
+)
 
 // New validates the args and builds the plugin. Invalid args fail the scheduler's start.
 func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
@@ -34,13 +118,643 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err := validation.ValidateNetworkTopologyAwareArgs(nil, args); err != nil {
 		return nil, err
 	}
-	// One tree per scheduler process, shared by every profile and plugin that reads it.
+	// One tree and one registry per scheduler process, shared by every profile and plugin.
 	cache, err := hypernode.Shared(ctx, handle.SharedInformerFactory(), handle.KubeConfig(), handle.EventRecorder())
 	if err != nil {
 		return nil, err
 	}
-	return &NetworkTopologyAware{args: *args, cache: cache}, nil
+	registry, err := podgroup.Shared(ctx, handle.SharedInformerFactory(), handle.KubeConfig())
+	if err != nil {
+		return nil, err
+	}
+	return newPlugin(*args, handle, cache, registry), nil
+}
+
+func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) *NetworkTopologyAware {
+	p := &NetworkTopologyAware{
+		args:      args,
+		handle:    handle,
+		cache:     cache,
+		registry:  registry,
+		recorder:  handle.EventRecorder(),
+		plans:     map[podgroup.Key]*gangPlan{},
+		lastEvent: map[podgroup.Key]string{},
+	}
+	add := func(name v1.ResourceName, w int64) {
+		if w > 0 {
+			p.resources = append(p.resources, name)
+			p.weights = append(p.weights, float64(w))
+		}
+	}
+	add(v1.ResourceCPU, args.HyperNodeBinPack.CPU)
+	add(v1.ResourceMemory, args.HyperNodeBinPack.Memory)
+	var extra []string
+	for name := range args.HyperNodeBinPack.Resources {
+		extra = append(extra, string(name))
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		add(v1.ResourceName(name), args.HyperNodeBinPack.Resources[v1.ResourceName(name)])
+	}
+	return p
 }
 
 // Name returns the name of the plugin.
 func (p *NetworkTopologyAware) Name() string { return Name }
+
+// preFilterState is the planned node set of a constrained member.
+type preFilterState struct {
+	leaf  string
+	nodes sets.Set[string]
+}
+
+func (s *preFilterState) Clone() fwk.StateData { return s }
+
+// constraint returns the gang of a pod and its constraint; ok is false for pods that the
+// plugin does not place (not in a gang, no PodGroup, no constraint).
+func (p *NetworkTopologyAware) constraint(pod *v1.Pod) (podgroup.Key, podgroup.Info, bool) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return key, podgroup.Info{}, false
+	}
+	info := p.registry.Info(key)
+	if info.PodGroup == nil || (info.Topology == nil && info.TopologyErr == nil) {
+		return key, info, false
+	}
+	return key, info, true
+}
+
+// PreFilter plans the member's gang (once per gang) and narrows the pod to its planned leaf.
+func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	key, info, ok := p.constraint(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if _, err := state.Read(simulationKey); err == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if info.TopologyErr != nil {
+		msg := fmt.Sprintf("PodGroup %s: %v", key, info.TopologyErr)
+		p.event(key, info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if err := p.cache.WaitForSync(ctx); err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("waiting for the HyperNode cache: %w", err))
+	}
+	tree := p.cache.Snapshot()
+	maxTier, err := p.maxTier(tree, info.Topology)
+	if err != nil {
+		msg := fmt.Sprintf("PodGroup %s: annotation %s: %v", key, podgroup.NetworkTopologyAnnotation, err)
+		p.event(key, info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+
+	plan := p.currentPlan(key, tree.Generation(), pod.Name)
+	if plan == nil {
+		var status *fwk.Status
+		plan, status = p.makePlan(ctx, state, pod, key, info, tree, maxTier, nodes)
+		if !status.IsSuccess() {
+			return nil, status
+		}
+	}
+	leaf := plan.podLeaf[pod.Name]
+	nodeSet := plan.leafNodes[leaf]
+	state.Write(preFilterStateKey, &preFilterState{leaf: leaf, nodes: nodeSet})
+	return &fwk.PreFilterResult{NodeNames: nodeSet}, nil
+}
+
+// maxTier resolves the highest tier a gang may span.
+func (p *NetworkTopologyAware) maxTier(tree *hypernode.Snapshot, nt *podgroup.NetworkTopology) (int, error) {
+	switch {
+	case nt.HighestTierAllowed != nil:
+		return *nt.HighestTierAllowed, nil
+	case nt.HighestTierName != "":
+		return tree.TierByName(nt.HighestTierName)
+	}
+	// Soft without a tier: anything up to the whole cluster.
+	return tree.RootTier(), nil
+}
+
+// currentPlan returns the gang's plan if it is still valid for this member.
+func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, generation uint64, pod string) *gangPlan {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	plan := p.plans[key]
+	if plan == nil || plan.generation != generation {
+		return nil
+	}
+	if _, ok := plan.podLeaf[pod]; !ok {
+		return nil
+	}
+	return plan
+}
+
+// invalidate drops a gang's plan and its promises.
+func (p *NetworkTopologyAware) invalidate(key podgroup.Key) {
+	p.mu.Lock()
+	delete(p.plans, key)
+	p.mu.Unlock()
+}
+
+// makePlan computes and records a plan for the gang of pod.
+func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, maxTier int, nodes []fwk.NodeInfo) (*gangPlan, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	pending := p.registry.PendingMembers(key)
+	found := false
+	for _, m := range pending {
+		if m.UID == pod.UID {
+			found = true
+		}
+	}
+	if !found {
+		// The registry has not seen this member yet: plan it too.
+		pending = append(pending, pod)
+	}
+	sortByRank(pending)
+	names := make([]string, len(pending))
+	for i, m := range pending {
+		names[i] = m.Name
+	}
+	placedNodes, _ := p.registry.PlacedNodes(key)
+	simState, status := p.simulationState(ctx, pod)
+	if !status.IsSuccess() {
+		return nil, status
+	}
+
+	req := placement.Request{
+		Tree:       tree,
+		Constraint: info.Topology.String(),
+		MaxTier:    maxTier,
+		Soft:       info.Topology.Mode == podgroup.ModeSoft,
+		Pending:    names,
+		Placed:     placedNodes,
+		Nodes:      p.nodeCapacities(ctx, simState, pod, nodes, len(names)),
+		Promised:   p.promisedByOthers(key),
+		Strategy:   placement.Strategy(p.args.CandidateScoringStrategy),
+		PodRequest: p.podRequest(pod),
+		Weights:    p.weights,
+	}
+	result, err := placement.Make(req)
+	if err != nil {
+		var unsat *placement.Unsatisfiable
+		if errors.As(err, &unsat) {
+			p.event(key, info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
+		}
+		return nil, fwk.AsStatus(err)
+	}
+	plan := &gangPlan{
+		generation: tree.Generation(),
+		domain:     result.Domain,
+		tier:       result.Tier,
+		podLeaf:    result.PodLeaf,
+		leafNodes:  map[string]sets.Set[string]{},
+		promised:   map[string]int{},
+		reserved:   sets.New[string](),
+	}
+	for leaf, pods := range result.LeafPods {
+		plan.promised[leaf] = len(pods)
+		if leaf == placement.LooseLeaf {
+			plan.leafNodes[leaf] = sets.New(placement.LooseNodes(tree, req.Nodes)...)
+			continue
+		}
+		leafInfo, _ := tree.HyperNode(leaf)
+		plan.leafNodes[leaf] = sets.New(leafInfo.Nodes...)
+	}
+	p.mu.Lock()
+	p.plans[key] = plan
+	p.mu.Unlock()
+	leaves := make([]string, 0, len(result.LeafPods))
+	for leaf := range result.LeafPods {
+		leaves = append(leaves, leaf)
+	}
+	sort.Strings(leaves)
+	msg := fmt.Sprintf("gang %s planned in %s (tier %d): %d pending members over leaves %v", key, result.Domain, result.Tier, len(names), leaves)
+	p.event(key, info.PodGroup, v1.EventTypeNormal, EventPlanned, msg)
+	logger.V(3).Info("Gang planned", "podGroup", key, "domain", result.Domain, "tier", result.Tier, "pending", len(names), "leaves", leaves)
+	return plan, nil
+}
+
+// preFilterRunner is the part of kube-scheduler's framework that runs every PreFilter plugin
+// of the profile; the Handle a plugin receives is that framework.
+type preFilterRunner interface {
+	RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string])
+}
+
+// simulationKey marks the cycle state of a capacity simulation: this plugin's PreFilter
+// skips it (it would otherwise plan recursively).
+const simulationKey fwk.StateKey = "Simulation" + Name
+
+type simulationMarker struct{}
+
+func (simulationMarker) Clone() fwk.StateData { return simulationMarker{} }
+
+// simulationState prepares a cycle state for simulating pod with the Filter plugins: every
+// PreFilter plugin of the profile runs on a fresh state, which also records the Filter plugins
+// to skip. The scheduling cycle's own state cannot serve: kube-scheduler records the plugins
+// to skip only after the last PreFilter plugin, this one, has returned.
+func (p *NetworkTopologyAware) simulationState(ctx context.Context, pod *v1.Pod) (fwk.CycleState, *fwk.Status) {
+	runner, ok := p.handle.(preFilterRunner)
+	if !ok {
+		return nil, fwk.AsStatus(fmt.Errorf("the scheduler framework cannot run PreFilter plugins for a capacity simulation"))
+	}
+	state := framework.NewCycleState()
+	state.Write(simulationKey, simulationMarker{})
+	if _, status, _ := runner.RunPreFilterPlugins(ctx, state, pod); !status.IsSuccess() {
+		return nil, status
+	}
+	return state, nil
+}
+
+// nodeCapacities counts, per node, how many copies of pod pass the Filter plugins when added
+// one after another, capped at demand. It runs on copies of the nodes and of the cycle state.
+func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, demand int) map[string]placement.Node {
+	out := make([]placement.Node, len(nodes))
+	logger := klog.FromContext(ctx)
+	p.handle.Parallelizer().Until(ctx, len(nodes), func(i int) {
+		ni := nodes[i]
+		node := placement.Node{}
+		node.Used, node.Allocatable = p.usage(ni)
+		if ni.Node() == nil {
+			out[i] = node
+			return
+		}
+		trial := ni
+		trialState := state
+		for node.Capacity < demand {
+			if st := p.handle.RunFilterPluginsWithNominatedPods(ctx, trialState, pod, trial); !st.IsSuccess() {
+				logger.V(5).Info("Gang member capacity on node", "node", ni.Node().Name, "fits", node.Capacity, "stop", st.Message())
+				break
+			}
+			node.Capacity++
+			if node.Capacity == demand {
+				break
+			}
+			if trial == ni {
+				// Copy before the first change: the node and the state are shared.
+				trial = ni.Snapshot()
+				trialState = state.Clone()
+			}
+			copyPod := pod.DeepCopy()
+			copyPod.Name = fmt.Sprintf("%s-capacity-%d", pod.Name, node.Capacity)
+			copyPod.UID = k8stypes.UID(fmt.Sprintf("%s-capacity-%d", pod.UID, node.Capacity))
+			copyPod.Spec.NodeName = ni.Node().Name
+			pi, err := framework.NewPodInfo(copyPod)
+			if err != nil {
+				logger.V(4).Info("Could not simulate a gang member", "err", err)
+				break
+			}
+			trial.AddPodInfo(pi)
+			if s := p.handle.RunPreFilterExtensionAddPod(ctx, trialState, pod, pi, trial); !s.IsSuccess() {
+				break
+			}
+		}
+		out[i] = node
+	}, Name)
+	result := make(map[string]placement.Node, len(nodes))
+	for i, ni := range nodes {
+		if ni.Node() != nil {
+			result[ni.Node().Name] = out[i]
+		}
+	}
+	return result
+}
+
+// usage returns a node's used (requested) and allocatable weighted resources.
+func (p *NetworkTopologyAware) usage(ni fwk.NodeInfo) (used, alloc []float64) {
+	used = make([]float64, len(p.resources))
+	alloc = make([]float64, len(p.resources))
+	requested, allocatable := ni.GetRequested(), ni.GetAllocatable()
+	for i, r := range p.resources {
+		switch r {
+		case v1.ResourceCPU:
+			used[i], alloc[i] = float64(requested.GetMilliCPU()), float64(allocatable.GetMilliCPU())
+		case v1.ResourceMemory:
+			used[i], alloc[i] = float64(requested.GetMemory()), float64(allocatable.GetMemory())
+		default:
+			used[i], alloc[i] = float64(requested.GetScalarResources()[r]), float64(allocatable.GetScalarResources()[r])
+		}
+	}
+	return used, alloc
+}
+
+// podRequest returns a pod's weighted resource requests.
+func (p *NetworkTopologyAware) podRequest(pod *v1.Pod) []float64 {
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	out := make([]float64, len(p.resources))
+	for i, r := range p.resources {
+		q := reqs[r]
+		if r == v1.ResourceCPU {
+			out[i] = float64(q.MilliValue())
+		} else {
+			out[i] = float64(q.Value())
+		}
+	}
+	return out
+}
+
+// promisedByOthers sums the ledger of every other gang's plan.
+func (p *NetworkTopologyAware) promisedByOthers(key podgroup.Key) map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for k, plan := range p.plans {
+		if k == key {
+			continue
+		}
+		for leaf, n := range plan.promised {
+			out[leaf] += n
+		}
+	}
+	return out
+}
+
+// PreFilterExtensions returns nil: the planned set does not depend on other pods.
+func (p *NetworkTopologyAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter keeps a constrained member inside its planned leaf.
+func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s := readState[*preFilterState](state, preFilterStateKey)
+	if s == nil {
+		// Not planned (no constraint), or our PreFilter is running its own capacity
+		// simulation: the plan must not veto it.
+		return nil
+	}
+	if !s.nodes.Has(nodeInfo.Node().Name) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node is outside the HyperNode %s planned for this gang member", s.leaf))
+	}
+	return nil
+}
+
+// PostFilter drops the plan of a member's gang when the member fits nowhere in it, so the
+// next attempt plans again from the cluster as it is.
+func (p *NetworkTopologyAware) PostFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if key, _, ok := p.constraint(pod); ok {
+		p.invalidate(key)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// Reserve turns the member's promised slot into a reservation.
+func (p *NetworkTopologyAware) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	key, _, ok := p.constraint(pod)
+	if !ok {
+		return nil
+	}
+	p.registry.Reserve(pod, nodeName)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if plan := p.plans[key]; plan != nil && !plan.reserved.Has(pod.Name) {
+		if leaf, ok := plan.podLeaf[pod.Name]; ok && plan.promised[leaf] > 0 {
+			plan.promised[leaf]--
+			plan.reserved.Insert(pod.Name)
+		}
+	}
+	return nil
+}
+
+// Unreserve drops the gang's plan: a member was rejected or timed out, so the plan no longer
+// holds; the next member plans again around the members still placed.
+func (p *NetworkTopologyAware) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	key, _, ok := p.constraint(pod)
+	if !ok {
+		return
+	}
+	p.registry.Unreserve(pod)
+	p.invalidate(key)
+}
+
+// SignPod: a constrained member's nodes come from its own plan, so its scheduling result must
+// never be reused for another pod; other pods are scored by the node's HyperNodes only.
+func (p *NetworkTopologyAware) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if _, _, ok := p.constraint(pod); ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "a topology-constrained gang member is planned individually")
+	}
+	return []fwk.SignFragment{{Key: "hypernode.dev/NetworkTopologyAware", Value: "unconstrained"}}, nil
+}
+
+// preScoreState holds what Score needs for one pod.
+type preScoreState struct {
+	tree *hypernode.Snapshot
+	// Constrained members: the HyperNode their gang occupies (placed members and plan), and
+	// the number of placed members per leaf.
+	reference    string
+	placedByLeaf map[string]int
+	members      int
+	// Unconstrained pods: the bin-pack score of every HyperNode with the pod added.
+	hyperNodeScore map[string]float64
+	// tiers with their fading weights.
+	tiers   []int
+	weights []float64
+}
+
+func (s *preScoreState) Clone() fwk.StateData { return s }
+
+// PreScore prepares the scores of one pod: O(members) for a gang member, O(nodes) for a pod
+// without a constraint (the HyperNodes' usage), never O(nodes x HyperNodes).
+func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	tree := p.cache.Snapshot()
+	s := &preScoreState{tree: tree}
+	if key, info, ok := p.constraint(pod); ok {
+		if info.TopologyErr != nil {
+			return fwk.NewStatus(fwk.Skip)
+		}
+		placed, _ := p.registry.PlacedNodes(key)
+		s.placedByLeaf = map[string]int{}
+		s.members = max(info.Members, 1)
+		for _, n := range placed {
+			leaf, ok := tree.LeafOf(n)
+			if !ok {
+				leaf = hypernode.VirtualRootName
+			}
+			s.placedByLeaf[leaf]++
+			if s.reference == "" {
+				s.reference = leaf
+			} else if l, ok := tree.LCA(s.reference, leaf); ok {
+				s.reference = l
+			} else {
+				s.reference = hypernode.VirtualRootName
+			}
+		}
+		if s.reference == "" {
+			if ps := readState[*preFilterState](state, preFilterStateKey); ps != nil && ps.leaf != placement.LooseLeaf {
+				s.reference = ps.leaf
+			}
+		}
+		state.Write(preScoreStateKey, s)
+		return nil
+	}
+	if !p.args.NormalPod.Enable || tree.Len() == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	// Aggregate usage per HyperNode over every node (not only the feasible ones).
+	all, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	used := map[string][]float64{}
+	alloc := map[string][]float64{}
+	for _, ni := range all {
+		if ni.Node() == nil {
+			continue
+		}
+		leaf, ok := tree.LeafOf(ni.Node().Name)
+		if !ok {
+			continue
+		}
+		u, a := p.usage(ni)
+		for h := leaf; h != "" && h != hypernode.VirtualRootName; {
+			addTo(used, h, u)
+			addTo(alloc, h, a)
+			info, _ := tree.HyperNode(h)
+			h = info.Parent
+		}
+	}
+	req := p.podRequest(pod)
+	s.hyperNodeScore = make(map[string]float64, len(used))
+	for h := range used {
+		s.hyperNodeScore[h] = placement.BinPackScore(used[h], alloc[h], req, 1, p.weights)
+	}
+	s.tiers = tree.Tiers()
+	s.weights = make([]float64, len(s.tiers))
+	for i, t := range s.tiers {
+		s.weights[i] = math.Pow(p.args.NormalPod.Fading, float64(t-1))
+	}
+	state.Write(preScoreStateKey, s)
+	return nil
+}
+
+func addTo(m map[string][]float64, key string, v []float64) {
+	cur := m[key]
+	if cur == nil {
+		cur = make([]float64, len(v))
+		m[key] = cur
+	}
+	for i := range v {
+		cur[i] += v[i]
+	}
+}
+
+// Score ranks a node for the pod.
+func (p *NetworkTopologyAware) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	s := readState[*preScoreState](state, preScoreStateKey)
+	if s == nil {
+		return 0, nil
+	}
+	name := nodeInfo.Node().Name
+	if s.hyperNodeScore == nil {
+		return p.scoreMember(s, name), nil
+	}
+	return p.scoreNormal(s, name), nil
+}
+
+// scoreMember: (maxTier - tier(LCA(leaf(node), reference))) / (maxTier - minTier), full in the
+// reference leaf itself; 90% of the score, the other 10% the share of the gang already in the
+// node's leaf (seed 000 section 5.2).
+func (p *NetworkTopologyAware) scoreMember(s *preScoreState, node string) int64 {
+	tree := s.tree
+	leaf, ok := tree.LeafOf(node)
+	if !ok {
+		leaf = hypernode.VirtualRootName
+	}
+	tierScore := 0.0
+	if s.reference == "" || leaf == s.reference {
+		tierScore = 1
+	} else if lca, ok := tree.LCA(leaf, s.reference); ok {
+		info, _ := tree.HyperNode(lca)
+		maxTier, minTier := tree.RootTier(), 1
+		if tiers := tree.Tiers(); len(tiers) > 0 {
+			minTier = tiers[0]
+		}
+		if maxTier > minTier {
+			tierScore = float64(maxTier-info.Tier) / float64(maxTier-minTier)
+		}
+	}
+	share := float64(s.placedByLeaf[leaf]) / float64(s.members)
+	return int64(math.Round(float64(fwk.MaxNodeScore) * (0.9*tierScore + 0.1*share)))
+}
+
+// scoreNormal: sum_t w_t * binpack(HyperNode of tier t holding the node) / sum_t w_t, with 1
+// for a tier where no HyperNode holds the node (seed 000 section 5.1).
+func (p *NetworkTopologyAware) scoreNormal(s *preScoreState, node string) int64 {
+	tree := s.tree
+	byTier := map[int]float64{}
+	if leaf, ok := tree.LeafOf(node); ok {
+		for h := leaf; h != "" && h != hypernode.VirtualRootName; {
+			info, _ := tree.HyperNode(h)
+			byTier[info.Tier] = s.hyperNodeScore[h]
+			h = info.Parent
+		}
+	}
+	total, weightSum := 0.0, 0.0
+	for i, t := range s.tiers {
+		score, ok := byTier[t]
+		if !ok {
+			score = 1
+		}
+		total += s.weights[i] * score
+		weightSum += s.weights[i]
+	}
+	if weightSum == 0 {
+		return 0
+	}
+	return int64(math.Round(float64(fwk.MaxNodeScore) * total / weightSum))
+}
+
+// ScoreExtensions returns nil: scores are already in [0, MaxNodeScore].
+func (p *NetworkTopologyAware) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// sortByRank orders members by rank (Job completion index or hypernode.dev/rank), then name.
+func sortByRank(pods []*v1.Pod) {
+	sort.SliceStable(pods, func(i, j int) bool {
+		ri, iok := podgroup.Rank(pods[i])
+		rj, jok := podgroup.Rank(pods[j])
+		if iok != jok {
+			return iok
+		}
+		if iok && ri != rj {
+			return ri < rj
+		}
+		return pods[i].Name < pods[j].Name
+	})
+}
+
+// event records an Event on a PodGroup unless it repeats the last one for the group.
+func (p *NetworkTopologyAware) event(key podgroup.Key, pg *schedulingv1alpha1.PodGroup, eventType, reason, msg string) {
+	p.mu.Lock()
+	if p.lastEvent[key] == reason+msg {
+		p.mu.Unlock()
+		return
+	}
+	p.lastEvent[key] = reason + msg
+	p.mu.Unlock()
+	if p.recorder == nil || pg == nil {
+		return
+	}
+	ref := &v1.ObjectReference{
+		APIVersion: schedulingv1alpha1.SchemeGroupVersion.String(),
+		Kind:       "PodGroup",
+		Namespace:  pg.Namespace,
+		Name:       pg.Name,
+		UID:        pg.UID,
+	}
+	p.recorder.Eventf(ref, nil, eventType, reason, eventAction, "%s", msg)
+}
+
+// EventsToRegister returns the events that can make a member that failed here schedulable.
+func (p *NetworkTopologyAware) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: p.isConstrainedMember},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isConstrainedMember},
+		{Event: fwk.ClusterEvent{Resource: HyperNodeResource, ActionType: fwk.All}, QueueingHintFn: p.isConstrainedMember},
+		{Event: fwk.ClusterEvent{Resource: PodGroupResource, ActionType: fwk.Update}, QueueingHintFn: p.isConstrainedMember},
+	}, nil
+}
+
+// isConstrainedMember requeues only the pods this plugin can have rejected.
+func (p *NetworkTopologyAware) isConstrainedMember(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if _, _, ok := p.constraint(pod); ok {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}

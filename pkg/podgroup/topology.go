@@ -1,0 +1,102 @@
+package podgroup
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// NetworkTopologyAnnotation on a PodGroup holds the job's network topology constraint, in the
+// shape of Volcano's networkTopology: {"mode":"hard"|"soft","highestTierAllowed":N} or
+// {"mode":...,"highestTierName":"spine"}.
+const NetworkTopologyAnnotation = "hypernode.dev/network-topology"
+
+// RankAnnotation gives a member its rank when it has no Job completion index.
+const RankAnnotation = "hypernode.dev/rank"
+
+// TopologyMode is hard (never cross the allowed tier) or soft (prefer small domains, still run).
+type TopologyMode string
+
+const (
+	ModeHard TopologyMode = "hard"
+	ModeSoft TopologyMode = "soft"
+)
+
+// NetworkTopology is a parsed, validated constraint. The tier name is resolved against the
+// HyperNode tree when the gang is planned.
+type NetworkTopology struct {
+	Mode               TopologyMode `json:"mode,omitempty"`
+	HighestTierAllowed *int         `json:"highestTierAllowed,omitempty"`
+	HighestTierName    string       `json:"highestTierName,omitempty"`
+}
+
+// ParseNetworkTopology reads the constraint of a PodGroup. It returns nil without the
+// annotation, and an error that names the annotation and the problem for bad input: a
+// constraint is never silently dropped.
+func ParseNetworkTopology(annotations map[string]string) (*NetworkTopology, error) {
+	raw, ok := annotations[NetworkTopologyAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("annotation %s: %s", NetworkTopologyAnnotation, fmt.Sprintf(format, args...))
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
+	dec.DisallowUnknownFields()
+	nt := &NetworkTopology{}
+	if err := dec.Decode(nt); err != nil {
+		return nil, fail("is not a valid constraint: %v", err)
+	}
+	if dec.More() {
+		return nil, fail("is not a valid constraint: trailing data after the JSON object")
+	}
+	switch nt.Mode {
+	case "":
+		nt.Mode = ModeHard
+	case ModeHard, ModeSoft:
+	default:
+		return nil, fail("mode %q is not supported: use %q or %q", nt.Mode, ModeHard, ModeSoft)
+	}
+	if nt.HighestTierAllowed != nil && nt.HighestTierName != "" {
+		return nil, fail("set only one of highestTierAllowed and highestTierName")
+	}
+	if nt.HighestTierAllowed != nil && *nt.HighestTierAllowed < 1 {
+		return nil, fail("highestTierAllowed must be at least 1, got %d", *nt.HighestTierAllowed)
+	}
+	if nt.Mode == ModeHard && nt.HighestTierAllowed == nil && nt.HighestTierName == "" {
+		return nil, fail("mode hard needs highestTierAllowed or highestTierName")
+	}
+	return nt, nil
+}
+
+// String renders the constraint for messages, e.g. "hard topology (tier<=2)".
+func (nt *NetworkTopology) String() string {
+	switch {
+	case nt.HighestTierAllowed != nil:
+		return fmt.Sprintf("%s topology (tier<=%d)", nt.Mode, *nt.HighestTierAllowed)
+	case nt.HighestTierName != "":
+		return fmt.Sprintf("%s topology (tier<=%s)", nt.Mode, nt.HighestTierName)
+	}
+	return fmt.Sprintf("%s topology", nt.Mode)
+}
+
+// Rank returns a member's rank: the Job completion index, else the hypernode.dev/rank
+// annotation; ok is false when neither is a number.
+func Rank(pod *v1.Pod) (int, bool) {
+	for _, v := range []string{
+		pod.Labels["batch.kubernetes.io/job-completion-index"],
+		pod.Annotations["batch.kubernetes.io/job-completion-index"],
+		pod.Annotations[RankAnnotation],
+	} {
+		if v == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			return n, true
+		}
+	}
+	return 0, false
+}
