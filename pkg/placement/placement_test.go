@@ -1,0 +1,245 @@
+package placement
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+)
+
+func hn(name string, tier int, nodes []string, children []string) *topologyv1alpha1.HyperNode {
+	h := &topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: tier}}
+	for _, n := range nodes {
+		h.Spec.Members = append(h.Spec.Members, topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode,
+			Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: n}}})
+	}
+	for _, c := range children {
+		h.Spec.Members = append(h.Spec.Members, topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeHyperNode,
+			Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: c}}})
+	}
+	return h
+}
+
+// seed001 is the s0..s6 tree of seed 001 over node-0..node-7, plus a node in no HyperNode.
+func seed001() *hypernode.Snapshot {
+	nodes := map[string]labels.Set{"loose-0": {}}
+	for i := range 8 {
+		nodes[fmt.Sprintf("node-%d", i)] = labels.Set{}
+	}
+	return hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
+		hn("s0", 1, []string{"node-0", "node-1"}, nil),
+		hn("s1", 1, []string{"node-2", "node-3"}, nil),
+		hn("s2", 1, []string{"node-4", "node-5"}, nil),
+		hn("s3", 1, []string{"node-6", "node-7"}, nil),
+		hn("s4", 2, nil, []string{"s0", "s1"}),
+		hn("s5", 2, nil, []string{"s2", "s3"}),
+		hn("s6", 3, nil, []string{"s4", "s5"}),
+	}).Snapshot()
+}
+
+func capacities(perNode map[string]int) map[string]Node {
+	out := map[string]Node{}
+	for n, c := range perNode {
+		out[n] = Node{Capacity: c, Used: []float64{0}, Allocatable: []float64{4}}
+	}
+	return out
+}
+
+func pods(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("p%d", i))
+	}
+	return out
+}
+
+func everyNode(c int) map[string]int {
+	out := map[string]int{"loose-0": c}
+	for i := range 8 {
+		out[fmt.Sprintf("node-%d", i)] = c
+	}
+	return out
+}
+
+func TestMake(t *testing.T) {
+	tree := seed001()
+	tests := []struct {
+		name     string
+		req      Request
+		want     *Plan
+		wantLeaf map[string]string // pod -> leaf, when the full plan is not spelled out
+		wantErr  string
+	}{
+		{
+			name: "the lowest tier that fits wins",
+			req:  Request{Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(2), Nodes: capacities(everyNode(1))},
+			want: &Plan{Domain: "s0", Tier: 1, PodLeaf: map[string]string{"p0": "s0", "p1": "s0"}, LeafPods: map[string][]string{"s0": {"p0", "p1"}}},
+		},
+		{
+			name: "three pods need a spine; consecutive ranks share a leaf",
+			req:  Request{Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(3), Nodes: capacities(everyNode(1))},
+			want: &Plan{Domain: "s4", Tier: 2, PodLeaf: map[string]string{"p0": "s0", "p1": "s0", "p2": "s1"}, LeafPods: map[string][]string{"s0": {"p0", "p1"}, "s1": {"p2"}}},
+		},
+		{
+			name:    "hard tier 1 cannot hold three: the explanation lists the best leaves",
+			req:     Request{Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pods(3), Nodes: capacities(everyNode(1))},
+			wantErr: "hard topology (tier<=1): no HyperNode can host 3 pods; tier 1: s0 2/3, s1 2/3 (+2 more)",
+		},
+		{
+			name:    "explanation over two tiers",
+			req:     Request{Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(5), Nodes: capacities(everyNode(1))},
+			wantErr: "hard topology (tier<=2): no HyperNode can host 5 pods; tier 1: s0 2/5, s1 2/5 (+2 more); tier 2: s4 4/5, s5 4/5",
+		},
+		{
+			name: "placed members pin the domain: only candidates that contain them",
+			req: Request{Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pods(1), Placed: []string{"node-7"},
+				Nodes: capacities(everyNode(1))},
+			want: &Plan{Domain: "s3", Tier: 1, PodLeaf: map[string]string{"p0": "s3"}, LeafPods: map[string][]string{"s3": {"p0"}}},
+		},
+		{
+			name: "placed members and no room beside them",
+			req: Request{Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pods(2), Placed: []string{"node-7"},
+				Nodes: capacities(map[string]int{"node-0": 2, "node-6": 1})},
+			wantErr: "hard topology (tier<=1): no HyperNode can host 2 pods together with the 1 placed members (in s3); tier 1: s3 1/2",
+		},
+		{
+			name: "fragmented capacity does not count: the leaf with real fit wins",
+			req: Request{Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pods(2),
+				Nodes: capacities(map[string]int{"node-0": 1, "node-1": 0, "node-4": 1, "node-5": 1})},
+			want: &Plan{Domain: "s2", Tier: 1, PodLeaf: map[string]string{"p0": "s2", "p1": "s2"}, LeafPods: map[string][]string{"s2": {"p0", "p1"}}},
+		},
+		{
+			name: "the ledger: slots promised to another gang are not offered",
+			req: Request{Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pods(2), Nodes: capacities(everyNode(1)),
+				Promised: map[string]int{"s0": 2, "s1": 1}},
+			want: &Plan{Domain: "s2", Tier: 1, PodLeaf: map[string]string{"p0": "s2", "p1": "s2"}, LeafPods: map[string][]string{"s2": {"p0", "p1"}}},
+		},
+		{
+			name: "soft: nothing fits tier 1, the whole cluster over the fewest leaves",
+			req:  Request{Constraint: "soft topology (tier<=1)", MaxTier: 1, Soft: true, Pending: pods(5), Nodes: capacities(everyNode(1))},
+			want: &Plan{Domain: hypernode.VirtualRootName, Tier: 4,
+				PodLeaf:  map[string]string{"p0": "s0", "p1": "s0", "p2": "s1", "p3": "s1", "p4": "s2"},
+				LeafPods: map[string][]string{"s0": {"p0", "p1"}, "s1": {"p2", "p3"}, "s2": {"p4"}}},
+		},
+		{
+			name: "soft: the nodes outside every HyperNode are used last",
+			req:  Request{Constraint: "soft topology", MaxTier: 4, Soft: true, Pending: pods(9), Nodes: capacities(everyNode(1))},
+			wantLeaf: map[string]string{"p0": "s0", "p1": "s0", "p2": "s1", "p3": "s1", "p4": "s2", "p5": "s2", "p6": "s3", "p7": "s3", "p8": LooseLeaf},
+		},
+		{
+			name:    "soft: more pods than the cluster holds",
+			req:     Request{Constraint: "soft topology", MaxTier: 4, Soft: true, Pending: pods(10), Nodes: capacities(everyNode(1))},
+			wantErr: "soft topology: the whole cluster can host only 9 of 10 pods",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.req.Tree = tree
+			tc.req.Weights = []float64{1}
+			tc.req.PodRequest = []float64{1}
+			got, err := Make(tc.req)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want != nil {
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("plan (-want,+got):\n%s", diff)
+				}
+			}
+			if tc.wantLeaf != nil {
+				if diff := cmp.Diff(tc.wantLeaf, got.PodLeaf); diff != "" {
+					t.Errorf("pod leaves (-want,+got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// TestStrategies: seed 004 example 1 (spine-0 has 5 free nodes, spine-1 exactly 4). Both
+// strategies choose spine-1 for 4 pods; with spine-0 already fuller, BinPack prefers it.
+func TestStrategies(t *testing.T) {
+	nodes := map[string]labels.Set{}
+	for i := range 12 {
+		nodes[fmt.Sprintf("node-%d", i)] = labels.Set{}
+	}
+	tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
+		hn("block-0", 1, []string{"node-0", "node-1", "node-2"}, nil),
+		hn("block-1", 1, []string{"node-3", "node-4"}, nil),
+		hn("block-2", 1, []string{"node-5", "node-6"}, nil),
+		hn("block-3", 1, []string{"node-7", "node-8"}, nil),
+		hn("block-4", 1, []string{"node-9", "node-10", "node-11"}, nil),
+		hn("spine-0", 2, nil, []string{"block-0", "block-1"}),
+		hn("spine-1", 2, nil, []string{"block-2", "block-3"}),
+		hn("spine-2", 2, nil, []string{"block-4"}),
+	}).Snapshot()
+	free := func(used8 ...string) map[string]Node {
+		out := map[string]Node{}
+		for n := range nodes {
+			out[n] = Node{Capacity: 1, Used: []float64{0}, Allocatable: []float64{8}}
+		}
+		for _, n := range used8 {
+			out[n] = Node{Capacity: 0, Used: []float64{8}, Allocatable: []float64{8}}
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		strategy Strategy
+		nodes    map[string]Node
+		want     string
+	}{
+		{"BinPack, empty cluster", BinPack, free(), "spine-1"},
+		{"LeastWaste, empty cluster", LeastWaste, free(), "spine-1"},
+		// spine-0 has one busy node: 4 free of 5. Both fit exactly; BinPack prefers the
+		// fuller spine-0 (40/40 vs 32/32 are both full: tie broken by name), LeastWaste sees
+		// zero waste in both and breaks the tie by name too.
+		{"BinPack, spine-0 one node busy", BinPack, free("node-0"), "spine-0"},
+		{"LeastWaste, spine-0 one node busy", LeastWaste, free("node-0"), "spine-0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4),
+				Nodes: tc.nodes, Strategy: tc.strategy, Weights: []float64{1}, PodRequest: []float64{8}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Domain != tc.want {
+				t.Errorf("domain = %s, want %s", got.Domain, tc.want)
+			}
+		})
+	}
+}
+
+func TestBinPackScore(t *testing.T) {
+	tests := []struct {
+		name                 string
+		used, alloc, request []float64
+		count                float64
+		weights              []float64
+		want                 float64
+	}{
+		{"one resource", []float64{2}, []float64{8}, []float64{2}, 1, []float64{1}, 0.5},
+		{"weighted", []float64{0, 0}, []float64{4, 4}, []float64{4, 2}, 1, []float64{3, 1}, (3*1.0 + 1*0.5) / 4},
+		{"overflow scores 0", []float64{7}, []float64{8}, []float64{2}, 1, []float64{1}, 0},
+		{"requested but not allocatable", []float64{0}, []float64{0}, []float64{1}, 1, []float64{1}, 0},
+		{"zero weight ignored", []float64{0, 100}, []float64{4, 1}, []float64{4, 0}, 1, []float64{1, 0}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := BinPackScore(tc.used, tc.alloc, tc.request, tc.count, tc.weights); got != tc.want {
+				t.Errorf("score = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
