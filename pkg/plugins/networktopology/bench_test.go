@@ -1,0 +1,269 @@
+package networktopology
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// The benchmark cluster: 10,000 nodes with 8 GPUs, leaves of 32 nodes (tier 1), two spines of
+// 160 leaves (tier 2), one core (tier 3); a 5,000-pod gang of one 8-GPU pod per node, hard at
+// tier 2, as in the use case.
+const (
+	benchNodes, benchPerLeaf, benchLeavesPerSpine, benchGang = 10000, 32, 160, 5000
+	benchNamespace                                           = "team"
+)
+
+func benchNodeName(i int) string { return fmt.Sprintf("r%03d-n%02d", i/benchPerLeaf, i%benchPerLeaf) }
+
+// benchProfiles loads kube-scheduler's default profile (all default plugins and args) twice:
+// once with NetworkTopologyAware added, once without. DynamicResources is off in both: the
+// GPUs here come from a device plugin, and the plugin needs a DRA manager this benchmark
+// does not run.
+func benchProfiles(b *testing.B) (with, without schedconfig.KubeSchedulerProfile) {
+	path := filepath.Join(b.TempDir(), "config.yaml")
+	yaml := `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: with-topology
+  plugins:
+    multiPoint:
+      enabled:
+      - name: NetworkTopologyAware
+      disabled:
+      - name: DynamicResources
+- schedulerName: vanilla
+  plugins:
+    multiPoint:
+      disabled:
+      - name: DynamicResources
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := options.LoadConfigFromFile(klog.Background(), path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cfg.Profiles[0], cfg.Profiles[1]
+}
+
+type benchEnv struct {
+	ctx      context.Context
+	with     framework.Framework
+	vanilla  framework.Framework
+	plugin   *NetworkTopologyAware
+	members  []*v1.Pod
+	snapshot *internalcache.Snapshot
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	metrics.Register()
+	ctx := context.Background()
+	logger := klog.Background()
+	var nodes []*v1.Node
+	cache := hypernode.NewCache(logger, nil)
+	for i := range benchNodes {
+		alloc := v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("512Gi"),
+			v1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8"),
+		}
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNodeName(i)}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}
+		nodes = append(nodes, n)
+		cache.SetNode(n)
+	}
+	leaves := (benchNodes + benchPerLeaf - 1) / benchPerLeaf
+	member := func(name string, hyperNode bool) topologyv1alpha1.MemberSpec {
+		t := topologyv1alpha1.MemberTypeNode
+		if hyperNode {
+			t = topologyv1alpha1.MemberTypeHyperNode
+		}
+		return topologyv1alpha1.MemberSpec{Type: t, Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: name}}}
+	}
+	var spines []topologyv1alpha1.MemberSpec
+	for s := 0; s*benchLeavesPerSpine < leaves; s++ {
+		var children []topologyv1alpha1.MemberSpec
+		for l := s * benchLeavesPerSpine; l < min((s+1)*benchLeavesPerSpine, leaves); l++ {
+			var ms []topologyv1alpha1.MemberSpec
+			for i := l * benchPerLeaf; i < min((l+1)*benchPerLeaf, benchNodes); i++ {
+				ms = append(ms, member(benchNodeName(i), false))
+			}
+			name := fmt.Sprintf("leaf-%d", l)
+			cache.SetHyperNode(&topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: 1, Members: ms}})
+			children = append(children, member(name, true))
+		}
+		name := fmt.Sprintf("spine-%d", s)
+		cache.SetHyperNode(&topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: 2, Members: children}})
+		spines = append(spines, member(name, true))
+	}
+	cache.SetHyperNode(&topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: "core"}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: 3, Members: spines}})
+
+	registry := podgroup.New()
+	registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "train", UID: "pg-train",
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: benchGang},
+	})
+	e := &benchEnv{ctx: ctx, snapshot: internalcache.NewSnapshot(nil, nodes)}
+	for i := range benchGang {
+		pod := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("train-%d", i), UID: types.UID(fmt.Sprintf("train-%d", i)),
+				Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: "train"}},
+			Spec: v1.PodSpec{SchedulerName: "with-topology", Containers: []v1.Container{{Name: "main", Image: "trainer",
+				Resources: v1.ResourceRequirements{
+					Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("32"), v1.ResourceMemory: resource.MustParse("256Gi"), "nvidia.com/gpu": resource.MustParse("8")},
+					Limits:   v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")},
+				}}}},
+		}
+		registry.SetPod(nil, pod)
+		e.members = append(e.members, pod)
+	}
+
+	with, vanilla := benchProfiles(b)
+	reg := plugins.NewInTreeRegistry()
+	reg[Name] = func(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		e.plugin = newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, cache, registry)
+		return e.plugin, nil
+	}
+	client := fake.NewClientset()
+	informerFactory := informers.NewSharedInformerFactory(client, 0)
+	opts := func() []frameworkruntime.Option {
+		return []frameworkruntime.Option{
+			frameworkruntime.WithClientSet(client),
+			frameworkruntime.WithInformerFactory(informerFactory),
+			frameworkruntime.WithSnapshotSharedLister(e.snapshot),
+			frameworkruntime.WithParallelism(parallelize.DefaultParallelism),
+			frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
+			frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+			frameworkruntime.WithPodNominator(noNominations{}),
+		}
+	}
+	var err error
+	if e.with, err = frameworkruntime.NewFramework(ctx, reg, &with, opts()...); err != nil {
+		b.Fatal(err)
+	}
+	if e.vanilla, err = frameworkruntime.NewFramework(ctx, reg, &vanilla, opts()...); err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+// cycle runs what a scheduling cycle runs for pod up to scoring: PreFilter, Filter on the
+// nodes the scheduler would evaluate (the PreFilterResult, or the first numFeasible feasible
+// ones, as kube-scheduler's percentageOfNodesToScore stops early), PreScore and Score.
+func (e *benchEnv) cycle(b *testing.B, fw framework.Framework, pod *v1.Pod, numFeasible int) int {
+	state := framework.NewCycleState()
+	result, status, _ := fw.RunPreFilterPlugins(e.ctx, state, pod)
+	if !status.IsSuccess() {
+		b.Fatalf("PreFilter: %v", status)
+	}
+	// As kube-scheduler does: the PreFilterResult's nodes, else every node.
+	candidates, _ := e.snapshot.NodeInfos().List()
+	if !result.AllNodes() {
+		candidates = candidates[:0:0]
+		for name := range result.NodeNames {
+			ni, err := e.snapshot.NodeInfos().Get(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			candidates = append(candidates, ni)
+		}
+	}
+	var feasible []fwk.NodeInfo
+	for _, ni := range candidates {
+		if fw.RunFilterPluginsWithNominatedPods(e.ctx, state, pod, ni).IsSuccess() {
+			feasible = append(feasible, ni)
+			if len(feasible) == numFeasible {
+				break
+			}
+		}
+	}
+	if s := fw.RunPreScorePlugins(e.ctx, state, pod, feasible); !s.IsSuccess() {
+		b.Fatalf("PreScore: %v", s)
+	}
+	if _, s := fw.RunScorePlugins(e.ctx, state, pod, feasible); !s.IsSuccess() {
+		b.Fatalf("Score: %v", s)
+	}
+	return len(feasible)
+}
+
+// BenchmarkPlanWithCapacitySimulation is the first member's PreFilter: the simulation of the
+// profile's Filter plugins on 10,000 nodes and the plan of the 5,000-pod gang.
+func BenchmarkPlanWithCapacitySimulation(b *testing.B) {
+	e := newBenchEnv(b)
+	key := podgroup.Key{Namespace: benchNamespace, Name: "train"}
+	b.ReportAllocs()
+	for b.Loop() {
+		e.plugin.invalidate(key)
+		state := framework.NewCycleState()
+		if _, status, _ := e.with.RunPreFilterPlugins(e.ctx, state, e.members[0]); !status.IsSuccess() {
+			b.Fatal(status)
+		}
+	}
+	plan := e.plugin.plans[key]
+	if plan == nil || plan.tier != 2 || len(plan.podLeaf) != benchGang {
+		b.Fatalf("unexpected plan %+v", plan)
+	}
+}
+
+// BenchmarkMemberCycle is the per-pod cost of a member of an already planned gang, next to the
+// same pod in kube-scheduler's default profile (no topology plugin, Filter until 5% of the
+// nodes are feasible, as kube-scheduler does at 10,000 nodes).
+func BenchmarkMemberCycle(b *testing.B) {
+	e := newBenchEnv(b)
+	e.cycle(b, e.with, e.members[0], -1) // plans the gang
+	b.Run("with-NetworkTopologyAware", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if n := e.cycle(b, e.with, e.members[1+i%(benchGang-1)], -1); n != benchPerLeaf {
+				b.Fatalf("%d feasible nodes, want the %d of the planned leaf", n, benchPerLeaf)
+			}
+			i++
+		}
+	})
+	b.Run("vanilla", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			e.cycle(b, e.vanilla, e.members[1+i%(benchGang-1)], benchNodes*5/100)
+			i++
+		}
+	})
+}
+
+// noNominations is a PodNominator without nominated pods.
+type noNominations struct{}
+
+func (noNominations) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
+func (noNominations) DeleteNominatedPodIfExists(*v1.Pod)                            {}
+func (noNominations) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo)          {}
+func (noNominations) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
