@@ -127,8 +127,8 @@ func TestMake(t *testing.T) {
 				LeafPods: map[string][]string{"s0": {"p0", "p1"}, "s1": {"p2", "p3"}, "s2": {"p4"}}},
 		},
 		{
-			name: "soft: the nodes outside every HyperNode are used last",
-			req:  Request{Constraint: "soft topology", MaxTier: 4, Soft: true, Pending: pods(9), Nodes: capacities(everyNode(1))},
+			name:     "soft: the nodes outside every HyperNode are used last",
+			req:      Request{Constraint: "soft topology", MaxTier: 4, Soft: true, Pending: pods(9), Nodes: capacities(everyNode(1))},
 			wantLeaf: map[string]string{"p0": "s0", "p1": "s0", "p2": "s1", "p3": "s1", "p4": "s2", "p5": "s2", "p6": "s3", "p7": "s3", "p8": LooseLeaf},
 		},
 		{
