@@ -271,8 +271,10 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		if !roundStarted {
 			g.event(key, info.PodGroup, v1.EventTypeNormal, EventGangWaiting,
 				fmt.Sprintf("gang %s: members are reserved and wait in Permit for the rest of the gang (minMember %d, timeout %s)", key, minMember, g.timeout(info)))
+			// Once per round, not per member: activating the pending members costs
+			// O(members), and they stay in the active queue once there.
+			g.activatePending(logger, key)
 		}
-		g.activatePending(logger, key)
 		logger.V(4).Info("Gang member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "scheduled", info.Scheduled, "minMember", minMember)
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for gang %s: %d of %d (minMember) members reserved or bound", key, info.Scheduled, minMember)), g.timeout(info)
 	}

@@ -155,3 +155,30 @@ func TestSignPodAndHints(t *testing.T) {
 		})
 	}
 }
+
+// TestSortByRank: the Job completion index orders members (so consecutive ranks fill a leaf
+// together), then the hypernode.dev/rank annotation, then members without a rank by name.
+func TestSortByRank(t *testing.T) {
+	withIndex := func(name, index string) *v1.Pod {
+		return st.MakePod().Name(name).Label("batch.kubernetes.io/job-completion-index", index).Obj()
+	}
+	withRank := func(name, rank string) *v1.Pod {
+		return st.MakePod().Name(name).Annotation(podgroup.RankAnnotation, rank).Obj()
+	}
+	pods := []*v1.Pod{
+		st.MakePod().Name("b-unranked").Obj(),
+		withIndex("w-10", "10"),
+		withRank("r-3", "3"),
+		withIndex("w-2", "2"),
+		st.MakePod().Name("a-unranked").Obj(),
+		withRank("bad", "x"),
+	}
+	sortByRank(pods)
+	var got []string
+	for _, p := range pods {
+		got = append(got, p.Name)
+	}
+	if diff := cmp.Diff([]string{"w-2", "r-3", "w-10", "a-unranked", "b-unranked", "bad"}, got); diff != "" {
+		t.Errorf("order (-want,+got):\n%s", diff)
+	}
+}
