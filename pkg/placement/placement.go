@@ -115,7 +115,9 @@ func Make(req Request) (*Plan, error) {
 	}
 	var attempts []tried
 	for _, tier := range tiers {
-		if tier > req.MaxTier {
+		// Hard: never above the allowed tier. Soft: the allowed tier is a preference, the
+		// search goes on up to the whole cluster.
+		if tier > req.MaxTier && !req.Soft {
 			break
 		}
 		var cands []candidate
@@ -230,6 +232,7 @@ func (p *planner) computeCapacity() {
 		}
 	}
 	sort.Strings(p.loose)
+	looseTotal = max(looseTotal-p.req.Promised[LooseLeaf], 0)
 	p.capacity[looseKey] = looseTotal
 	p.capacity[hypernode.VirtualRootName] = rootTotal + looseTotal
 }
@@ -394,14 +397,33 @@ func (p *planner) spread(name string, count int, out *[]leafCount) {
 		children = append(children, looseKey)
 		caps[looseKey] = p.capacity[looseKey]
 	}
-	// Fewest children: largest capacity first.
+	// Fewest children: the children holding placed members first (to stay next to them),
+	// then the largest capacity; the nodes in no HyperNode always last.
+	placed := map[string]int{}
+	for _, c := range children {
+		if c != looseKey {
+			placed[c] = p.placedInside(c)
+		}
+	}
 	byCapacity := append([]string(nil), children...)
-	sort.SliceStable(byCapacity, func(i, j int) bool { return caps[byCapacity[i]] > caps[byCapacity[j]] })
+	sort.SliceStable(byCapacity, func(i, j int) bool {
+		a, b := byCapacity[i], byCapacity[j]
+		if (a == looseKey) != (b == looseKey) {
+			return b == looseKey
+		}
+		if placed[a] != placed[b] {
+			return placed[a] > placed[b]
+		}
+		return caps[a] > caps[b]
+	})
 	chosen := map[string]bool{}
 	covered := 0
 	for _, c := range byCapacity {
-		if covered >= count || caps[c] == 0 {
+		if covered >= count {
 			break
+		}
+		if caps[c] == 0 {
+			continue
 		}
 		chosen[c] = true
 		covered += caps[c]

@@ -120,9 +120,9 @@ func TestMake(t *testing.T) {
 			want: &Plan{Domain: "s2", Tier: 1, PodLeaf: map[string]string{"p0": "s2", "p1": "s2"}, LeafPods: map[string][]string{"s2": {"p0", "p1"}}},
 		},
 		{
-			name: "soft: nothing fits tier 1, the whole cluster over the fewest leaves",
+			name: "soft: nothing fits tier 1, the search goes on upwards, over the fewest leaves",
 			req:  Request{Constraint: "soft topology (tier<=1)", MaxTier: 1, Soft: true, Pending: pods(5), Nodes: capacities(everyNode(1))},
-			want: &Plan{Domain: hypernode.VirtualRootName, Tier: 4,
+			want: &Plan{Domain: "s6", Tier: 3,
 				PodLeaf:  map[string]string{"p0": "s0", "p1": "s0", "p2": "s1", "p3": "s1", "p4": "s2"},
 				LeafPods: map[string][]string{"s0": {"p0", "p1"}, "s1": {"p2", "p3"}, "s2": {"p4"}}},
 		},
@@ -130,6 +130,18 @@ func TestMake(t *testing.T) {
 			name:     "soft: the nodes outside every HyperNode are used last",
 			req:      Request{Constraint: "soft topology", MaxTier: 4, Soft: true, Pending: pods(9), Nodes: capacities(everyNode(1))},
 			wantLeaf: map[string]string{"p0": "s0", "p1": "s0", "p2": "s1", "p3": "s1", "p4": "s2", "p5": "s2", "p6": "s3", "p7": "s3", "p8": LooseLeaf},
+		},
+		{
+			name: "soft: the pending members stay next to the placed ones",
+			req: Request{Constraint: "soft topology (tier<=1)", MaxTier: 1, Soft: true, Pending: pods(2), Placed: []string{"node-0", "node-1"},
+				Nodes: capacities(map[string]int{"node-2": 1, "node-3": 1, "node-4": 1, "node-5": 1, "node-6": 1, "node-7": 1, "loose-0": 8})},
+			want: &Plan{Domain: "s4", Tier: 2, PodLeaf: map[string]string{"p0": "s1", "p1": "s1"}, LeafPods: map[string][]string{"s1": {"p0", "p1"}}},
+		},
+		{
+			name: "soft at the root: the nodes in no HyperNode are filled last, whatever their capacity",
+			req: Request{Constraint: "soft topology", MaxTier: 4, Soft: true, Pending: pods(6),
+				Nodes: capacities(map[string]int{"node-0": 1, "node-2": 1, "node-4": 1, "node-6": 1, "loose-0": 8})},
+			wantLeaf: map[string]string{"p0": "s0", "p1": "s1", "p2": "s2", "p3": "s3", "p4": LooseLeaf, "p5": LooseLeaf},
 		},
 		{
 			name:    "soft: more pods than the cluster holds",
@@ -201,11 +213,10 @@ func TestStrategies(t *testing.T) {
 	}{
 		{"BinPack, empty cluster", BinPack, free(), "spine-1"},
 		{"LeastWaste, empty cluster", LeastWaste, free(), "spine-1"},
-		// spine-0 has one busy node: 4 free of 5. Both fit exactly; BinPack prefers the
-		// fuller spine-0 (40/40 vs 32/32 are both full: tie broken by name), LeastWaste sees
-		// zero waste in both and breaks the tie by name too.
-		{"BinPack, spine-0 one node busy", BinPack, free("node-0"), "spine-0"},
-		{"LeastWaste, spine-0 one node busy", LeastWaste, free("node-0"), "spine-0"},
+		// spine-0 has one busy node: 4 free of 5. Both are full after placement (40/40 and
+		// 32/32) with zero waste: a tie for both strategies, broken by name.
+		{"BinPack, tie broken by name", BinPack, free("node-0"), "spine-0"},
+		{"LeastWaste, tie broken by name", LeastWaste, free("node-0"), "spine-0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -241,5 +252,69 @@ func TestBinPackScore(t *testing.T) {
 				t.Errorf("score = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStrategiesDisagree: spine-0 offers 5 slots on nodes 3/8 used, spine-1 exactly 4 slots on
+// nodes 2/8 used; the pods take 4 CPUs. BinPack prefers the fuller spine-0 after placement
+// ((15+16)/40 = 0.775 > (8+16)/32 = 0.75); LeastWaste the exact fit, spine-1 (surplus 0 < 1).
+func TestStrategiesDisagree(t *testing.T) {
+	nodes := map[string]labels.Set{}
+	capacity := map[string]Node{}
+	for i := range 9 {
+		name := fmt.Sprintf("node-%d", i)
+		nodes[name] = labels.Set{}
+		used := 2.0
+		if i < 5 {
+			used = 3
+		}
+		capacity[name] = Node{Capacity: 1, Used: []float64{used}, Allocatable: []float64{8}}
+	}
+	tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
+		hn("block-0", 1, []string{"node-0", "node-1", "node-2"}, nil),
+		hn("block-1", 1, []string{"node-3", "node-4"}, nil),
+		hn("block-2", 1, []string{"node-5", "node-6"}, nil),
+		hn("block-3", 1, []string{"node-7", "node-8"}, nil),
+		hn("spine-0", 2, nil, []string{"block-0", "block-1"}),
+		hn("spine-1", 2, nil, []string{"block-2", "block-3"}),
+	}).Snapshot()
+	for strategy, want := range map[Strategy]string{BinPack: "spine-0", LeastWaste: "spine-1"} {
+		got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4),
+			Nodes: capacity, Strategy: strategy, Weights: []float64{1}, PodRequest: []float64{4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Domain != want {
+			t.Errorf("%s chose %s, want %s", strategy, got.Domain, want)
+		}
+	}
+}
+
+// TestTieBreakPrefersPlacedMembers: two leaves score the same; the one holding a placed
+// member of the gang wins over the one whose name comes first.
+func TestTieBreakPrefersPlacedMembers(t *testing.T) {
+	tree := seed001()
+	got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(1),
+		Placed: []string{"node-3"}, Nodes: capacities(map[string]int{"node-1": 1, "node-2": 1}),
+		Strategy: LeastWaste, Weights: []float64{1}, PodRequest: []float64{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Domain != "s1" {
+		t.Errorf("domain = %s, want s1 (it holds the placed member); s0 only wins by name", got.Domain)
+	}
+}
+
+// TestLedgerWithCappedCapacity: capacities are capped at demand plus the slots promised in
+// the node's leaf, so promised slots never hide free ones.
+func TestLedgerWithCappedCapacity(t *testing.T) {
+	got, err := Make(Request{Tree: seed001(), Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pods(3),
+		Nodes: capacities(map[string]int{"node-0": 53}), Promised: map[string]int{"s0": 50},
+		Weights: []float64{1}, PodRequest: []float64{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Domain != "s0" {
+		t.Errorf("domain = %s, want s0 (53 slots, 50 promised, 3 free)", got.Domain)
 	}
 }

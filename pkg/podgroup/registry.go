@@ -111,8 +111,9 @@ func (r *Registry) forgetIfEmptyLocked(key Key) {
 	}
 }
 
-// OnGroupChange registers f to be called (outside the registry's lock) when a group's
-// PodGroup is set or a new member appears. Register before the informers start.
+// OnGroupChange registers f to be called (outside the registry's lock) when a group may have
+// just become ready: its PodGroup appeared or its minMember changed, or a new member brought
+// the member count to minMember. Register before the informers start.
 func (r *Registry) OnGroupChange(f func(Key)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -221,9 +222,12 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	topology, err := ParseNetworkTopology(pg.Annotations)
 	r.mu.Lock()
 	g := r.groupLocked(key)
+	changed := g.podGroup == nil || g.podGroup.Spec.MinMember != pg.Spec.MinMember
 	g.podGroup, g.topology, g.topologyErr = pg, topology, err
 	r.mu.Unlock()
-	r.notify(key)
+	if changed {
+		r.notify(key)
+	}
 }
 
 // DeletePodGroup removes a PodGroup; its members stay known (they wait for a new one).
@@ -262,8 +266,9 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		g.bound.Insert(pod.UID)
 		delete(g.assumed, pod.UID)
 	}
+	reachedMinMember := !known && g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
 	r.mu.Unlock()
-	if !known {
+	if reachedMinMember {
 		r.notify(key)
 	}
 }

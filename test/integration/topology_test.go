@@ -321,6 +321,12 @@ func TestTopologyReplacementReturnsToLeaf(t *testing.T) {
 	if leafOf[first[names[1]]] != leaf {
 		t.Fatalf("gang not in one leaf: %v", first)
 	}
+	// Make another leaf the one a fresh plan would choose: BinPack prefers it once its
+	// nodes are half used, so only the placed member can bring the replacement back.
+	other := map[string][]string{"s0": {"node-2", "node-3"}, "s1": {"node-0", "node-1"}, "s2": {"node-0", "node-1"}, "s3": {"node-0", "node-1"}}[leaf]
+	for _, n := range other {
+		e.filler(n, "1")
+	}
 
 	replace := func(name string) string {
 		t.Helper()

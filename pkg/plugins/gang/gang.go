@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -65,13 +66,27 @@ type Gang struct {
 	conditions *conditionWriter
 	recorder   events.EventRecorder
 
+	// mu serialises every decision about a group's waiting members: the quorum check with
+	// the Allow of the waiting members (Permit) and their rejection (Unreserve, PostFilter),
+	// so a rejection can never interleave with an allowance and bind part of a gang.
 	mu sync.Mutex
 	// waitingSince is when the first member of a group's current round entered Permit; it
 	// tells a timeout from another rejection in Unreserve.
 	waitingSince map[podgroup.Key]time.Time
+	// round numbers a group's attempts; it advances when a round is rejected. roundOf
+	// records the round each reserved member belongs to, so that a late Unreserve of a
+	// member of a rejected round does not reject the members of the next one.
+	round   map[podgroup.Key]int
+	roundOf map[types.UID]int
 	// lastEvent deduplicates Events per group.
 	lastEvent map[podgroup.Key]string
 }
+
+// permitMargin is how close to the round's timeout the last member may complete a gang:
+// closer than this, a waiting member's timer may fire while the gang is being allowed, so
+// the round is rejected instead (members time out at their own Permit time + timeout, never
+// earlier than the round's start + timeout).
+const permitMargin = time.Second
 
 var (
 	_ fwk.PreEnqueuePlugin  = &Gang{}
@@ -108,6 +123,8 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 		conditions:   newConditionWriter(handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister()),
 		recorder:     handle.EventRecorder(),
 		waitingSince: map[podgroup.Key]time.Time{},
+		round:        map[podgroup.Key]int{},
+		roundOf:      map[types.UID]int{},
 		lastEvent:    map[podgroup.Key]string{},
 	}
 	g.conditions.run(ctx)
@@ -218,12 +235,20 @@ func (g *Gang) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk
 
 // Reserve records the member as reserved.
 func (g *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return nil
+	}
 	g.registry.Reserve(pod, nodeName)
+	g.mu.Lock()
+	g.roundOf[pod.UID] = g.round[key]
+	g.mu.Unlock()
 	return nil
 }
 
-// Unreserve releases the member and rejects its waiting siblings at once, so that a gang
-// never keeps resources for members that can no longer complete it.
+// Unreserve releases the member and, if it belongs to the group's current round, rejects its
+// waiting siblings at once, so that a gang never keeps resources for members that can no
+// longer complete it. A member of an already rejected round only releases itself.
 func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
@@ -233,14 +258,20 @@ func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 	info := g.registry.Info(key)
 	timeout := g.timeout(info)
 	g.mu.Lock()
+	podRound, reserved := g.roundOf[pod.UID]
+	delete(g.roundOf, pod.UID)
+	if !reserved || podRound != g.round[key] {
+		g.mu.Unlock()
+		klog.FromContext(ctx).V(4).Info("Member of an earlier gang round unreserved", "pod", klog.KObj(pod), "podGroup", key)
+		return
+	}
 	since, waiting := g.waitingSince[key]
-	delete(g.waitingSince, key)
-	g.mu.Unlock()
 	reason, why := EventGangRejected, fmt.Sprintf("member %s was unreserved", pod.Name)
 	if waiting && time.Since(since) >= timeout {
 		reason, why = EventGangTimedOut, fmt.Sprintf("timed out after %s waiting for %d members (minMember); %d were reserved or bound", timeout, info.MinMember(), info.Scheduled+1)
 	}
-	rejected := g.rejectWaiting(key, fmt.Sprintf("gang %s rejected: %s", key, why))
+	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why))
+	g.mu.Unlock()
 	if info.PodGroup != nil && (rejected > 0 || reason == EventGangTimedOut) {
 		g.event(key, info.PodGroup, v1.EventTypeWarning, reason,
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
@@ -278,6 +309,16 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		logger.V(4).Info("Gang member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "scheduled", info.Scheduled, "minMember", minMember)
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for gang %s: %d of %d (minMember) members reserved or bound", key, info.Scheduled, minMember)), g.timeout(info)
 	}
+	g.mu.Lock()
+	since, wasWaiting := g.waitingSince[key]
+	if wasWaiting && time.Since(since) > g.timeout(info)-permitMargin {
+		// Too late to allow the round safely: a waiting member may be timing out now.
+		rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: the last member arrived at the end of the %s timeout", key, g.timeout(info)))
+		g.mu.Unlock()
+		g.event(key, info.PodGroup, v1.EventTypeWarning, EventGangTimedOut,
+			fmt.Sprintf("gang %s: the last member arrived at the end of the %s timeout; %d waiting members rejected and their resources released", key, g.timeout(info), rejected))
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: the round timed out while the last member was being scheduled", key)), 0
+	}
 	allowed := 0
 	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if k, ok := podgroup.KeyOf(wp.GetPod()); ok && k == key {
@@ -285,8 +326,6 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 			allowed++
 		}
 	})
-	g.mu.Lock()
-	_, wasWaiting := g.waitingSince[key]
 	delete(g.waitingSince, key)
 	g.mu.Unlock()
 	if wasWaiting || allowed > 0 {
@@ -305,15 +344,18 @@ func (g *Gang) timeout(info podgroup.Info) time.Duration {
 	return time.Duration(g.args.DefaultScheduleTimeoutSeconds) * time.Second
 }
 
-// rejectWaiting rejects every waiting member of a group and returns how many there were.
-func (g *Gang) rejectWaiting(key podgroup.Key, msg string) int {
+// rejectRoundLocked ends the group's current round: every waiting member is rejected (and
+// will be unreserved by the framework) and later Unreserves of this round's members do not
+// reject the next round. It returns how many members were waiting. g.mu must be held.
+func (g *Gang) rejectRoundLocked(key podgroup.Key, msg string) int {
 	var waiting []fwk.WaitingPod
 	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if k, ok := podgroup.KeyOf(wp.GetPod()); ok && k == key {
 			waiting = append(waiting, wp)
 		}
 	})
-	// Reject outside the iteration: a rejection runs Unreserve, which iterates again.
+	g.round[key]++
+	delete(g.waitingSince, key)
 	rejected := 0
 	for _, wp := range waiting {
 		if wp.Reject(Name, msg) {
@@ -327,23 +369,22 @@ func (g *Gang) rejectWaiting(key podgroup.Key, msg string) int {
 // precedence, hold resources without which the member would fit, those gangs yield: their
 // waiting members are rejected. Otherwise this gang cannot complete now, and its own waiting
 // members are rejected so that their resources serve others.
-func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	logger := klog.FromContext(ctx)
 	info := g.registry.Info(key)
-	if yielded := g.makeRoom(ctx, state, pod, key, info); len(yielded) > 0 {
+	if yielded := g.makeRoom(ctx, state, pod, key, info, statuses); len(yielded) > 0 {
 		g.activatePending(logger, key)
 		msg := fmt.Sprintf("gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room; retrying", key, strings.Join(yielded, ", "))
 		logger.V(3).Info("Lower-precedence gangs yielded", "pod", klog.KObj(pod), "podGroup", key, "yielded", yielded)
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	why := fmt.Sprintf("member %s cannot be placed", pod.Name)
-	rejected := g.rejectWaiting(key, fmt.Sprintf("gang %s rejected: %s", key, why))
 	g.mu.Lock()
-	delete(g.waitingSince, key)
+	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why))
 	g.mu.Unlock()
 	if info.PodGroup != nil {
 		g.event(key, info.PodGroup, v1.EventTypeWarning, EventGangRejected,
@@ -381,8 +422,19 @@ func (g *Gang) rankOf(pod *v1.Pod, key podgroup.Key, pg *schedulingv1alpha1.PodG
 }
 
 // makeRoom rejects the waiting members of lower-precedence gangs when, without them, the pod
-// would fit on one of their nodes. It returns the gangs that yielded.
-func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info) []string {
+// would fit on one of their nodes. It returns the gangs that yielded. It only considers nodes
+// where the pod failed Filter with a resolvable status: a pod refused by a PreFilter plugin
+// (its gang cannot fit its topology, its minResources exceed the cluster) or by a node's
+// unresolvable property must not evict anybody.
+func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, statuses fwk.NodeToStatusReader) []string {
+	resolvable, err := statuses.NodesForStatusCode(g.handle.SnapshotSharedLister().NodeInfos(), fwk.Unschedulable)
+	if err != nil || len(resolvable) == 0 {
+		return nil
+	}
+	candidates := make(map[string]bool, len(resolvable))
+	for _, ni := range resolvable {
+		candidates[ni.Node().Name] = true
+	}
 	mine := g.rankOf(pod, key, info.PodGroup)
 	// Waiting members of lower-precedence gangs, by node.
 	byNode := map[string][]*v1.Pod{}
@@ -390,7 +442,7 @@ func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		p := wp.GetPod()
 		k, ok := podgroup.KeyOf(p)
-		if !ok || k == key || p.Spec.NodeName == "" {
+		if !ok || k == key || !candidates[p.Spec.NodeName] {
 			return
 		}
 		if other := g.rankOf(p, k, g.registry.Info(k).PodGroup); mine.before(other) {
@@ -435,7 +487,9 @@ func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	}
 	var yielded []string
 	for k := range victimGroups {
-		n := g.rejectWaiting(k, fmt.Sprintf("gang %s rejected: it yields its reserved resources to gang %s, which takes precedence", k, key))
+		g.mu.Lock()
+		n := g.rejectRoundLocked(k, fmt.Sprintf("gang %s rejected: it yields its reserved resources to gang %s, which takes precedence", k, key))
+		g.mu.Unlock()
 		if pg := g.registry.Info(k).PodGroup; pg != nil {
 			g.event(k, pg, v1.EventTypeWarning, EventGangRejected,
 				fmt.Sprintf("gang %s: yielded to gang %s, which takes precedence (priority, then age); %d waiting members rejected", k, key, n))

@@ -222,7 +222,7 @@ func BenchmarkPlanWithCapacitySimulation(b *testing.B) {
 	key := podgroup.Key{Namespace: benchNamespace, Name: "train"}
 	b.ReportAllocs()
 	for b.Loop() {
-		e.plugin.invalidate(key)
+		e.plugin.invalidate(klog.Background(), key)
 		state := framework.NewCycleState()
 		if _, status, _ := e.with.RunPreFilterPlugins(e.ctx, state, e.members[0]); !status.IsSuccess() {
 			b.Fatal(status)

@@ -14,6 +14,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,19 +84,42 @@ type NetworkTopologyAware struct {
 	mu        sync.Mutex
 	plans     map[podgroup.Key]*gangPlan
 	lastEvent map[podgroup.Key]string
+	// unsatisfied are the gangs whose last plan failed; they are activated when another
+	// gang's promised slots are released, since no cluster event announces that.
+	unsatisfied sets.Set[podgroup.Key]
 }
 
-// gangPlan is a gang's current plan. It is replaced, never modified, except for promised.
+// gangPlan is a gang's current plan. It is replaced, never modified, except for the
+// bookkeeping of reservations (promised, reserved, placedByLeaf), under the plugin's lock.
 type gangPlan struct {
-	generation uint64
-	domain     string
-	tier       int
-	podLeaf    map[string]string
-	leafNodes  map[string]sets.Set[string]
+	created time.Time
+	domain  string
+	tier    int
+	podLeaf map[string]string
+	// leafInfos are the planned leaves as the tree described them: the plan holds while
+	// every one of them is unchanged (the tree shares unchanged HyperNodes between
+	// snapshots, so pointer equality says "unchanged").
+	leafInfos map[string]*hypernode.HyperNodeInfo
+	leafNodes map[string]sets.Set[string]
 	// promised counts, per leaf, the planned members that have not reserved yet; reserved
 	// are the members that did (so that Reserve is idempotent).
 	promised map[string]int
 	reserved sets.Set[string]
+	// placedByLeaf counts the gang's bound and reserved members per leaf, for Score.
+	placedByLeaf map[string]int
+}
+
+// planTTL bounds how long a plan's promises are honoured: a gang that stopped scheduling
+// (deleted, its members gone) must not hold slots forever.
+const planTTL = 10 * time.Minute
+
+// pending returns the promised slots that are still open.
+func (g *gangPlan) pending() int {
+	n := 0
+	for _, c := range g.promised {
+		n += c
+	}
+	return n
 }
 
 var (
@@ -137,8 +161,9 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		cache:     cache,
 		registry:  registry,
 		recorder:  handle.EventRecorder(),
-		plans:     map[podgroup.Key]*gangPlan{},
-		lastEvent: map[podgroup.Key]string{},
+		plans:       map[podgroup.Key]*gangPlan{},
+		lastEvent:   map[podgroup.Key]string{},
+		unsatisfied: sets.New[podgroup.Key](),
 	}
 	add := func(name v1.ResourceName, w int64) {
 		if w > 0 {
@@ -209,7 +234,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 
-	plan := p.currentPlan(key, tree.Generation(), pod.Name)
+	plan := p.currentPlan(key, tree, pod.Name)
 	if plan == nil {
 		var status *fwk.Status
 		plan, status = p.makePlan(ctx, state, pod, key, info, tree, maxTier, nodes)
@@ -235,25 +260,54 @@ func (p *NetworkTopologyAware) maxTier(tree *hypernode.Snapshot, nt *podgroup.Ne
 	return tree.RootTier(), nil
 }
 
-// currentPlan returns the gang's plan if it is still valid for this member.
-func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, generation uint64, pod string) *gangPlan {
+// currentPlan returns the gang's plan if it is still valid for this member: the member is in
+// it and none of its leaves changed in the tree.
+func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Snapshot, pod string) *gangPlan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	plan := p.plans[key]
-	if plan == nil || plan.generation != generation {
+	if plan == nil {
 		return nil
 	}
 	if _, ok := plan.podLeaf[pod]; !ok {
 		return nil
 	}
+	for leaf, info := range plan.leafInfos {
+		if now, _ := tree.HyperNode(leaf); now != info {
+			return nil
+		}
+	}
 	return plan
 }
 
 // invalidate drops a gang's plan and its promises.
-func (p *NetworkTopologyAware) invalidate(key podgroup.Key) {
+func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) {
 	p.mu.Lock()
+	plan := p.plans[key]
 	delete(p.plans, key)
+	released := plan != nil && plan.pending() > 0
 	p.mu.Unlock()
+	if released {
+		p.activateUnsatisfied(logger)
+	}
+}
+
+// activateUnsatisfied retries the gangs whose planning failed, after promised slots were
+// released.
+func (p *NetworkTopologyAware) activateUnsatisfied(logger klog.Logger) {
+	p.mu.Lock()
+	keys := p.unsatisfied.UnsortedList()
+	p.unsatisfied.Clear()
+	p.mu.Unlock()
+	pods := map[string]*v1.Pod{}
+	for _, k := range keys {
+		for _, m := range p.registry.PendingMembers(k) {
+			pods[m.Namespace+"/"+m.Name] = m
+		}
+	}
+	if len(pods) > 0 {
+		p.handle.Activate(logger, pods)
+	}
 }
 
 // makePlan computes and records a plan for the gang of pod.
@@ -280,6 +334,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	if !status.IsSuccess() {
 		return nil, status
 	}
+	promised := p.promisedByOthers(key)
 
 	req := placement.Request{
 		Tree:       tree,
@@ -288,8 +343,8 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 		Soft:       info.Topology.Mode == podgroup.ModeSoft,
 		Pending:    names,
 		Placed:     placedNodes,
-		Nodes:      p.nodeCapacities(ctx, simState, pod, nodes, len(names)),
-		Promised:   p.promisedByOthers(key),
+		Nodes:      p.nodeCapacities(ctx, simState, pod, nodes, tree, len(names), promised),
+		Promised:   promised,
 		Strategy:   placement.Strategy(p.args.CandidateScoringStrategy),
 		PodRequest: p.podRequest(pod),
 		Weights:    p.weights,
@@ -298,31 +353,45 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	if err != nil {
 		var unsat *placement.Unsatisfiable
 		if errors.As(err, &unsat) {
+			p.mu.Lock()
+			p.unsatisfied.Insert(key)
+			p.mu.Unlock()
 			p.event(key, info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
 		}
 		return nil, fwk.AsStatus(err)
 	}
 	plan := &gangPlan{
-		generation: tree.Generation(),
-		domain:     result.Domain,
-		tier:       result.Tier,
-		podLeaf:    result.PodLeaf,
-		leafNodes:  map[string]sets.Set[string]{},
-		promised:   map[string]int{},
-		reserved:   sets.New[string](),
+		created:      time.Now(),
+		domain:       result.Domain,
+		tier:         result.Tier,
+		podLeaf:      result.PodLeaf,
+		leafInfos:    map[string]*hypernode.HyperNodeInfo{},
+		leafNodes:    map[string]sets.Set[string]{},
+		promised:     map[string]int{},
+		reserved:     sets.New[string](),
+		placedByLeaf: map[string]int{},
 	}
 	for leaf, pods := range result.LeafPods {
 		plan.promised[leaf] = len(pods)
+		leafInfo, _ := tree.HyperNode(leaf)
+		plan.leafInfos[leaf] = leafInfo
 		if leaf == placement.LooseLeaf {
 			plan.leafNodes[leaf] = sets.New(placement.LooseNodes(tree, req.Nodes)...)
 			continue
 		}
-		leafInfo, _ := tree.HyperNode(leaf)
 		plan.leafNodes[leaf] = sets.New(leafInfo.Nodes...)
+	}
+	for _, n := range placedNodes {
+		leaf, ok := tree.LeafOf(n)
+		if !ok {
+			leaf = placement.LooseLeaf
+		}
+		plan.placedByLeaf[leaf]++
 	}
 	p.mu.Lock()
 	p.plans[key] = plan
+	p.unsatisfied.Delete(key)
 	p.mu.Unlock()
 	leaves := make([]string, 0, len(result.LeafPods))
 	for leaf := range result.LeafPods {
@@ -367,8 +436,10 @@ func (p *NetworkTopologyAware) simulationState(ctx context.Context, pod *v1.Pod)
 }
 
 // nodeCapacities counts, per node, how many copies of pod pass the Filter plugins when added
-// one after another, capped at demand. It runs on copies of the nodes and of the cycle state.
-func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, demand int) map[string]placement.Node {
+// one after another, capped at demand plus the slots other gangs' plans promised in the
+// node's leaf (the planner subtracts those per leaf, so the cap must leave room for them). It
+// runs on copies of the nodes and of the cycle state.
+func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, tree *hypernode.Snapshot, demand int, promised map[string]int) map[string]placement.Node {
 	out := make([]placement.Node, len(nodes))
 	logger := klog.FromContext(ctx)
 	p.handle.Parallelizer().Until(ctx, len(nodes), func(i int) {
@@ -379,6 +450,11 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 			out[i] = node
 			return
 		}
+		leaf, ok := tree.LeafOf(ni.Node().Name)
+		if !ok {
+			leaf = placement.LooseLeaf
+		}
+		demand := demand + promised[leaf]
 		trial := ni
 		trialState := state
 		for node.Capacity < demand {
@@ -453,12 +529,17 @@ func (p *NetworkTopologyAware) podRequest(pod *v1.Pod) []float64 {
 	return out
 }
 
-// promisedByOthers sums the ledger of every other gang's plan.
+// promisedByOthers sums the ledger of every other gang's plan. Plans older than planTTL, and
+// plans of gangs whose PodGroup is gone, are dropped first.
 func (p *NetworkTopologyAware) promisedByOthers(key podgroup.Key) map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := map[string]int{}
 	for k, plan := range p.plans {
+		if time.Since(plan.created) > planTTL || p.registry.Info(k).PodGroup == nil {
+			delete(p.plans, k)
+			continue
+		}
 		if k == key {
 			continue
 		}
@@ -488,9 +569,9 @@ func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, p
 
 // PostFilter drops the plan of a member's gang when the member fits nowhere in it, so the
 // next attempt plans again from the cluster as it is.
-func (p *NetworkTopologyAware) PostFilter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (p *NetworkTopologyAware) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if key, _, ok := p.constraint(pod); ok {
-		p.invalidate(key)
+		p.invalidate(klog.FromContext(ctx), key)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }
@@ -508,20 +589,29 @@ func (p *NetworkTopologyAware) Reserve(_ context.Context, state fwk.CycleState, 
 		if leaf, ok := plan.podLeaf[pod.Name]; ok && plan.promised[leaf] > 0 {
 			plan.promised[leaf]--
 			plan.reserved.Insert(pod.Name)
+			plan.placedByLeaf[leaf]++
 		}
 	}
 	return nil
 }
 
-// Unreserve drops the gang's plan: a member was rejected or timed out, so the plan no longer
-// holds; the next member plans again around the members still placed.
-func (p *NetworkTopologyAware) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+// Unreserve drops the gang's plan when the member was reserved under it: a member was
+// rejected or timed out, so the plan no longer holds, and the next member plans again around
+// the members still placed. The late Unreserve of a member of an earlier plan leaves the
+// current plan alone.
+func (p *NetworkTopologyAware) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
 	key, _, ok := p.constraint(pod)
 	if !ok {
 		return
 	}
 	p.registry.Unreserve(pod)
-	p.invalidate(key)
+	p.mu.Lock()
+	plan := p.plans[key]
+	current := plan != nil && plan.reserved.Has(pod.Name)
+	p.mu.Unlock()
+	if current {
+		p.invalidate(klog.FromContext(ctx), key)
+	}
 }
 
 // SignPod: a constrained member's nodes come from its own plan, so its scheduling result must
@@ -556,31 +646,26 @@ func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleStat
 	tree := p.cache.Snapshot()
 	s := &preScoreState{tree: tree}
 	if key, info, ok := p.constraint(pod); ok {
-		if info.TopologyErr != nil {
+		ps := readState[*preFilterState](state, preFilterStateKey)
+		if info.TopologyErr != nil || ps == nil {
 			return fwk.NewStatus(fwk.Skip)
 		}
-		placed, _ := p.registry.PlacedNodes(key)
-		s.placedByLeaf = map[string]int{}
+		// The reference is the member's planned leaf: the plan already put it inside the
+		// gang's domain, next to the placed members. O(leaves of the plan) per pod, never
+		// O(members).
+		s.reference = ps.leaf
+		if ps.leaf == placement.LooseLeaf {
+			s.reference = hypernode.VirtualRootName
+		}
 		s.members = max(info.Members, 1)
-		for _, n := range placed {
-			leaf, ok := tree.LeafOf(n)
-			if !ok {
-				leaf = hypernode.VirtualRootName
-			}
-			s.placedByLeaf[leaf]++
-			if s.reference == "" {
-				s.reference = leaf
-			} else if l, ok := tree.LCA(s.reference, leaf); ok {
-				s.reference = l
-			} else {
-				s.reference = hypernode.VirtualRootName
+		s.placedByLeaf = map[string]int{}
+		p.mu.Lock()
+		if plan := p.plans[key]; plan != nil {
+			for leaf, n := range plan.placedByLeaf {
+				s.placedByLeaf[leaf] = n
 			}
 		}
-		if s.reference == "" {
-			if ps := readState[*preFilterState](state, preFilterStateKey); ps != nil && ps.leaf != placement.LooseLeaf {
-				s.reference = ps.leaf
-			}
-		}
+		p.mu.Unlock()
 		state.Write(preScoreStateKey, s)
 		return nil
 	}
