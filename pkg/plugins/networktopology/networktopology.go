@@ -156,11 +156,11 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 
 func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) *NetworkTopologyAware {
 	p := &NetworkTopologyAware{
-		args:      args,
-		handle:    handle,
-		cache:     cache,
-		registry:  registry,
-		recorder:  handle.EventRecorder(),
+		args:        args,
+		handle:      handle,
+		cache:       cache,
+		registry:    registry,
+		recorder:    handle.EventRecorder(),
 		plans:       map[podgroup.Key]*gangPlan{},
 		lastEvent:   map[podgroup.Key]string{},
 		unsatisfied: sets.New[podgroup.Key](),
