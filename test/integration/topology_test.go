@@ -400,6 +400,12 @@ func TestTopologyBadAnnotations(t *testing.T) {
 		e.waitCondition(all[i], v1.PodReasonUnschedulable, fmt.Sprintf("PodGroup %s/%s: %s", e.ns, tc.group, tc.want))
 	}
 	e.expectNoneBound()
+	pg, err := e.c.scheduling.SchedulingV1alpha1().PodGroups(e.ns).Get(context.Background(), "mode", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForObjectEvent(t, e.c, e.ns, "PodGroup", pg.UID, "InvalidTopologyConstraint", plugins.SchedulerName,
+		fmt.Sprintf("PodGroup %s/mode: %s", e.ns, tests[2].want))
 	// A name that resolves works.
 	e.waitBound(e.gang("spine", 3, `{"highestTierName":"spine"}`, cpu("1")))
 }

@@ -383,6 +383,9 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	why := fmt.Sprintf("member %s cannot be placed", pod.Name)
+	if reasons := g.failureReasons(statuses); reasons != "" {
+		why += " (" + reasons + ")"
+	}
 	g.mu.Lock()
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why))
 	g.mu.Unlock()
@@ -391,6 +394,42 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %s; %d waiting members released", key, why, rejected))
+}
+
+// failureReasons summarises why the member fit no node, the way kube-scheduler's own message
+// does: the most frequent node statuses first, e.g. "3 Insufficient cpu, 1 node(s) had
+// untolerated taint(s)". O(nodes), on the failure path only.
+func (g *Gang) failureReasons(statuses fwk.NodeToStatusReader) string {
+	nodes, err := g.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return ""
+	}
+	counts := map[string]int{}
+	for _, ni := range nodes {
+		st := statuses.Get(ni.Node().Name)
+		if st == nil || st.IsSuccess() {
+			continue
+		}
+		for _, r := range st.Reasons() {
+			counts[r]++
+		}
+	}
+	reasons := make([]string, 0, len(counts))
+	for r := range counts {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if counts[reasons[i]] != counts[reasons[j]] {
+			return counts[reasons[i]] > counts[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	const shown = 3
+	parts := make([]string, 0, shown)
+	for _, r := range reasons[:min(shown, len(reasons))] {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // rank orders gangs: higher pod priority first, then the older PodGroup, then by name.
