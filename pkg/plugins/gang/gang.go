@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -64,7 +63,7 @@ type Gang struct {
 	handle     fwk.Handle
 	registry   *podgroup.Registry
 	conditions *conditionWriter
-	recorder   events.EventRecorder
+	events     *podgroup.EventLog
 
 	// mu serialises every decision about a group's waiting members: the quorum check with
 	// the Allow of the waiting members (Permit) and their rejection (Unreserve, PostFilter),
@@ -78,8 +77,6 @@ type Gang struct {
 	// member of a rejected round does not reject the members of the next one.
 	round   map[podgroup.Key]int
 	roundOf map[types.UID]int
-	// lastEvent deduplicates Events per group.
-	lastEvent map[podgroup.Key]string
 }
 
 // permitMargin is how close to the round's timeout the last member may complete a gang:
@@ -121,11 +118,10 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 		handle:       handle,
 		registry:     registry,
 		conditions:   newConditionWriter(handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister()),
-		recorder:     handle.EventRecorder(),
+		events:       podgroup.NewEventLog(handle.EventRecorder(), eventAction),
 		waitingSince: map[podgroup.Key]time.Time{},
 		round:        map[podgroup.Key]int{},
 		roundOf:      map[types.UID]int{},
-		lastEvent:    map[podgroup.Key]string{},
 	}
 	g.conditions.run(ctx)
 	// The registry and kube-scheduler's queue watch the same objects through different
@@ -176,7 +172,7 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 		// as siblings arrive, and rewriting every waiting member's condition on every arrival
 		// costs O(members^2) API calls. The Event on the PodGroup carries the count.
 		msg = fmt.Sprintf("waiting for PodGroup %s to have %d members (minMember)", key, info.MinMember())
-		g.event(key, info.PodGroup, v1.EventTypeNormal, EventWaitingForMembers,
+		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventWaitingForMembers,
 			fmt.Sprintf("waiting for the members of PodGroup %s: %d of %d (minMember) exist", key, info.Members, info.MinMember()))
 	default:
 		return nil
@@ -273,7 +269,7 @@ func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why))
 	g.mu.Unlock()
 	if info.PodGroup != nil && (rejected > 0 || reason == EventGangTimedOut) {
-		g.event(key, info.PodGroup, v1.EventTypeWarning, reason,
+		g.events.Record(info.PodGroup, v1.EventTypeWarning, reason,
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
 	}
 	klog.FromContext(ctx).V(3).Info("Gang member unreserved", "pod", klog.KObj(pod), "podGroup", key, "rejectedSiblings", rejected)
@@ -300,7 +296,7 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		}
 		g.mu.Unlock()
 		if !roundStarted {
-			g.event(key, info.PodGroup, v1.EventTypeNormal, EventGangWaiting,
+			g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangWaiting,
 				fmt.Sprintf("gang %s: members are reserved and wait in Permit for the rest of the gang (minMember %d, timeout %s)", key, minMember, g.timeout(info)))
 			// Once per round, not per member: activating the pending members costs
 			// O(members), and they stay in the active queue once there.
@@ -315,7 +311,7 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		// Too late to allow the round safely: a waiting member may be timing out now.
 		rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: the last member arrived at the end of the %s timeout", key, g.timeout(info)))
 		g.mu.Unlock()
-		g.event(key, info.PodGroup, v1.EventTypeWarning, EventGangTimedOut,
+		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangTimedOut,
 			fmt.Sprintf("gang %s: the last member arrived at the end of the %s timeout; %d waiting members rejected and their resources released", key, g.timeout(info), rejected))
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: the round timed out while the last member was being scheduled", key)), 0
 	}
@@ -329,7 +325,7 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	delete(g.waitingSince, key)
 	g.mu.Unlock()
 	if wasWaiting || allowed > 0 {
-		g.event(key, info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
+		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
 			fmt.Sprintf("gang %s: %d of %d (minMember) members reserved or bound; %d waiting members allowed to bind", key, info.Scheduled, minMember, allowed))
 	}
 	logger.V(3).Info("Gang complete", "podGroup", key, "scheduled", info.Scheduled, "allowed", allowed)
@@ -390,7 +386,7 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why))
 	g.mu.Unlock()
 	if info.PodGroup != nil {
-		g.event(key, info.PodGroup, v1.EventTypeWarning, EventGangRejected,
+		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangRejected,
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %s; %d waiting members released", key, why, rejected))
@@ -530,35 +526,13 @@ func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 		n := g.rejectRoundLocked(k, fmt.Sprintf("gang %s rejected: it yields its reserved resources to gang %s, which takes precedence", k, key))
 		g.mu.Unlock()
 		if pg := g.registry.Info(k).PodGroup; pg != nil {
-			g.event(k, pg, v1.EventTypeWarning, EventGangRejected,
+			g.events.Record(pg, v1.EventTypeWarning, EventGangRejected,
 				fmt.Sprintf("gang %s: yielded to gang %s, which takes precedence (priority, then age); %d waiting members rejected", k, key, n))
 		}
 		yielded = append(yielded, k.String())
 	}
 	sort.Strings(yielded)
 	return yielded
-}
-
-// event records an Event on a PodGroup unless the same one was the last recorded for it.
-func (g *Gang) event(key podgroup.Key, pg *schedulingv1alpha1.PodGroup, eventType, reason, msg string) {
-	g.mu.Lock()
-	if g.lastEvent[key] == reason+msg {
-		g.mu.Unlock()
-		return
-	}
-	g.lastEvent[key] = reason + msg
-	g.mu.Unlock()
-	if g.recorder == nil {
-		return
-	}
-	ref := &v1.ObjectReference{
-		APIVersion: schedulingv1alpha1.SchemeGroupVersion.String(),
-		Kind:       "PodGroup",
-		Namespace:  pg.Namespace,
-		Name:       pg.Name,
-		UID:        pg.UID,
-	}
-	g.recorder.Eventf(ref, nil, eventType, reason, eventAction, "%s", msg)
 }
 
 // EventsToRegister returns the events that can make a rejected or held-back member

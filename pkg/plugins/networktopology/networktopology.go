@@ -20,12 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/tools/events"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
@@ -76,14 +74,13 @@ type NetworkTopologyAware struct {
 	handle   fwk.Handle
 	cache    *hypernode.Cache
 	registry *podgroup.Registry
-	recorder events.EventRecorder
+	events   *podgroup.EventLog
 	// resources are the weighted resources of the bin-pack scores, in a fixed order.
 	resources []v1.ResourceName
 	weights   []float64
 
-	mu        sync.Mutex
-	plans     map[podgroup.Key]*gangPlan
-	lastEvent map[podgroup.Key]string
+	mu    sync.Mutex
+	plans map[podgroup.Key]*gangPlan
 	// unsatisfied are the gangs whose last plan failed; they are activated when another
 	// gang's promised slots are released, since no cluster event announces that.
 	unsatisfied sets.Set[podgroup.Key]
@@ -160,9 +157,8 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		handle:      handle,
 		cache:       cache,
 		registry:    registry,
-		recorder:    handle.EventRecorder(),
+		events:      podgroup.NewEventLog(handle.EventRecorder(), eventAction),
 		plans:       map[podgroup.Key]*gangPlan{},
-		lastEvent:   map[podgroup.Key]string{},
 		unsatisfied: sets.New[podgroup.Key](),
 	}
 	add := func(name v1.ResourceName, w int64) {
@@ -220,7 +216,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	}
 	if info.TopologyErr != nil {
 		msg := fmt.Sprintf("PodGroup %s: %v", key, info.TopologyErr)
-		p.event(key, info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
+		p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	if err := p.cache.WaitForSync(ctx); err != nil {
@@ -230,7 +226,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	maxTier, err := p.maxTier(tree, info.Topology)
 	if err != nil {
 		msg := fmt.Sprintf("PodGroup %s: annotation %s: %v", key, podgroup.NetworkTopologyAnnotation, err)
-		p.event(key, info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
+		p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 
@@ -356,7 +352,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 			p.mu.Lock()
 			p.unsatisfied.Insert(key)
 			p.mu.Unlock()
-			p.event(key, info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
+			p.events.Record(info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
 		}
 		return nil, fwk.AsStatus(err)
@@ -399,7 +395,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	}
 	sort.Strings(leaves)
 	msg := fmt.Sprintf("gang %s planned in %s (tier %d): %d pending members over leaves %v", key, result.Domain, result.Tier, len(names), leaves)
-	p.event(key, info.PodGroup, v1.EventTypeNormal, EventPlanned, msg)
+	p.events.Record(info.PodGroup, v1.EventTypeNormal, EventPlanned, msg)
 	logger.V(3).Info("Gang planned", "podGroup", key, "domain", result.Domain, "tier", result.Tier, "pending", len(names), "leaves", leaves)
 	return plan, nil
 }
@@ -802,28 +798,6 @@ func sortByRank(pods []*v1.Pod) {
 		}
 		return pods[i].Name < pods[j].Name
 	})
-}
-
-// event records an Event on a PodGroup unless it repeats the last one for the group.
-func (p *NetworkTopologyAware) event(key podgroup.Key, pg *schedulingv1alpha1.PodGroup, eventType, reason, msg string) {
-	p.mu.Lock()
-	if p.lastEvent[key] == reason+msg {
-		p.mu.Unlock()
-		return
-	}
-	p.lastEvent[key] = reason + msg
-	p.mu.Unlock()
-	if p.recorder == nil || pg == nil {
-		return
-	}
-	ref := &v1.ObjectReference{
-		APIVersion: schedulingv1alpha1.SchemeGroupVersion.String(),
-		Kind:       "PodGroup",
-		Namespace:  pg.Namespace,
-		Name:       pg.Name,
-		UID:        pg.UID,
-	}
-	p.recorder.Eventf(ref, nil, eventType, reason, eventAction, "%s", msg)
 }
 
 // EventsToRegister returns the events that can make a member that failed here schedulable.

@@ -1,0 +1,51 @@
+package podgroup
+
+import (
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// EventLog records Events on PodGroups, skipping an Event identical to the last one recorded
+// for the same group (a gang's members all run into the same situation, one after another).
+type EventLog struct {
+	recorder events.EventRecorder
+	action   string
+
+	mu   sync.Mutex
+	last map[Key]string
+}
+
+// NewEventLog returns an EventLog; recorder may be nil (no Events).
+func NewEventLog(recorder events.EventRecorder, action string) *EventLog {
+	return &EventLog{recorder: recorder, action: action, last: map[Key]string{}}
+}
+
+// Record records an Event on pg unless it repeats the group's last one.
+func (l *EventLog) Record(pg *schedulingv1alpha1.PodGroup, eventType, reason, message string) {
+	if pg == nil {
+		return
+	}
+	key := Key{Namespace: pg.Namespace, Name: pg.Name}
+	l.mu.Lock()
+	if l.last[key] == reason+message {
+		l.mu.Unlock()
+		return
+	}
+	l.last[key] = reason + message
+	l.mu.Unlock()
+	if l.recorder == nil {
+		return
+	}
+	// PodGroups are not in the recorder's scheme: refer to the object explicitly.
+	ref := &v1.ObjectReference{
+		APIVersion: schedulingv1alpha1.SchemeGroupVersion.String(),
+		Kind:       "PodGroup",
+		Namespace:  pg.Namespace,
+		Name:       pg.Name,
+		UID:        pg.UID,
+	}
+	l.recorder.Eventf(ref, nil, eventType, reason, l.action, "%s", message)
+}
