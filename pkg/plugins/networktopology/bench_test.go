@@ -48,7 +48,7 @@ func benchNodeName(i int) string { return fmt.Sprintf("r%03d-n%02d", i/benchPerL
 // once with NetworkTopologyAware added, once without. DynamicResources is off in both: the
 // GPUs here come from a device plugin, and the plugin needs a DRA manager this benchmark
 // does not run.
-func benchProfiles(b *testing.B) (with, without schedconfig.KubeSchedulerProfile) {
+func benchProfiles(b testing.TB) (with, without schedconfig.KubeSchedulerProfile) {
 	path := filepath.Join(b.TempDir(), "config.yaml")
 	yaml := `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration

@@ -1,0 +1,179 @@
+package networktopology
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// planEnv is the seed 001 tree (s0..s3 leaves of two 1-CPU nodes) in a framework running the
+// default profile plus NetworkTopologyAware, with gangs of 1-CPU pods hard at tier 1.
+type planEnv struct {
+	ctx      context.Context
+	fw       framework.Framework
+	plugin   *NetworkTopologyAware
+	registry *podgroup.Registry
+	snapshot *internalcache.Snapshot
+}
+
+func newPlanEnv(t *testing.T, gangs map[string]int) *planEnv {
+	metrics.Register()
+	logger, ctx := ktesting.NewTestContext(t)
+	ctx = klog.NewContext(ctx, logger)
+	cache := hypernode.NewCache(logger, nil)
+	var nodes []*v1.Node
+	for i := range 8 {
+		alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourcePods: resource.MustParse("10")}
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i)}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}
+		nodes = append(nodes, n)
+		cache.SetNode(n)
+	}
+	for l := range 4 {
+		cache.SetHyperNode(&topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", l)},
+			Spec: topologyv1alpha1.HyperNodeSpec{Tier: 1, Members: []topologyv1alpha1.MemberSpec{member(fmt.Sprintf("node-%d", 2*l), false), member(fmt.Sprintf("node-%d", 2*l+1), false)}}})
+	}
+	e := &planEnv{ctx: ctx, registry: podgroup.New(), snapshot: internalcache.NewSnapshot(nil, nodes)}
+	for name, size := range gangs {
+		e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("pg-" + name),
+				Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`}},
+			Spec: schedulingv1alpha1.PodGroupSpec{MinMember: int32(size)},
+		})
+		for i := range size {
+			e.registry.SetPod(nil, e.pod(name, i))
+		}
+	}
+	with, _ := benchProfiles(t)
+	reg := plugins.NewInTreeRegistry()
+	reg[Name] = func(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		e.plugin = newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, cache, e.registry)
+		return e.plugin, nil
+	}
+	client := fake.NewClientset()
+	fw, err := frameworkruntime.NewFramework(ctx, reg, &with,
+		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(client, 0)),
+		frameworkruntime.WithSnapshotSharedLister(e.snapshot),
+		frameworkruntime.WithParallelism(parallelize.DefaultParallelism),
+		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+		frameworkruntime.WithPodNominator(noNominations{}),
+		frameworkruntime.WithPodActivator(&noActivation{}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fw = fw
+	return e
+}
+
+func (e *planEnv) pod(group string, i int) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("%s-%d", group, i), UID: types.UID(fmt.Sprintf("%s-%d", group, i)),
+			Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: group}},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "x",
+			Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}},
+	}
+}
+
+// preFilter returns the nodes the member is narrowed to, sorted.
+func (e *planEnv) preFilter(t *testing.T, pod *v1.Pod) (fwk.CycleState, []string) {
+	t.Helper()
+	state := framework.NewCycleState()
+	result, status, _ := e.fw.RunPreFilterPlugins(e.ctx, state, pod)
+	if !status.IsSuccess() {
+		t.Fatalf("PreFilter(%s): %v", pod.Name, status)
+	}
+	names := result.NodeNames.UnsortedList()
+	sort.Strings(names)
+	return state, names
+}
+
+func (e *planEnv) plan(key string) *gangPlan {
+	e.plugin.mu.Lock()
+	defer e.plugin.mu.Unlock()
+	return e.plugin.plans[podgroup.Key{Namespace: "ns", Name: key}]
+}
+
+func (e *planEnv) promised(key string) map[string]int {
+	e.plugin.mu.Lock()
+	defer e.plugin.mu.Unlock()
+	out := map[string]int{}
+	if plan := e.plugin.plans[podgroup.Key{Namespace: "ns", Name: key}]; plan != nil {
+		for leaf, n := range plan.promised {
+			out[leaf] = n
+		}
+	}
+	return out
+}
+
+// TestPlanReuseLedgerAndInvalidation: a gang is planned once and its members reuse the plan;
+// a second gang plans around the first one's promised slots; Reserve turns promises into
+// reservations idempotently; Unreserve of a member reserved under the plan drops it, a late
+// Unreserve from an earlier plan does not.
+func TestPlanReuseLedgerAndInvalidation(t *testing.T) {
+	e := newPlanEnv(t, map[string]int{"a": 2, "b": 2})
+	stateA0, nodesA0 := e.preFilter(t, e.pod("a", 0))
+	if diff := cmp.Diff([]string{"node-0", "node-1"}, nodesA0); diff != "" {
+		t.Fatalf("gang a (-want,+got):\n%s", diff)
+	}
+	planA := e.plan("a")
+	if _, nodesA1 := e.preFilter(t, e.pod("a", 1)); !cmp.Equal(nodesA1, nodesA0) || e.plan("a") != planA {
+		t.Errorf("the second member of gang a did not reuse the plan: %v", nodesA1)
+	}
+	// s0's two slots are promised to gang a: gang b must plan elsewhere.
+	if _, nodesB0 := e.preFilter(t, e.pod("b", 0)); !cmp.Equal(nodesB0, []string{"node-2", "node-3"}) {
+		t.Errorf("gang b planned onto %v, want s1 (node-2, node-3): s0 is promised to gang a", nodesB0)
+	}
+
+	// Reserve is idempotent.
+	e.fw.RunReservePluginsReserve(e.ctx, stateA0, e.pod("a", 0), "node-0")
+	e.plugin.Reserve(e.ctx, stateA0, e.pod("a", 0), "node-0")
+	if diff := cmp.Diff(map[string]int{"s0": 1}, e.promised("a")); diff != "" {
+		t.Errorf("promised after reserving a-0 twice (-want,+got):\n%s", diff)
+	}
+	// A late Unreserve of a member that did not reserve under this plan changes nothing.
+	e.plugin.Unreserve(e.ctx, framework.NewCycleState(), e.pod("a", 1), "node-1")
+	if e.plan("a") != planA {
+		t.Error("an Unreserve of a member not reserved under the plan dropped it")
+	}
+	// The reserved member's Unreserve drops gang a's plan; gang b's stays.
+	planB := e.plan("b")
+	e.plugin.Unreserve(e.ctx, stateA0, e.pod("a", 0), "node-0")
+	if e.plan("a") != nil {
+		t.Error("gang a's plan survived the Unreserve of a member reserved under it")
+	}
+	if e.plan("b") != planB {
+		t.Error("gang b's plan changed")
+	}
+}
+
+type noActivation struct{}
+
+func (*noActivation) Activate(klog.Logger, map[string]*v1.Pod) {}
