@@ -33,9 +33,9 @@ import (
 type noNominations struct{}
 
 func (noNominations) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
-func (noNominations) DeleteNominatedPodIfExists(*v1.Pod)                           {}
+func (noNominations) DeleteNominatedPodIfExists(*v1.Pod)                            {}
 func (noNominations) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo)          {}
-func (noNominations) NominatedPodsForNode(string) []fwk.PodInfo                    { return nil }
+func (noNominations) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
 
 // precedenceEnv: one 2-CPU node holding a waiting member of gang "waiter" (2 CPUs), and a
 // member of gang "failer" (2 CPUs) that fits only if the waiter yields. The default profile
