@@ -153,24 +153,11 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		e.plugin = newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, cache, registry)
 		return e.plugin, nil
 	}
-	client := fake.NewClientset()
-	informerFactory := informers.NewSharedInformerFactory(client, 0)
-	opts := func() []frameworkruntime.Option {
-		return []frameworkruntime.Option{
-			frameworkruntime.WithClientSet(client),
-			frameworkruntime.WithInformerFactory(informerFactory),
-			frameworkruntime.WithSnapshotSharedLister(e.snapshot),
-			frameworkruntime.WithParallelism(parallelize.DefaultParallelism),
-			frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
-			frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
-			frameworkruntime.WithPodNominator(noNominations{}),
-		}
-	}
 	var err error
-	if e.with, err = frameworkruntime.NewFramework(ctx, reg, &with, opts()...); err != nil {
+	if e.with, err = frameworkruntime.NewFramework(ctx, reg, &with, testFrameworkOptions(e.snapshot)...); err != nil {
 		b.Fatal(err)
 	}
-	if e.vanilla, err = frameworkruntime.NewFramework(ctx, reg, &vanilla, opts()...); err != nil {
+	if e.vanilla, err = frameworkruntime.NewFramework(ctx, reg, &vanilla, testFrameworkOptions(e.snapshot)...); err != nil {
 		b.Fatal(err)
 	}
 	return e
@@ -258,6 +245,22 @@ func BenchmarkMemberCycle(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// testFrameworkOptions are the framework options of the tests and benchmarks: a fake client,
+// the given node snapshot, no nominations, no queue to activate pods in.
+func testFrameworkOptions(snapshot *internalcache.Snapshot) []frameworkruntime.Option {
+	client := fake.NewClientset()
+	return []frameworkruntime.Option{
+		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(client, 0)),
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
+		frameworkruntime.WithParallelism(parallelize.DefaultParallelism),
+		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+		frameworkruntime.WithPodNominator(noNominations{}),
+		frameworkruntime.WithPodActivator(&noActivation{}),
+	}
 }
 
 // noNominations is a PodNominator without nominated pods.

@@ -12,15 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -75,17 +71,7 @@ func newPlanEnv(t *testing.T, gangs map[string]int) *planEnv {
 		e.plugin = newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, cache, e.registry)
 		return e.plugin, nil
 	}
-	client := fake.NewClientset()
-	fw, err := frameworkruntime.NewFramework(ctx, reg, &with,
-		frameworkruntime.WithClientSet(client),
-		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(client, 0)),
-		frameworkruntime.WithSnapshotSharedLister(e.snapshot),
-		frameworkruntime.WithParallelism(parallelize.DefaultParallelism),
-		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
-		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
-		frameworkruntime.WithPodNominator(noNominations{}),
-		frameworkruntime.WithPodActivator(&noActivation{}),
-	)
+	fw, err := frameworkruntime.NewFramework(ctx, reg, &with, testFrameworkOptions(e.snapshot)...)
 	if err != nil {
 		t.Fatal(err)
 	}
