@@ -62,6 +62,80 @@ type group struct {
 	bound       sets.Set[types.UID]
 	// assumed maps the members this scheduler reserved (not yet seen bound) to their node.
 	assumed map[types.UID]string
+
+	// subGroups are the PodGroup's sub-group policies; subGroupErr says why they are unusable.
+	subGroups   []SubGroupPolicy
+	subGroupErr error
+	// memberSub maps the members in a sub-group to it; subCounts counts each sub-group's
+	// members and scheduled (bound or reserved) members, kept up to date on every change.
+	memberSub map[types.UID]SubGroup
+	subCounts map[string]*SubGroupState
+}
+
+// SubGroupState is what the plugins need to know about one sub-group.
+type SubGroupState struct {
+	SubGroup
+	Members, Scheduled int
+}
+
+func (g *group) scheduled(uid types.UID) bool {
+	_, reserved := g.assumed[uid]
+	return g.bound.Has(uid) || reserved
+}
+
+// track updates the sub-group counts around a change of one member: call it with the member's
+// state before the change, then apply the change, then call the returned function.
+func (g *group) track(uid types.UID) func() {
+	sub, inSub := g.memberSub[uid]
+	_, wasMember := g.members[uid]
+	wasScheduled := g.scheduled(uid)
+	return func() {
+		if !inSub {
+			return
+		}
+		c := g.subCounts[sub.ID]
+		if c == nil {
+			return
+		}
+		_, isMember := g.members[uid]
+		if wasMember && !isMember {
+			c.Members--
+		}
+		if now := g.scheduled(uid); now != wasScheduled {
+			if now {
+				c.Scheduled++
+			} else {
+				c.Scheduled--
+			}
+		}
+	}
+}
+
+// assignSubGroupLocked puts a member in its sub-group.
+func (g *group) assignSubGroupLocked(uid types.UID, pod *v1.Pod) {
+	sub, ok := SubGroupOf(g.subGroups, pod)
+	if !ok {
+		return
+	}
+	g.memberSub[uid] = sub
+	c := g.subCounts[sub.ID]
+	if c == nil {
+		c = &SubGroupState{SubGroup: sub}
+		g.subCounts[sub.ID] = c
+	}
+	c.Members++
+	if g.scheduled(uid) {
+		c.Scheduled++
+	}
+}
+
+// rebuildSubGroupsLocked recomputes every member's sub-group (the policies changed).
+func (g *group) rebuildSubGroupsLocked() {
+	g.memberSub = map[types.UID]SubGroup{}
+	g.subCounts = map[string]*SubGroupState{}
+	for uid, p := range g.members {
+		g.assignSubGroupLocked(uid, p)
+	}
 }
 
 // Info is what the plugins need to know about a group at one moment.
@@ -76,6 +150,10 @@ type Info struct {
 	// why the annotation is unusable.
 	Topology    *NetworkTopology
 	TopologyErr error
+	// SubGroupPolicies are the PodGroup's sub-group policies (nil: none); SubGroupErr says
+	// why the annotation is unusable.
+	SubGroupPolicies []SubGroupPolicy
+	SubGroupErr      error
 }
 
 // MinMember returns the PodGroup's minMember (at least 1), or 0 without a PodGroup.
@@ -98,7 +176,8 @@ func New() *Registry {
 func (r *Registry) groupLocked(key Key) *group {
 	g := r.groups[key]
 	if g == nil {
-		g = &group{members: map[types.UID]*v1.Pod{}, bound: sets.New[types.UID](), assumed: map[types.UID]string{}}
+		g = &group{members: map[types.UID]*v1.Pod{}, bound: sets.New[types.UID](), assumed: map[types.UID]string{},
+			memberSub: map[types.UID]SubGroup{}, subCounts: map[string]*SubGroupState{}}
 		r.groups[key] = g
 	}
 	return g
@@ -139,7 +218,28 @@ func (r *Registry) Info(key Key) Info {
 	}
 	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
 	return Info{PodGroup: g.podGroup, Members: len(g.members), Scheduled: g.bound.Len() + len(g.assumed),
-		Topology: g.topology, TopologyErr: g.topologyErr}
+		Topology: g.topology, TopologyErr: g.topologyErr, SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr}
+}
+
+// SubGroups returns the state of every sub-group of a group, and the sub-group of pod (ok is
+// false when the pod is in the job's default group). O(sub-groups).
+func (r *Registry) SubGroups(key Key, pod *v1.Pod) (states []SubGroupState, sub SubGroup, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.groups[key]
+	if g == nil {
+		return nil, SubGroup{}, false
+	}
+	for _, c := range g.subCounts {
+		states = append(states, *c)
+	}
+	if pod != nil {
+		sub, ok = g.memberSub[pod.UID]
+		if !ok {
+			sub, ok = SubGroupOf(g.subGroups, pod)
+		}
+	}
+	return states, sub, ok
 }
 
 // PendingMembers returns the members that are neither bound nor reserved, by name.
@@ -169,7 +269,9 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groupLocked(key); !g.bound.Has(pod.UID) {
+		done := g.track(pod.UID)
 		g.assumed[pod.UID] = nodeName
+		done()
 	}
 }
 
@@ -203,7 +305,9 @@ func (r *Registry) Unreserve(pod *v1.Pod) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[key]; g != nil {
+		done := g.track(pod.UID)
 		delete(g.assumed, pod.UID)
+		done()
 		r.forgetIfEmptyLocked(key)
 	}
 }
@@ -220,10 +324,20 @@ func (r *Registry) ClusterAllocatable() v1.ResourceList {
 func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	key := Key{Namespace: pg.Namespace, Name: pg.Name}
 	topology, err := ParseNetworkTopology(pg.Annotations)
+	subGroups, subErr := ParseSubGroupPolicies(pg.Annotations, topology)
 	r.mu.Lock()
 	g := r.groupLocked(key)
 	changed := g.podGroup == nil || g.podGroup.Spec.MinMember != pg.Spec.MinMember
+	oldPolicies := ""
+	if g.podGroup != nil {
+		oldPolicies = g.podGroup.Annotations[SubGroupPolicyAnnotation]
+	}
+	policiesChanged := g.podGroup == nil || oldPolicies != pg.Annotations[SubGroupPolicyAnnotation]
 	g.podGroup, g.topology, g.topologyErr = pg, topology, err
+	g.subGroups, g.subGroupErr = subGroups, subErr
+	if policiesChanged {
+		g.rebuildSubGroupsLocked()
+	}
 	r.mu.Unlock()
 	if changed {
 		r.notify(key)
@@ -261,10 +375,15 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	r.mu.Lock()
 	g := r.groupLocked(key)
 	_, known := g.members[pod.UID]
+	done := g.track(pod.UID)
 	g.members[pod.UID] = pod
 	if pod.Spec.NodeName != "" {
 		g.bound.Insert(pod.UID)
 		delete(g.assumed, pod.UID)
+	}
+	done()
+	if !known {
+		g.assignSubGroupLocked(pod.UID, pod)
 	}
 	reachedMinMember := !known && g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
 	r.mu.Unlock()
@@ -282,9 +401,12 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[key]; g != nil {
+		done := g.track(pod.UID)
 		delete(g.members, pod.UID)
 		g.bound.Delete(pod.UID)
 		delete(g.assumed, pod.UID)
+		done()
+		delete(g.memberSub, pod.UID)
 		r.forgetIfEmptyLocked(key)
 	}
 }

@@ -53,23 +53,32 @@ func ParseNetworkTopology(annotations map[string]string) (*NetworkTopology, erro
 	if dec.More() {
 		return nil, fail("is not a valid constraint: trailing data after the JSON object")
 	}
+	valid, err := validateTopology(*nt)
+	if err != nil {
+		return nil, fail("%v", err)
+	}
+	return valid, nil
+}
+
+// validateTopology defaults the mode and checks a constraint's fields.
+func validateTopology(nt NetworkTopology) (*NetworkTopology, error) {
 	switch nt.Mode {
 	case "":
 		nt.Mode = ModeHard
 	case ModeHard, ModeSoft:
 	default:
-		return nil, fail("mode %q is not supported: use %q or %q", nt.Mode, ModeHard, ModeSoft)
+		return nil, fmt.Errorf("mode %q is not supported: use %q or %q", nt.Mode, ModeHard, ModeSoft)
 	}
 	if nt.HighestTierAllowed != nil && nt.HighestTierName != "" {
-		return nil, fail("set only one of highestTierAllowed and highestTierName")
+		return nil, fmt.Errorf("set only one of highestTierAllowed and highestTierName")
 	}
 	if nt.HighestTierAllowed != nil && *nt.HighestTierAllowed < 1 {
-		return nil, fail("highestTierAllowed must be at least 1, got %d", *nt.HighestTierAllowed)
+		return nil, fmt.Errorf("highestTierAllowed must be at least 1, got %d", *nt.HighestTierAllowed)
 	}
 	if nt.Mode == ModeHard && nt.HighestTierAllowed == nil && nt.HighestTierName == "" {
-		return nil, fail("mode hard needs highestTierAllowed or highestTierName")
+		return nil, fmt.Errorf("mode hard needs highestTierAllowed or highestTierName")
 	}
-	return nt, nil
+	return &nt, nil
 }
 
 // String renders the constraint for messages, e.g. "hard topology (tier<=2)".

@@ -1,0 +1,107 @@
+package podgroup
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+func TestParseSubGroupPolicies(t *testing.T) {
+	job := &NetworkTopology{Mode: ModeHard, HighestTierAllowed: ptr.To(2)}
+	const a = "annotation hypernode.dev/subgroup-policy: "
+	tests := []struct {
+		name, raw, wantErr string
+	}{
+		{name: "valid", raw: `[{"name":"tp","subGroupSize":4,"minSubGroups":2,"matchLabelKeys":["partition"],"networkTopology":{"mode":"hard","highestTierAllowed":1}}]`},
+		{name: "valid partitionSize", raw: `[{"name":"tp","subGroupSize":4,"partitionSize":4}]`},
+		{name: "invalid JSON", raw: `[{"name":`, wantErr: a + "is not a valid policy list: unexpected EOF"},
+		{name: "unknown field", raw: `[{"name":"tp","size":4}]`, wantErr: a + `is not a valid policy list: json: unknown field "size"`},
+		{name: "empty list", raw: `[]`, wantErr: a + "lists no policy"},
+		{name: "duplicate names", raw: `[{"name":"tp","subGroupSize":1,"matchLabelKeys":["a"]},{"name":"tp","subGroupSize":1,"matchLabelKeys":["b"]}]`, wantErr: a + `policy name "tp" is used twice`},
+		{name: "size below 1", raw: `[{"name":"tp","subGroupSize":0,"matchLabelKeys":["a"]}]`, wantErr: a + `policy "tp": subGroupSize must be at least 1, got 0`},
+		{name: "no keys", raw: `[{"name":"tp","subGroupSize":2}]`, wantErr: a + `policy "tp": set matchLabelKeys or partitionSize to say which members form a sub-group`},
+		{name: "tier above the job's", raw: `[{"name":"tp","subGroupSize":2,"matchLabelKeys":["a"],"networkTopology":{"highestTierAllowed":3}}]`, wantErr: a + `policy "tp": highestTierAllowed 3 is above the job's 2`},
+		{name: "bad sub-group constraint", raw: `[{"name":"tp","subGroupSize":2,"matchLabelKeys":["a"],"networkTopology":{"mode":"hard"}}]`, wantErr: a + `policy "tp": networkTopology: mode hard needs highestTierAllowed or highestTierName`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseSubGroupPolicies(map[string]string{SubGroupPolicyAnnotation: tc.raw}, job)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.wantErr {
+				t.Errorf("error = %q, want %q", got, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestSubGroupMembershipAndCounts(t *testing.T) {
+	r := New()
+	key := Key{Namespace: "ns", Name: "job"}
+	r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", Annotations: map[string]string{
+		SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":2,"labelSelector":{"matchLabels":{"role":"worker"}},"matchLabelKeys":["partition"]},` +
+			`{"name":"idx","subGroupSize":2,"partitionSize":2}]`,
+	}}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1}})
+	pod := func(name string, l map[string]string) *v1.Pod {
+		p := st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "job").Obj()
+		for k, v := range l {
+			p.Labels[k] = v
+		}
+		return p
+	}
+	pods := []*v1.Pod{
+		pod("w0", map[string]string{"role": "worker", "partition": "1"}),
+		pod("w1", map[string]string{"role": "worker", "partition": "1"}),
+		pod("w2", map[string]string{"role": "worker", "partition": "0"}),
+		pod("i3", map[string]string{"batch.kubernetes.io/job-completion-index": "3"}),
+		pod("launcher", nil),
+	}
+	for _, p := range pods {
+		r.SetPod(nil, p)
+	}
+	r.Reserve(pods[0], "n1")
+	bound := pods[1].DeepCopy()
+	bound.Spec.NodeName = "n2"
+	r.SetPod(pods[1], bound)
+	states, sub, ok := r.SubGroups(key, pods[3])
+	sort.Slice(states, func(i, j int) bool { return states[i].ID < states[j].ID })
+	want := []SubGroupState{
+		{SubGroup: SubGroup{Policy: "idx", ID: "idx-1", Index: 1}, Members: 1},
+		{SubGroup: SubGroup{Policy: "tp", ID: "tp-0", Index: 0}, Members: 1},
+		{SubGroup: SubGroup{Policy: "tp", ID: "tp-1", Index: 1}, Members: 2, Scheduled: 2},
+	}
+	if diff := cmp.Diff(want, states); diff != "" {
+		t.Errorf("sub-groups (-want,+got):\n%s", diff)
+	}
+	if !ok || sub.ID != "idx-1" {
+		t.Errorf("sub-group of i3 = %v, %v; want idx-1", sub, ok)
+	}
+	if _, _, ok := r.SubGroups(key, pods[4]); ok {
+		t.Error("the launcher matches no policy: it belongs to the job's default group")
+	}
+	r.Unreserve(pods[0])
+	r.DeletePod(bound)
+	states, _, _ = r.SubGroups(key, nil)
+	for _, s := range states {
+		if s.ID == "tp-1" && (s.Members != 1 || s.Scheduled != 0) {
+			t.Errorf("tp-1 after unreserve and delete: %+v, want 1 member, 0 scheduled", s)
+		}
+	}
+	groups := []SubGroup{{ID: "b", Index: 2}, {ID: "a", Index: 2}, {ID: "z", Index: -1}, {ID: "c", Index: 0}}
+	SortSubGroups(groups)
+	var order []string
+	for _, g := range groups {
+		order = append(order, g.ID)
+	}
+	if diff := cmp.Diff([]string{"z", "c", "a", "b"}, order); diff != "" {
+		t.Errorf("sub-group order (-want,+got):\n%s", diff)
+	}
+}
