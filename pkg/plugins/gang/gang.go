@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -54,6 +55,8 @@ const (
 	EventGangRejected = "GangRejected"
 	// EventGangTimedOut: the gang did not complete within its schedule timeout.
 	EventGangTimedOut = "GangTimedOut"
+	// EventInvalidSubGroupPolicy: the PodGroup's sub-group annotation is unusable.
+	EventInvalidSubGroupPolicy = "InvalidSubGroupPolicy"
 	eventAction       = "Schedule"
 )
 
@@ -167,6 +170,9 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	switch {
 	case info.PodGroup == nil:
 		msg = fmt.Sprintf("waiting for PodGroup %s (named by label %s): it does not exist", key, schedulingv1alpha1.PodGroupLabel)
+	case info.SubGroupErr != nil:
+		msg = fmt.Sprintf("PodGroup %s: %v", key, info.SubGroupErr)
+		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidSubGroupPolicy, msg)
 	case info.Members < info.MinMember():
 		// The pod's condition says what it waits for without a count: a count would go stale
 		// as siblings arrive, and rewriting every waiting member's condition on every arrival
@@ -266,7 +272,11 @@ func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 	if waiting && time.Since(since) >= timeout {
 		reason, why = EventGangTimedOut, fmt.Sprintf("timed out after %s waiting for %d members (minMember); %d were reserved or bound", timeout, info.MinMember(), info.Scheduled+1)
 	}
-	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why))
+	only, subGroup := g.rejectionScope(key, info, pod)
+	if subGroup != "" {
+		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
+	}
+	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
 	g.mu.Unlock()
 	if info.PodGroup != nil && (rejected > 0 || reason == EventGangTimedOut) {
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, reason,
@@ -275,7 +285,9 @@ func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 	klog.FromContext(ctx).V(3).Info("Gang member unreserved", "pod", klog.KObj(pod), "podGroup", key, "rejectedSiblings", rejected)
 }
 
-// Permit makes members wait until minMember members of the group are reserved or bound.
+// Permit makes members wait until the job is complete: minMember members reserved or bound
+// and, for each sub-group policy, minSubGroups complete sub-groups; a member of a sub-group
+// also waits until its own sub-group is complete (all or nothing at subGroupSize).
 func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
@@ -288,7 +300,10 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s does not exist", key)), 0
 	}
 	minMember := info.MinMember()
-	if info.Scheduled < minMember {
+	states, sub, inSub := g.registry.SubGroups(key, pod)
+	complete := completeSubGroups(info, states)
+	jobDone := g.jobComplete(info, states, complete)
+	if !jobDone || (inSub && !complete.Has(sub.ID)) {
 		g.mu.Lock()
 		_, roundStarted := g.waitingSince[key]
 		if !roundStarted {
@@ -302,25 +317,35 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 			// O(members), and they stay in the active queue once there.
 			g.activatePending(logger, key)
 		}
-		logger.V(4).Info("Gang member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "scheduled", info.Scheduled, "minMember", minMember)
-		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for gang %s: %d of %d (minMember) members reserved or bound", key, info.Scheduled, minMember)), g.timeout(info)
+		logger.V(4).Info("Gang member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "scheduled", info.Scheduled, "minMember", minMember, "subGroup", sub.ID)
+		msg := fmt.Sprintf("waiting for gang %s: %d of %d (minMember) members reserved or bound", key, info.Scheduled, minMember)
+		if inSub {
+			msg += fmt.Sprintf("; sub-group %s complete: %v", sub.ID, complete.Has(sub.ID))
+		}
+		return fwk.NewStatus(fwk.Wait, msg), g.timeout(info)
 	}
 	g.mu.Lock()
 	since, wasWaiting := g.waitingSince[key]
 	if wasWaiting && time.Since(since) > g.timeout(info)-permitMargin {
 		// Too late to allow the round safely: a waiting member may be timing out now.
-		rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: the last member arrived at the end of the %s timeout", key, g.timeout(info)))
+		rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: the last member arrived at the end of the %s timeout", key, g.timeout(info)), nil)
 		g.mu.Unlock()
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangTimedOut,
 			fmt.Sprintf("gang %s: the last member arrived at the end of the %s timeout; %d waiting members rejected and their resources released", key, g.timeout(info), rejected))
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: the round timed out while the last member was being scheduled", key)), 0
 	}
+	// Allow every waiting member of the job whose sub-group (if any) is complete.
 	allowed := 0
 	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if k, ok := podgroup.KeyOf(wp.GetPod()); ok && k == key {
-			wp.Allow(Name)
-			allowed++
+		p := wp.GetPod()
+		if k, ok := podgroup.KeyOf(p); !ok || k != key {
+			return
 		}
+		if s, ok := podgroup.SubGroupOf(info.SubGroupPolicies, p); ok && !complete.Has(s.ID) {
+			return
+		}
+		wp.Allow(Name)
+		allowed++
 	})
 	delete(g.waitingSince, key)
 	g.mu.Unlock()
@@ -332,6 +357,55 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	return nil, 0
 }
 
+// completeSubGroups returns the sub-groups with at least subGroupSize members reserved or
+// bound.
+func completeSubGroups(info podgroup.Info, states []podgroup.SubGroupState) sets.Set[string] {
+	size := map[string]int{}
+	for _, p := range info.SubGroupPolicies {
+		size[p.Name] = int(p.SubGroupSize)
+	}
+	out := sets.New[string]()
+	for _, s := range states {
+		if s.Scheduled >= size[s.Policy] {
+			out.Insert(s.ID)
+		}
+	}
+	return out
+}
+
+// jobComplete: minMember members reserved or bound, and minSubGroups complete sub-groups of
+// every policy.
+func (g *Gang) jobComplete(info podgroup.Info, states []podgroup.SubGroupState, complete sets.Set[string]) bool {
+	if info.Scheduled < info.MinMember() {
+		return false
+	}
+	perPolicy := map[string]int{}
+	for _, s := range states {
+		if complete.Has(s.ID) {
+			perPolicy[s.Policy]++
+		}
+	}
+	for _, p := range info.SubGroupPolicies {
+		if perPolicy[p.Name] < int(p.MinSubGroups) {
+			return false
+		}
+	}
+	return true
+}
+
+// rejectionScope says which waiting members a failure of pod rejects: only its own
+// sub-group's once the job is complete (the other sub-groups stand), else the whole job's.
+func (g *Gang) rejectionScope(key podgroup.Key, info podgroup.Info, pod *v1.Pod) (func(*v1.Pod) bool, string) {
+	states, sub, inSub := g.registry.SubGroups(key, pod)
+	if !inSub || !g.jobComplete(info, states, completeSubGroups(info, states)) {
+		return nil, ""
+	}
+	return func(p *v1.Pod) bool {
+		s, ok := podgroup.SubGroupOf(info.SubGroupPolicies, p)
+		return ok && s.ID == sub.ID
+	}, sub.ID
+}
+
 // timeout is the PodGroup's scheduleTimeoutSeconds, else the plugin's default.
 func (g *Gang) timeout(info podgroup.Info) time.Duration {
 	if info.PodGroup != nil && info.PodGroup.Spec.ScheduleTimeoutSeconds != nil && *info.PodGroup.Spec.ScheduleTimeoutSeconds > 0 {
@@ -340,13 +414,14 @@ func (g *Gang) timeout(info podgroup.Info) time.Duration {
 	return time.Duration(g.args.DefaultScheduleTimeoutSeconds) * time.Second
 }
 
-// rejectRoundLocked ends the group's current round: every waiting member is rejected (and
+// rejectRoundLocked ends the group's current round: every waiting member (or, with only, every
+// waiting member only selects) is rejected (and
 // will be unreserved by the framework) and later Unreserves of this round's members do not
 // reject the next round. It returns how many members were waiting. g.mu must be held.
-func (g *Gang) rejectRoundLocked(key podgroup.Key, msg string) int {
+func (g *Gang) rejectRoundLocked(key podgroup.Key, msg string, only func(*v1.Pod) bool) int {
 	var waiting []fwk.WaitingPod
 	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if k, ok := podgroup.KeyOf(wp.GetPod()); ok && k == key {
+		if k, ok := podgroup.KeyOf(wp.GetPod()); ok && k == key && (only == nil || only(wp.GetPod())) {
 			waiting = append(waiting, wp)
 		}
 	})
@@ -382,8 +457,12 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	if reasons := g.failureReasons(statuses); reasons != "" {
 		why += " (" + reasons + ")"
 	}
+	only, subGroup := g.rejectionScope(key, info, pod)
+	if subGroup != "" {
+		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
+	}
 	g.mu.Lock()
-	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why))
+	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
 	g.mu.Unlock()
 	if info.PodGroup != nil {
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangRejected,
@@ -523,7 +602,7 @@ func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	var yielded []string
 	for k := range victimGroups {
 		g.mu.Lock()
-		n := g.rejectRoundLocked(k, fmt.Sprintf("gang %s rejected: it yields its reserved resources to gang %s, which takes precedence", k, key))
+		n := g.rejectRoundLocked(k, fmt.Sprintf("gang %s rejected: it yields its reserved resources to gang %s, which takes precedence", k, key), nil)
 		g.mu.Unlock()
 		if pg := g.registry.Info(k).PodGroup; pg != nil {
 			g.events.Record(pg, v1.EventTypeWarning, EventGangRejected,

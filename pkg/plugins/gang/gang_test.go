@@ -2,7 +2,9 @@ package gang
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -88,6 +91,7 @@ func newEnv(t *testing.T, defaultTimeout int64) *env {
 		frameworkruntime.WithEventRecorder(e.recorder),
 		frameworkruntime.WithPodActivator(e.activator),
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+		frameworkruntime.WithSnapshotSharedLister(internalcache.NewEmptySnapshot()),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -358,5 +362,50 @@ func TestMinResources(t *testing.T) {
 	set(v1.ResourceList{"nvidia.com/gpu": resource.MustParse("16")})
 	if _, got := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), pod, nil); got.Code() != fwk.Skip {
 		t.Errorf("PreFilter with satisfiable minResources = %v, want Skip", got)
+	}
+}
+
+// TestPermitTwoLevels: a job of minMember 4 with partitions of 2 (minSubGroups 2 of 3). The
+// job is released when 4 members of 2 complete partitions are reserved; a member of the third
+// partition then waits for its own partition only, and its failure rejects only its partition.
+func TestPermitTwoLevels(t *testing.T) {
+	e := newEnv(t, 60)
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-job", Annotations: map[string]string{
+			podgroup.SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":2,"minSubGroups":2,"matchLabelKeys":["partition"]}]`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 4},
+	})
+	var pods []*v1.Pod
+	for i := range 6 {
+		p := member(fmt.Sprintf("p%d", i), "job")
+		p.Labels["partition"] = fmt.Sprint(i / 2)
+		e.registry.SetPod(nil, p)
+		pods = append(pods, p)
+	}
+	for _, i := range []int{0, 2, 1} {
+		if s := e.reserveAndPermit(t, pods[i]); s.Code() != fwk.Wait {
+			t.Fatalf("Permit(p%d) = %v, want Wait", i, s)
+		}
+	}
+	if s := e.reserveAndPermit(t, pods[3]); !s.IsSuccess() {
+		t.Fatalf("Permit of the member completing 2 partitions = %v, want Success", s)
+	}
+	for _, i := range []int{0, 1, 2} {
+		if s := e.fw.WaitOnPermit(e.ctx, pods[i]); !s.IsSuccess() {
+			t.Errorf("p%d: %v, want allowed", i, s)
+		}
+	}
+	// The job is complete; p4 waits for its own partition.
+	if s := e.reserveAndPermit(t, pods[4]); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p4) = %v, want Wait for partition tp-2", s)
+	}
+	// p5 fails: only partition tp-2's waiting member is rejected.
+	state := framework.NewCycleState()
+	_, status := e.plugin.PostFilter(e.ctx, state, pods[5], framework.NewDefaultNodeToStatus())
+	if !strings.Contains(status.Message(), "sub-group tp-2: member p5 cannot be placed") {
+		t.Errorf("PostFilter message %q does not name the partition", status.Message())
+	}
+	if s := e.fw.WaitOnPermit(e.ctx, pods[4]); s.Code() != fwk.Unschedulable || s.Message() != "gang team/job rejected: sub-group tp-2: member p5 cannot be placed" {
+		t.Errorf("p4: %v", s)
 	}
 }
