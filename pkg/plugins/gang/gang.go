@@ -57,7 +57,7 @@ const (
 	EventGangTimedOut = "GangTimedOut"
 	// EventInvalidSubGroupPolicy: the PodGroup's sub-group annotation is unusable.
 	EventInvalidSubGroupPolicy = "InvalidSubGroupPolicy"
-	eventAction       = "Schedule"
+	eventAction                = "Schedule"
 )
 
 // Gang is the plugin.
