@@ -72,6 +72,23 @@ type Request struct {
 	Strategy Strategy
 	// PodRequest and Weights are the weighted resources of one member, for BinPack.
 	PodRequest, Weights []float64
+	// SubGroups, in placement order, are the sub-groups of the job whose members each need
+	// their own domain inside the job's (their pending members are also in Pending).
+	SubGroups []SubGroup
+}
+
+// SubGroup is one sub-group (partition) of the job.
+type SubGroup struct {
+	ID string
+	// Constraint describes the sub-group's constraint for messages.
+	Constraint string
+	// MaxTier is the highest tier the sub-group may span (Soft: a preference).
+	MaxTier int
+	Soft    bool
+	// Pending are the sub-group's pending members, in rank order; Placed the nodes of its
+	// bound or reserved members.
+	Pending []string
+	Placed  []string
 }
 
 // Plan is where the pending members go.
@@ -114,6 +131,7 @@ func Make(req Request) (*Plan, error) {
 		candidates []candidate
 	}
 	var attempts []tried
+	var subGroupFailures []string
 	for _, tier := range tiers {
 		// Hard: never above the allowed tier. Soft: the allowed tier is a preference, the
 		// search goes on up to the whole cluster.
@@ -136,17 +154,24 @@ func Make(req Request) (*Plan, error) {
 				fitting = append(fitting, c)
 			}
 		}
-		if len(fitting) > 0 {
-			best := p.choose(fitting, demand)
-			return p.assign(best, tier), nil
+		for _, name := range p.rank(fitting, demand) {
+			plan, why := p.place(name, tier)
+			if plan != nil {
+				return plan, nil
+			}
+			subGroupFailures = append(subGroupFailures, why)
 		}
 	}
 	if req.Soft || req.MaxTier >= rootTier {
 		root := p.capacity[hypernode.VirtualRootName]
 		if root >= demand {
-			return p.assign(hypernode.VirtualRootName, rootTier), nil
+			plan, why := p.place(hypernode.VirtualRootName, rootTier)
+			if plan != nil {
+				return plan, nil
+			}
+			subGroupFailures = append(subGroupFailures, why)
 		}
-		if req.Soft {
+		if req.Soft && len(subGroupFailures) == 0 {
 			return nil, &Unsatisfiable{Message: fmt.Sprintf("%s: the whole cluster can host only %d of %d pods", req.Constraint, root, demand)}
 		}
 	}
@@ -162,6 +187,11 @@ func Make(req Request) (*Plan, error) {
 		msg += "; " + strings.Join(parts, "; ")
 	} else {
 		msg += fmt.Sprintf("; no HyperNode has a tier <= %d", req.MaxTier)
+	}
+	if len(subGroupFailures) > 0 {
+		// The job fitted somewhere, its sub-groups did not.
+		msg = fmt.Sprintf("%s: %d HyperNode(s) can host the job's %d pods but not its sub-groups; %s",
+			req.Constraint, len(subGroupFailures), demand, strings.Join(firstN(subGroupFailures, 2), "; "))
 	}
 	return nil, &Unsatisfiable{Message: msg}
 }
@@ -258,8 +288,8 @@ func (p *planner) placedAncestor() string {
 	return lca
 }
 
-// choose applies the strategy, then the tie-breaks.
-func (p *planner) choose(cands []candidate, demand int) string {
+// rank orders candidates by the strategy, then the tie-breaks, best first.
+func (p *planner) rank(cands []candidate, demand int) []string {
 	type scored struct {
 		candidate
 		score  float64
@@ -285,7 +315,11 @@ func (p *planner) choose(cands []candidate, demand int) string {
 		}
 		return all[i].name < all[j].name
 	})
-	return all[0].name
+	out := make([]string, len(all))
+	for i, c := range all {
+		out[i] = c.name
+	}
+	return out
 }
 
 func (p *planner) placedInside(name string) int {
@@ -353,6 +387,141 @@ func BinPackScore(used, alloc, request []float64, count float64, weights []float
 		return 0
 	}
 	return total / weightSum
+}
+
+// place plans the job into domain: each sub-group first, in order, inside its own smallest
+// HyperNode within the domain, then the members in no sub-group. It returns nil and the reason
+// when a sub-group does not fit. Capacities are restored afterwards.
+func (p *planner) place(domain string, tier int) (*Plan, string) {
+	if len(p.req.SubGroups) == 0 {
+		return p.assign(domain, tier), ""
+	}
+	saved := make(map[string]int, len(p.capacity))
+	for k, v := range p.capacity {
+		saved[k] = v
+	}
+	defer func() { p.capacity = saved }()
+	plan := &Plan{Domain: domain, Tier: tier, PodLeaf: map[string]string{}, LeafPods: map[string][]string{}}
+	inSubGroup := map[string]bool{}
+	for _, sg := range p.req.SubGroups {
+		for _, pod := range sg.Pending {
+			inSubGroup[pod] = true
+		}
+		if len(sg.Pending) == 0 {
+			continue
+		}
+		home, ok := p.subGroupHome(domain, sg)
+		if !ok {
+			return nil, fmt.Sprintf("in %s: sub-group %s (%s) fits no HyperNode for its %d pods", domain, sg.ID, sg.Constraint, len(sg.Pending))
+		}
+		p.fill(plan, home, sg.Pending)
+	}
+	var rest []string
+	for _, pod := range p.req.Pending {
+		if !inSubGroup[pod] {
+			rest = append(rest, pod)
+		}
+	}
+	if len(rest) > 0 {
+		if p.capacity[domain] < len(rest) {
+			return nil, fmt.Sprintf("in %s: no room left for the %d members outside the sub-groups", domain, len(rest))
+		}
+		p.fill(plan, domain, rest)
+	}
+	return plan, ""
+}
+
+// subGroupHome finds the smallest HyperNode inside domain, of a tier the sub-group allows,
+// that holds the sub-group's placed members and can host its pending ones: lowest tier first,
+// then the one holding more placed members, then the tightest fit, then the name.
+func (p *planner) subGroupHome(domain string, sg SubGroup) (string, bool) {
+	tree := p.req.Tree
+	domainInfo, _ := tree.HyperNode(domain)
+	placedIn := ""
+	for _, node := range sg.Placed {
+		leaf, ok := tree.LeafOf(node)
+		if !ok {
+			placedIn = hypernode.VirtualRootName
+			break
+		}
+		if placedIn == "" {
+			placedIn = leaf
+		} else if l, ok := tree.LCA(placedIn, leaf); ok {
+			placedIn = l
+		}
+	}
+	inside := func(h string) bool {
+		lca, ok := tree.LCA(h, domain)
+		return ok && lca == domain
+	}
+	for _, tier := range tree.Tiers() {
+		if tier > domainInfo.Tier || (tier > sg.MaxTier && !sg.Soft) {
+			break
+		}
+		var best string
+		bestCap, bestPlaced := 0, -1
+		for _, h := range tree.Candidates(tier) {
+			if !inside(h) || p.capacity[h] < len(sg.Pending) {
+				continue
+			}
+			if placedIn != "" {
+				if lca, ok := tree.LCA(h, placedIn); !ok || lca != h {
+					continue
+				}
+			}
+			placed := 0
+			for _, n := range sg.Placed {
+				if leaf, ok := tree.LeafOf(n); ok {
+					if lca, _ := tree.LCA(leaf, h); lca == h {
+						placed++
+					}
+				}
+			}
+			if best == "" || placed > bestPlaced || (placed == bestPlaced && p.capacity[h] < bestCap) {
+				best, bestCap, bestPlaced = h, p.capacity[h], placed
+			}
+		}
+		if best != "" {
+			return best, true
+		}
+	}
+	if (sg.Soft || sg.MaxTier >= domainInfo.Tier) && p.capacity[domain] >= len(sg.Pending) {
+		return domain, true
+	}
+	return "", false
+}
+
+// fill spreads pods (in order) below home, records them in plan, and takes their slots.
+func (p *planner) fill(plan *Plan, home string, pods []string) {
+	var counts []leafCount
+	p.spread(home, len(pods), &counts)
+	next := 0
+	for _, lc := range counts {
+		for range lc.count {
+			pod := pods[next]
+			next++
+			plan.PodLeaf[pod] = lc.leaf
+			plan.LeafPods[lc.leaf] = append(plan.LeafPods[lc.leaf], pod)
+		}
+		p.consume(lc.leaf, lc.count)
+	}
+}
+
+// consume takes n slots of a leaf (and of its ancestors up to the virtual root).
+func (p *planner) consume(leaf string, n int) {
+	if leaf == LooseLeaf {
+		p.capacity[looseKey] -= n
+		p.capacity[hypernode.VirtualRootName] -= n
+		return
+	}
+	p.capacity[leaf] -= n
+	for _, a := range p.req.Tree.Ancestors(leaf) {
+		p.capacity[a] -= n
+	}
+}
+
+func firstN(s []string, n int) []string {
+	return s[:min(n, len(s))]
 }
 
 // assign spreads the pending members over the domain.

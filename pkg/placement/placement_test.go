@@ -318,3 +318,92 @@ func TestLedgerWithCappedCapacity(t *testing.T) {
 		t.Errorf("domain = %s, want s0 (53 slots, 50 promised, 3 free)", got.Domain)
 	}
 }
+
+// seed003 is the tree of seed 003's partition example: two tier-2 HyperNodes, each with two
+// leaves of four nodes.
+func seed003() *hypernode.Snapshot {
+	nodes := map[string]labels.Set{}
+	var hns []*topologyv1alpha1.HyperNode
+	for l := range 4 {
+		var members []string
+		for i := range 4 {
+			name := fmt.Sprintf("node-%d", 4*l+i)
+			nodes[name] = labels.Set{}
+			members = append(members, name)
+		}
+		hns = append(hns, hn(fmt.Sprintf("leaf-%d", l), 1, members, nil))
+	}
+	hns = append(hns, hn("t2-a", 2, nil, []string{"leaf-0", "leaf-1"}), hn("t2-b", 2, nil, []string{"leaf-2", "leaf-3"}))
+	return hypernode.Build(nodes, hns).Snapshot()
+}
+
+func TestMakeSubGroups(t *testing.T) {
+	partitions := func() []SubGroup {
+		return []SubGroup{
+			{ID: "tp-0", Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: []string{"p0", "p1", "p2", "p3"}},
+			{ID: "tp-1", Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: []string{"p4", "p5", "p6", "p7"}},
+		}
+	}
+	free := func(except ...string) map[string]Node {
+		out := map[string]Node{}
+		for i := range 16 {
+			out[fmt.Sprintf("node-%d", i)] = Node{Capacity: 1, Used: []float64{0}, Allocatable: []float64{4}}
+		}
+		for _, n := range except {
+			out[n] = Node{Capacity: 0, Used: []float64{4}, Allocatable: []float64{4}}
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		nodes    map[string]Node
+		wantLeaf map[string]string
+		wantErr  string
+	}{
+		{
+			name:  "seed 003: each partition in one leaf, the job in one tier-2 HyperNode",
+			nodes: free(),
+			wantLeaf: map[string]string{"p0": "leaf-0", "p1": "leaf-0", "p2": "leaf-0", "p3": "leaf-0",
+				"p4": "leaf-1", "p5": "leaf-1", "p6": "leaf-1", "p7": "leaf-1"},
+		},
+		{
+			name: "partitions fit leaves, the job fits no tier-2 HyperNode",
+			// t2-a: leaf-0 4 free, leaf-1 3 free; t2-b: leaf-2 4 free, leaf-3 3 free.
+			nodes:   free("node-4", "node-12"),
+			wantErr: "hard topology (tier<=2): no HyperNode can host 8 pods; tier 1: leaf-0 4/8, leaf-2 4/8 (+2 more); tier 2: t2-a 7/8, t2-b 7/8",
+		},
+		{
+			name: "the job fits a tier-2 HyperNode, its partitions do not",
+			// t2-a is full; t2-b holds 8 as leaf-2 5 (3+2) and leaf-3 3: the first partition
+			// takes leaf-2, the second finds 3 and 1.
+			nodes: func() map[string]Node {
+				n := free("node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7", "node-10", "node-11", "node-15")
+				n["node-8"] = Node{Capacity: 3, Used: []float64{0}, Allocatable: []float64{4}}
+				n["node-9"] = Node{Capacity: 2, Used: []float64{0}, Allocatable: []float64{4}}
+				return n
+			}(),
+			wantErr: "hard topology (tier<=2): 1 HyperNode(s) can host the job's 8 pods but not its sub-groups; in t2-b: sub-group tp-1 (hard topology (tier<=1)) fits no HyperNode for its 4 pods",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Make(Request{Tree: seed003(), Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(8),
+				Nodes: tc.nodes, SubGroups: partitions(), Weights: []float64{1}, PodRequest: []float64{1}})
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error = %v\nwant    %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantLeaf, got.PodLeaf); diff != "" {
+				t.Errorf("pod leaves (-want,+got):\n%s", diff)
+			}
+			if got.Domain != "t2-a" {
+				t.Errorf("domain = %s, want t2-a", got.Domain)
+			}
+		})
+	}
+}
