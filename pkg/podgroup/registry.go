@@ -275,6 +275,31 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	}
 }
 
+// PlacedMember is a member that is bound or reserved, with its node.
+type PlacedMember struct {
+	Pod  *v1.Pod
+	Node string
+}
+
+// PlacedMembers returns the members that are bound or reserved, with their nodes.
+func (r *Registry) PlacedMembers(key Key) []PlacedMember {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.groups[key]
+	if g == nil {
+		return nil
+	}
+	var out []PlacedMember
+	for uid, p := range g.members {
+		if g.bound.Has(uid) {
+			out = append(out, PlacedMember{Pod: p, Node: p.Spec.NodeName})
+		} else if node, ok := g.assumed[uid]; ok {
+			out = append(out, PlacedMember{Pod: p, Node: node})
+		}
+	}
+	return out
+}
+
 // PlacedNodes returns the nodes of the members that are bound or reserved, one entry per
 // member, and those members' names.
 func (r *Registry) PlacedNodes(key Key) (nodes, pods []string) {

@@ -104,6 +104,9 @@ type gangPlan struct {
 	reserved sets.Set[string]
 	// placedByLeaf counts the gang's bound and reserved members per leaf, for Score.
 	placedByLeaf map[string]int
+	// deferred are the members of sub-groups that did not fit next to the others; they wait
+	// until the plan is dropped (capacity freed, a member failed).
+	deferred sets.Set[string]
 }
 
 // planTTL bounds how long a plan's promises are honoured: a gang that stopped scheduling
@@ -199,10 +202,29 @@ func (p *NetworkTopologyAware) constraint(pod *v1.Pod) (podgroup.Key, podgroup.I
 		return key, podgroup.Info{}, false
 	}
 	info := p.registry.Info(key)
-	if info.PodGroup == nil || (info.Topology == nil && info.TopologyErr == nil) {
+	if info.PodGroup == nil || (info.Topology == nil && info.TopologyErr == nil && !hasSubGroupTopology(info)) {
 		return key, info, false
 	}
 	return key, info, true
+}
+
+// hasSubGroupTopology reports whether a sub-group policy of the gang carries a constraint.
+func hasSubGroupTopology(info podgroup.Info) bool {
+	for _, sp := range info.SubGroupPolicies {
+		if sp.NetworkTopology != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// jobTopology is the gang's constraint; a gang whose only constraints are its sub-groups'
+// may span the whole cluster.
+func jobTopology(info podgroup.Info) *podgroup.NetworkTopology {
+	if info.Topology != nil {
+		return info.Topology
+	}
+	return &podgroup.NetworkTopology{Mode: podgroup.ModeSoft}
 }
 
 // PreFilter plans the member's gang (once per gang) and narrows the pod to its planned leaf.
@@ -223,7 +245,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 		return nil, fwk.AsStatus(fmt.Errorf("waiting for the HyperNode cache: %w", err))
 	}
 	tree := p.cache.Snapshot()
-	maxTier, err := p.maxTier(tree, info.Topology)
+	maxTier, err := p.maxTier(tree, jobTopology(info))
 	if err != nil {
 		msg := fmt.Sprintf("PodGroup %s: annotation %s: %v", key, podgroup.NetworkTopologyAnnotation, err)
 		p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
@@ -237,6 +259,11 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 		if !status.IsSuccess() {
 			return nil, status
 		}
+	}
+	if plan.deferred.Has(pod.Name) {
+		sub, _ := podgroup.SubGroupOf(info.SubGroupPolicies, pod)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+			"gang %s: sub-group %s does not fit next to the job's other sub-groups in %s now", key, sub.ID, plan.domain))
 	}
 	leaf := plan.podLeaf[pod.Name]
 	nodeSet := plan.leafNodes[leaf]
@@ -265,7 +292,11 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 	if plan == nil {
 		return nil
 	}
-	if _, ok := plan.podLeaf[pod]; !ok {
+	if _, ok := plan.podLeaf[pod]; !ok && !plan.deferred.Has(pod) {
+		return nil
+	}
+	if plan.deferred.Has(pod) && plan.pending() == 0 {
+		// Every planned member has its place: plan the deferred sub-groups now, around them.
 		return nil
 	}
 	for leaf, info := range plan.leafInfos {
@@ -332,11 +363,16 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	}
 	promised := p.promisedByOthers(key)
 
+	subGroups, status := p.subGroupRequests(tree, key, info, pending, maxTier)
+	if !status.IsSuccess() {
+		return nil, status
+	}
 	req := placement.Request{
 		Tree:       tree,
-		Constraint: info.Topology.String(),
+		Constraint: jobTopology(info).String(),
 		MaxTier:    maxTier,
-		Soft:       info.Topology.Mode == podgroup.ModeSoft,
+		Soft:       jobTopology(info).Mode == podgroup.ModeSoft,
+		SubGroups:  subGroups,
 		Pending:    names,
 		Placed:     placedNodes,
 		Nodes:      p.nodeCapacities(ctx, simState, pod, nodes, tree, len(names), promised),
@@ -346,6 +382,29 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 		Weights:    p.weights,
 	}
 	result, err := placement.Make(req)
+	// A job that needs fewer sub-groups than it has (minSubGroups, minMember) is planned with
+	// as many whole sub-groups as fit, dropping them from the last in order; the members of
+	// the dropped ones wait for room (Gang keeps them all or nothing).
+	var deferred []string
+	for err != nil && len(req.SubGroups) > 0 {
+		last := req.SubGroups[len(req.SubGroups)-1]
+		remaining := len(req.Pending) - len(last.Pending) + len(placedNodes)
+		if remaining < info.MinMember() || len(last.Pending) == 0 {
+			break
+		}
+		drop := sets.New(last.Pending...)
+		var kept []string
+		for _, n := range req.Pending {
+			if !drop.Has(n) {
+				kept = append(kept, n)
+			}
+		}
+		if retry, retryErr := placement.Make(withPending(req, kept, len(req.SubGroups)-1)); retryErr == nil {
+			result, err = retry, nil
+		}
+		req = withPending(req, kept, len(req.SubGroups)-1)
+		deferred = append(deferred, last.Pending...)
+	}
 	if err != nil {
 		var unsat *placement.Unsatisfiable
 		if errors.As(err, &unsat) {
@@ -362,6 +421,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 		domain:       result.Domain,
 		tier:         result.Tier,
 		podLeaf:      result.PodLeaf,
+		deferred:     sets.New(deferred...),
 		leafInfos:    map[string]*hypernode.HyperNodeInfo{},
 		leafNodes:    map[string]sets.Set[string]{},
 		promised:     map[string]int{},
@@ -429,6 +489,72 @@ func (p *NetworkTopologyAware) simulationState(ctx context.Context, pod *v1.Pod)
 		return nil, status
 	}
 	return state, nil
+}
+
+// withPending returns req with only the given pending members and its first n sub-groups.
+func withPending(req placement.Request, pending []string, n int) placement.Request {
+	req.Pending = pending
+	req.SubGroups = req.SubGroups[:n]
+	return req
+}
+
+// subGroupRequests splits the pending members by sub-group, in seed 003's order, with each
+// sub-group's resolved constraint and placed members.
+func (p *NetworkTopologyAware) subGroupRequests(tree *hypernode.Snapshot, key podgroup.Key, info podgroup.Info, pending []*v1.Pod, jobMaxTier int) ([]placement.SubGroup, *fwk.Status) {
+	if len(info.SubGroupPolicies) == 0 {
+		return nil, nil
+	}
+	policies := map[string]podgroup.SubGroupPolicy{}
+	for _, sp := range info.SubGroupPolicies {
+		policies[sp.Name] = sp
+	}
+	byID := map[string]*placement.SubGroup{}
+	var order []podgroup.SubGroup
+	add := func(sub podgroup.SubGroup) (*placement.SubGroup, *fwk.Status) {
+		if sg := byID[sub.ID]; sg != nil {
+			return sg, nil
+		}
+		sp := policies[sub.Policy]
+		nt := sp.NetworkTopology
+		if nt == nil {
+			nt = jobTopology(info)
+		}
+		maxTier, err := p.maxTier(tree, nt)
+		if err == nil && maxTier > jobMaxTier {
+			err = fmt.Errorf("its tier %d is above the job's %d", maxTier, jobMaxTier)
+		}
+		if err != nil {
+			msg := fmt.Sprintf("PodGroup %s: annotation %s: policy %q: %v", key, podgroup.SubGroupPolicyAnnotation, sp.Name, err)
+			p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		}
+		sg := &placement.SubGroup{ID: sub.ID, Constraint: nt.String(), MaxTier: maxTier, Soft: nt.Mode == podgroup.ModeSoft}
+		byID[sub.ID] = sg
+		order = append(order, sub)
+		return sg, nil
+	}
+	for _, m := range pending {
+		if sub, ok := podgroup.SubGroupOf(info.SubGroupPolicies, m); ok {
+			sg, status := add(sub)
+			if !status.IsSuccess() {
+				return nil, status
+			}
+			sg.Pending = append(sg.Pending, m.Name)
+		}
+	}
+	for _, pm := range p.registry.PlacedMembers(key) {
+		if sub, ok := podgroup.SubGroupOf(info.SubGroupPolicies, pm.Pod); ok {
+			if sg := byID[sub.ID]; sg != nil {
+				sg.Placed = append(sg.Placed, pm.Node)
+			}
+		}
+	}
+	podgroup.SortSubGroups(order)
+	out := make([]placement.SubGroup, 0, len(order))
+	for _, sub := range order {
+		out = append(out, *byID[sub.ID])
+	}
+	return out, nil
 }
 
 // nodeCapacities counts, per node, how many copies of pod pass the Filter plugins when added
