@@ -1,7 +1,10 @@
 package podgroup
 
 import (
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,6 +13,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 func TestParseSubGroupPolicies(t *testing.T) {
@@ -103,5 +107,29 @@ func TestSubGroupMembershipAndCounts(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"z", "c", "a", "b"}, order); diff != "" {
 		t.Errorf("sub-group order (-want,+got):\n%s", diff)
+	}
+}
+
+// TestExampleParses keeps manifests/examples/indexed-job-partitions.yaml valid.
+func TestExampleParses(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "examples", "indexed-job-partitions.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := &schedulingv1alpha1.PodGroup{}
+	if err := yaml.Unmarshal([]byte(strings.Split(string(data), "\n---\n")[0]), pg); err != nil {
+		t.Fatal(err)
+	}
+	job, err := ParseNetworkTopology(pg.Annotations)
+	if err != nil || job == nil {
+		t.Fatalf("job constraint: %v, %v", job, err)
+	}
+	policies, err := ParseSubGroupPolicies(pg.Annotations, job)
+	if err != nil || len(policies) != 1 || *policies[0].PartitionSize != 4 {
+		t.Fatalf("policies: %+v, %v", policies, err)
+	}
+	worker := st.MakePod().Label("batch.kubernetes.io/job-completion-index", "5").Obj()
+	if sub, ok := SubGroupOf(policies, worker); !ok || sub.ID != "tp-1" {
+		t.Errorf("worker 5 is in %v, want tp-1", sub)
 	}
 }
