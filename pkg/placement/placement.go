@@ -80,6 +80,8 @@ type Request struct {
 // SubGroup is one sub-group (partition) of the job.
 type SubGroup struct {
 	ID string
+	// Policy is the sub-group's policy name.
+	Policy string
 	// Constraint describes the sub-group's constraint for messages.
 	Constraint string
 	// MaxTier is the highest tier the sub-group may span (Soft: a preference).

@@ -15,6 +15,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
@@ -127,6 +128,21 @@ func (g *group) assignSubGroupLocked(uid types.UID, pod *v1.Pod) {
 	if g.scheduled(uid) {
 		c.Scheduled++
 	}
+}
+
+// unassignSubGroupLocked takes a member out of its sub-group's counts.
+func (g *group) unassignSubGroupLocked(uid types.UID) {
+	sub, ok := g.memberSub[uid]
+	if !ok {
+		return
+	}
+	if c := g.subCounts[sub.ID]; c != nil {
+		c.Members--
+		if g.scheduled(uid) {
+			c.Scheduled--
+		}
+	}
+	delete(g.memberSub, uid)
 }
 
 // rebuildSubGroupsLocked recomputes every member's sub-group (the policies changed).
@@ -352,12 +368,12 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	subGroups, subErr := ParseSubGroupPolicies(pg.Annotations, topology)
 	r.mu.Lock()
 	g := r.groupLocked(key)
-	changed := g.podGroup == nil || g.podGroup.Spec.MinMember != pg.Spec.MinMember
-	oldPolicies := ""
-	if g.podGroup != nil {
-		oldPolicies = g.podGroup.Annotations[SubGroupPolicyAnnotation]
-	}
-	policiesChanged := g.podGroup == nil || oldPolicies != pg.Annotations[SubGroupPolicyAnnotation]
+	// A change of minMember or of the constraints can make a held-back group ready.
+	changed := g.podGroup == nil || g.podGroup.Spec.MinMember != pg.Spec.MinMember ||
+		g.podGroup.Annotations[SubGroupPolicyAnnotation] != pg.Annotations[SubGroupPolicyAnnotation] ||
+		g.podGroup.Annotations[NetworkTopologyAnnotation] != pg.Annotations[NetworkTopologyAnnotation]
+	// The policies' validity depends on the job's constraint too: rebuild on either change.
+	policiesChanged := changed
 	g.podGroup, g.topology, g.topologyErr = pg, topology, err
 	g.subGroups, g.subGroupErr = subGroups, subErr
 	if policiesChanged {
@@ -399,7 +415,12 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	}
 	r.mu.Lock()
 	g := r.groupLocked(key)
-	_, known := g.members[pod.UID]
+	old, known := g.members[pod.UID]
+	reassign := known && !labels.Equals(old.Labels, pod.Labels)
+	if reassign {
+		// Its sub-group may have changed: take it out, and back in below.
+		g.unassignSubGroupLocked(pod.UID)
+	}
 	done := g.track(pod.UID)
 	g.members[pod.UID] = pod
 	if pod.Spec.NodeName != "" {
@@ -407,7 +428,7 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		delete(g.assumed, pod.UID)
 	}
 	done()
-	if !known {
+	if !known || reassign {
 		g.assignSubGroupLocked(pod.UID, pod)
 	}
 	reachedMinMember := !known && g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)

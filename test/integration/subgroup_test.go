@@ -110,7 +110,7 @@ func TestSubGroupsJobLevelDoesNotFit(t *testing.T) {
 		podgroup.SubGroupPolicyAnnotation:  fmt.Sprintf(partitionPolicy, 2),
 	}, partitionLabel(4))
 	e.waitCondition(names[0], v1.PodReasonUnschedulable,
-		"hard topology (tier<=2): no HyperNode can host 8 pods; tier 1: leaf-0 4/8, leaf-2 4/8 (+2 more); tier 2: t2-a 7/8, t2-b 7/8")
+		"job hard topology (tier<=2): no HyperNode can host 8 pods; tier 1: leaf-0 4/8, leaf-2 4/8 (+2 more); tier 2: t2-a 7/8, t2-b 7/8")
 	e.expectOnlyFillersBound()
 }
 
@@ -243,4 +243,10 @@ func TestSubGroupsBadAnnotations(t *testing.T) {
 		e.waitCondition(pods[i], "SchedulingGated", fmt.Sprintf("PodGroup %s/%s: %s", e.ns, tc.group, tc.want))
 	}
 	e.expectNoneBound()
+	pg, err := e.c.scheduling.SchedulingV1alpha1().PodGroups(e.ns).Get(context.Background(), "dup", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForObjectEvent(t, e.c, e.ns, "PodGroup", pg.UID, "InvalidSubGroupPolicy", plugins.SchedulerName,
+		fmt.Sprintf("PodGroup %s/dup: %s", e.ns, tests[1].want))
 }

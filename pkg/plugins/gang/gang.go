@@ -373,17 +373,21 @@ func completeSubGroups(info podgroup.Info, states []podgroup.SubGroupState) sets
 	return out
 }
 
-// jobComplete: minMember members reserved or bound, and minSubGroups complete sub-groups of
-// every policy.
+// jobComplete: minMember members reserved or bound, counting only the members that can bind
+// (those of complete sub-groups and of the default group), and minSubGroups complete
+// sub-groups of every policy.
 func (g *Gang) jobComplete(info podgroup.Info, states []podgroup.SubGroupState, complete sets.Set[string]) bool {
-	if info.Scheduled < info.MinMember() {
-		return false
-	}
+	bindable := info.Scheduled
 	perPolicy := map[string]int{}
 	for _, s := range states {
 		if complete.Has(s.ID) {
 			perPolicy[s.Policy]++
+		} else {
+			bindable -= s.Scheduled
 		}
+	}
+	if bindable < info.MinMember() {
+		return false
 	}
 	for _, p := range info.SubGroupPolicies {
 		if perPolicy[p.Name] < int(p.MinSubGroups) {
@@ -394,10 +398,31 @@ func (g *Gang) jobComplete(info podgroup.Info, states []podgroup.SubGroupState, 
 }
 
 // rejectionScope says which waiting members a failure of pod rejects: only its own
-// sub-group's once the job is complete (the other sub-groups stand), else the whole job's.
+// sub-group's when the job can do without that sub-group (it is complete already, or enough
+// other members and sub-groups remain), else the whole job's.
 func (g *Gang) rejectionScope(key podgroup.Key, info podgroup.Info, pod *v1.Pod) (func(*v1.Pod) bool, string) {
 	states, sub, inSub := g.registry.SubGroups(key, pod)
-	if !inSub || !g.jobComplete(info, states, completeSubGroups(info, states)) {
+	if !inSub {
+		return nil, ""
+	}
+	dispensable := g.jobComplete(info, states, completeSubGroups(info, states))
+	if !dispensable {
+		var minSubGroups, others, subMembers int
+		for _, p := range info.SubGroupPolicies {
+			if p.Name == sub.Policy {
+				minSubGroups = int(p.MinSubGroups)
+			}
+		}
+		for _, s := range states {
+			if s.ID == sub.ID {
+				subMembers = s.Members
+			} else if s.Policy == sub.Policy {
+				others++
+			}
+		}
+		dispensable = info.Members-subMembers >= info.MinMember() && others >= minSubGroups
+	}
+	if !dispensable {
 		return nil, ""
 	}
 	return func(p *v1.Pod) bool {

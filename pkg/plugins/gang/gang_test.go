@@ -409,3 +409,27 @@ func TestPermitTwoLevels(t *testing.T) {
 		t.Errorf("p4: %v", s)
 	}
 }
+
+// TestPermitCountsOnlyBindableMembers: members of incomplete sub-groups cannot bind, so they do
+// not count toward minMember: with 4 members of a complete partition and 2 + 2 of incomplete
+// ones, a job of minMember 8 is not complete.
+func TestPermitCountsOnlyBindableMembers(t *testing.T) {
+	e := newEnv(t, 60)
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-job", Annotations: map[string]string{
+			podgroup.SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":4,"minSubGroups":1,"matchLabelKeys":["partition"]}]`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 8},
+	})
+	var pods []*v1.Pod
+	for i := range 12 {
+		p := member(fmt.Sprintf("p%d", i), "job")
+		p.Labels["partition"] = fmt.Sprint(i / 4)
+		e.registry.SetPod(nil, p)
+		pods = append(pods, p)
+	}
+	for _, i := range []int{0, 1, 2, 3, 4, 5, 8, 9} {
+		if s := e.reserveAndPermit(t, pods[i]); s.Code() != fwk.Wait {
+			t.Fatalf("Permit(p%d) = %v, want Wait: only 4 members can bind", i, s)
+		}
+	}
+}

@@ -367,9 +367,13 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	if !status.IsSuccess() {
 		return nil, status
 	}
+	constraint := jobTopology(info).String()
+	if len(subGroups) > 0 {
+		constraint = "job " + constraint
+	}
 	req := placement.Request{
 		Tree:       tree,
-		Constraint: jobTopology(info).String(),
+		Constraint: constraint,
 		MaxTier:    maxTier,
 		Soft:       jobTopology(info).Mode == podgroup.ModeSoft,
 		SubGroups:  subGroups,
@@ -386,12 +390,15 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	// as many whole sub-groups as fit, dropping them from the last in order; the members of
 	// the dropped ones wait for room (Gang keeps them all or nothing).
 	var deferred []string
+	states, _, _ := p.registry.SubGroups(key, nil)
+	droppedPerPolicy := map[string]int{}
 	for err != nil && len(req.SubGroups) > 0 {
 		last := req.SubGroups[len(req.SubGroups)-1]
 		remaining := len(req.Pending) - len(last.Pending) + len(placedNodes)
-		if remaining < info.MinMember() || len(last.Pending) == 0 {
+		if remaining < info.MinMember() || len(last.Pending) == 0 || !canDrop(info, states, droppedPerPolicy, last.Policy) {
 			break
 		}
+		droppedPerPolicy[last.Policy]++
 		drop := sets.New(last.Pending...)
 		var kept []string
 		for _, n := range req.Pending {
@@ -447,7 +454,12 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	}
 	p.mu.Lock()
 	p.plans[key] = plan
-	p.unsatisfied.Delete(key)
+	if len(deferred) == 0 {
+		p.unsatisfied.Delete(key)
+	} else {
+		// Retried when another gang releases promised slots.
+		p.unsatisfied.Insert(key)
+	}
 	p.mu.Unlock()
 	leaves := make([]string, 0, len(result.LeafPods))
 	for leaf := range result.LeafPods {
@@ -491,6 +503,23 @@ func (p *NetworkTopologyAware) simulationState(ctx context.Context, pod *v1.Pod)
 	return state, nil
 }
 
+// canDrop reports whether the job can still reach minSubGroups of policy without one more of
+// its sub-groups.
+func canDrop(info podgroup.Info, states []podgroup.SubGroupState, dropped map[string]int, policy string) bool {
+	total := 0
+	for _, s := range states {
+		if s.Policy == policy {
+			total++
+		}
+	}
+	for _, sp := range info.SubGroupPolicies {
+		if sp.Name == policy {
+			return total-dropped[policy]-1 >= int(sp.MinSubGroups)
+		}
+	}
+	return false
+}
+
 // withPending returns req with only the given pending members and its first n sub-groups.
 func withPending(req placement.Request, pending []string, n int) placement.Request {
 	req.Pending = pending
@@ -520,6 +549,10 @@ func (p *NetworkTopologyAware) subGroupRequests(tree *hypernode.Snapshot, key po
 			nt = jobTopology(info)
 		}
 		maxTier, err := p.maxTier(tree, nt)
+		if nt.HighestTierAllowed == nil && nt.HighestTierName == "" {
+			// No tier of its own: anything inside the job's domain.
+			maxTier, err = jobMaxTier, nil
+		}
 		if err == nil && maxTier > jobMaxTier {
 			err = fmt.Errorf("its tier %d is above the job's %d", maxTier, jobMaxTier)
 		}
@@ -528,7 +561,7 @@ func (p *NetworkTopologyAware) subGroupRequests(tree *hypernode.Snapshot, key po
 			p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 		}
-		sg := &placement.SubGroup{ID: sub.ID, Constraint: nt.String(), MaxTier: maxTier, Soft: nt.Mode == podgroup.ModeSoft}
+		sg := &placement.SubGroup{ID: sub.ID, Policy: sub.Policy, Constraint: nt.String(), MaxTier: maxTier, Soft: nt.Mode == podgroup.ModeSoft}
 		byID[sub.ID] = sg
 		order = append(order, sub)
 		return sg, nil
@@ -699,20 +732,30 @@ func (p *NetworkTopologyAware) PostFilter(ctx context.Context, _ fwk.CycleState,
 }
 
 // Reserve turns the member's promised slot into a reservation.
-func (p *NetworkTopologyAware) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	key, _, ok := p.constraint(pod)
 	if !ok {
 		return nil
 	}
 	p.registry.Reserve(pod, nodeName)
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	wakeDeferred := false
 	if plan := p.plans[key]; plan != nil && !plan.reserved.Has(pod.Name) {
 		if leaf, ok := plan.podLeaf[pod.Name]; ok && plan.promised[leaf] > 0 {
 			plan.promised[leaf]--
 			plan.reserved.Insert(pod.Name)
 			plan.placedByLeaf[leaf]++
+			wakeDeferred = plan.pending() == 0 && plan.deferred.Len() > 0
 		}
+	}
+	p.mu.Unlock()
+	if wakeDeferred {
+		// Every planned member has its place: the deferred sub-groups can be planned now.
+		pods := map[string]*v1.Pod{}
+		for _, m := range p.registry.PendingMembers(key) {
+			pods[m.Namespace+"/"+m.Name] = m
+		}
+		p.handle.Activate(klog.FromContext(ctx), pods)
 	}
 	return nil
 }
