@@ -156,18 +156,33 @@ func Make(req Request) (*Plan, error) {
 				fitting = append(fitting, c)
 			}
 		}
+		// Without sub-groups the strategy's best candidate wins. With sub-groups, seed 003's
+		// job-level preference: every candidate that holds the job and its sub-groups is
+		// scored by the sum of its sub-groups' best scores; the highest sum wins, ties going
+		// to the strategy's order.
+		var best *Plan
+		bestScore := 0.0
 		for _, name := range p.rank(fitting, demand) {
-			plan, why := p.place(name, tier)
-			if plan != nil {
+			plan, score, why := p.place(name, tier)
+			if plan == nil {
+				subGroupFailures = append(subGroupFailures, why)
+				continue
+			}
+			if len(req.SubGroups) == 0 {
 				return plan, nil
 			}
-			subGroupFailures = append(subGroupFailures, why)
+			if best == nil || score > bestScore {
+				best, bestScore = plan, score
+			}
+		}
+		if best != nil {
+			return best, nil
 		}
 	}
 	if req.Soft || req.MaxTier >= rootTier {
 		root := p.capacity[hypernode.VirtualRootName]
 		if root >= demand {
-			plan, why := p.place(hypernode.VirtualRootName, rootTier)
+			plan, _, why := p.place(hypernode.VirtualRootName, rootTier)
 			if plan != nil {
 				return plan, nil
 			}
@@ -392,11 +407,12 @@ func BinPackScore(used, alloc, request []float64, count float64, weights []float
 }
 
 // place plans the job into domain: each sub-group first, in order, inside its own smallest
-// HyperNode within the domain, then the members in no sub-group. It returns nil and the reason
-// when a sub-group does not fit. Capacities are restored afterwards.
-func (p *planner) place(domain string, tier int) (*Plan, string) {
+// HyperNode within the domain, then the members in no sub-group. It returns the plan and the
+// sum of the sub-groups' scores, or nil and the reason when a sub-group does not fit.
+// Capacities are restored afterwards.
+func (p *planner) place(domain string, tier int) (*Plan, float64, string) {
 	if len(p.req.SubGroups) == 0 {
-		return p.assign(domain, tier), ""
+		return p.assign(domain, tier), 0, ""
 	}
 	saved := make(map[string]int, len(p.capacity))
 	for k, v := range p.capacity {
@@ -404,6 +420,7 @@ func (p *planner) place(domain string, tier int) (*Plan, string) {
 	}
 	defer func() { p.capacity = saved }()
 	plan := &Plan{Domain: domain, Tier: tier, PodLeaf: map[string]string{}, LeafPods: map[string][]string{}}
+	total := 0.0
 	inSubGroup := map[string]bool{}
 	for _, sg := range p.req.SubGroups {
 		for _, pod := range sg.Pending {
@@ -412,10 +429,11 @@ func (p *planner) place(domain string, tier int) (*Plan, string) {
 		if len(sg.Pending) == 0 {
 			continue
 		}
-		home, ok := p.subGroupHome(domain, sg)
+		home, score, ok := p.subGroupHome(domain, sg)
 		if !ok {
-			return nil, fmt.Sprintf("in %s: sub-group %s (%s) fits no HyperNode for its %d pods", domain, sg.ID, sg.Constraint, len(sg.Pending))
+			return nil, 0, fmt.Sprintf("in %s: sub-group %s (%s) fits no HyperNode for its %d pods", domain, sg.ID, sg.Constraint, len(sg.Pending))
 		}
+		total += score
 		p.fill(plan, home, sg.Pending)
 	}
 	var rest []string
@@ -426,17 +444,26 @@ func (p *planner) place(domain string, tier int) (*Plan, string) {
 	}
 	if len(rest) > 0 {
 		if p.capacity[domain] < len(rest) {
-			return nil, fmt.Sprintf("in %s: no room left for the %d members outside the sub-groups", domain, len(rest))
+			return nil, 0, fmt.Sprintf("in %s: no room left for the %d members outside the sub-groups", domain, len(rest))
 		}
 		p.fill(plan, domain, rest)
 	}
-	return plan, ""
+	return plan, total, ""
 }
 
-// subGroupHome finds the smallest HyperNode inside domain, of a tier the sub-group allows,
-// that holds the sub-group's placed members and can host its pending ones: lowest tier first,
-// then the one holding more placed members, then the tightest fit, then the name.
-func (p *planner) subGroupHome(domain string, sg SubGroup) (string, bool) {
+// score is the strategy's score of a HyperNode for demand members (higher is better).
+func (p *planner) score(name string, demand int) float64 {
+	if p.req.Strategy == LeastWaste {
+		return -float64(p.capacity[name] - demand)
+	}
+	return p.binPackScore(name, demand)
+}
+
+// subGroupHome finds the HyperNode for a sub-group inside domain: the lowest tier its
+// constraint allows with a HyperNode that holds its placed members and can host its pending
+// ones; among those, more placed members inside first, then the strategy's highest score
+// (seed 003's sub-job preference), then the name. It returns the HyperNode and its score.
+func (p *planner) subGroupHome(domain string, sg SubGroup) (string, float64, bool) {
 	tree := p.req.Tree
 	domainInfo, _ := tree.HyperNode(domain)
 	placedIn := ""
@@ -456,14 +483,14 @@ func (p *planner) subGroupHome(domain string, sg SubGroup) (string, bool) {
 		lca, ok := tree.LCA(h, domain)
 		return ok && lca == domain
 	}
+	demand := len(sg.Pending)
 	for _, tier := range tree.Tiers() {
 		if tier > domainInfo.Tier || (tier > sg.MaxTier && !sg.Soft) {
 			break
 		}
-		var best string
-		bestCap, bestPlaced := 0, -1
+		best, bestScore, bestPlaced := "", 0.0, -1
 		for _, h := range tree.Candidates(tier) {
-			if !inside(h) || p.capacity[h] < len(sg.Pending) {
+			if !inside(h) || p.capacity[h] < demand {
 				continue
 			}
 			if placedIn != "" {
@@ -479,18 +506,19 @@ func (p *planner) subGroupHome(domain string, sg SubGroup) (string, bool) {
 					}
 				}
 			}
-			if best == "" || placed > bestPlaced || (placed == bestPlaced && p.capacity[h] < bestCap) {
-				best, bestCap, bestPlaced = h, p.capacity[h], placed
+			score := p.score(h, demand)
+			if best == "" || placed > bestPlaced || (placed == bestPlaced && score > bestScore) {
+				best, bestScore, bestPlaced = h, score, placed
 			}
 		}
 		if best != "" {
-			return best, true
+			return best, bestScore, true
 		}
 	}
-	if (sg.Soft || sg.MaxTier >= domainInfo.Tier) && p.capacity[domain] >= len(sg.Pending) {
-		return domain, true
+	if (sg.Soft || sg.MaxTier >= domainInfo.Tier) && p.capacity[domain] >= demand {
+		return domain, p.score(domain, demand), true
 	}
-	return "", false
+	return "", 0, false
 }
 
 // fill spreads pods (in order) below home, records them in plan, and takes their slots.
