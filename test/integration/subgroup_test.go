@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
@@ -169,16 +168,7 @@ func TestSubGroupsReplacement(t *testing.T) {
 	domain := spineOf[leafOf[first[names[0]]]]
 	ctx := context.Background()
 	for _, n := range names[4:] {
-		old, err := e.c.kube.CoreV1().Pods(e.ns).Get(ctx, n, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.c.kube.CoreV1().Pods(e.ns).Delete(ctx, n, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-			t.Fatal(err)
-		}
-		if err := util.WaitForPodGone(ctx, e.c.kube, e.ns, n, old.UID, boundTimeout); err != nil {
-			t.Fatal(err)
-		}
+		e.deletePodNow(n)
 	}
 	pods := util.GangPods(e.ns, "train", plugins.SchedulerName, "4", 8)[4:]
 	for _, p := range pods {

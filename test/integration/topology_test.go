@@ -76,6 +76,23 @@ func (e *topoEnv) gang(name string, size int, annotation string, requests v1.Res
 	return names
 }
 
+// deletePodNow deletes a pod without a grace period and waits until it is gone, so that a pod
+// of the same name can be created again.
+func (e *topoEnv) deletePodNow(name string) {
+	e.t.Helper()
+	ctx := context.Background()
+	old, err := e.c.kube.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.c.kube.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := util.WaitForPodGone(ctx, e.c.kube, e.ns, name, old.UID, boundTimeout); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // filler binds a pod that uses cpu directly to a node, without a scheduler.
 func (e *topoEnv) filler(node, cpu string) {
 	e.t.Helper()
@@ -331,17 +348,7 @@ func TestTopologyReplacementReturnsToLeaf(t *testing.T) {
 	replace := func(name string) string {
 		t.Helper()
 		ctx := context.Background()
-		old, err := e.c.kube.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.c.kube.CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-			t.Fatal(err)
-		}
-		// Wait until the old pod is gone before recreating it under the same name.
-		if err := util.WaitForPodGone(ctx, e.c.kube, e.ns, name, old.UID, boundTimeout); err != nil {
-			t.Fatal(err)
-		}
+		e.deletePodNow(name)
 		pod := util.GangPods(e.ns, "train", plugins.SchedulerName, "1", 2)[0]
 		pod.Name = name
 		if _, err := util.CreatePods(ctx, e.c.kube, pod); err != nil {

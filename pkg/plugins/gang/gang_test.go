@@ -370,18 +370,7 @@ func TestMinResources(t *testing.T) {
 // partition then waits for its own partition only, and its failure rejects only its partition.
 func TestPermitTwoLevels(t *testing.T) {
 	e := newEnv(t, 60)
-	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-job", Annotations: map[string]string{
-			podgroup.SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":2,"minSubGroups":2,"matchLabelKeys":["partition"]}]`}},
-		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 4},
-	})
-	var pods []*v1.Pod
-	for i := range 6 {
-		p := member(fmt.Sprintf("p%d", i), "job")
-		p.Labels["partition"] = fmt.Sprint(i / 2)
-		e.registry.SetPod(nil, p)
-		pods = append(pods, p)
-	}
+	pods := e.partitionedJob(`[{"name":"tp","subGroupSize":2,"minSubGroups":2,"matchLabelKeys":["partition"]}]`, 4, 6, 2)
 	for _, i := range []int{0, 2, 1} {
 		if s := e.reserveAndPermit(t, pods[i]); s.Code() != fwk.Wait {
 			t.Fatalf("Permit(p%d) = %v, want Wait", i, s)
@@ -415,21 +404,28 @@ func TestPermitTwoLevels(t *testing.T) {
 // ones, a job of minMember 8 is not complete.
 func TestPermitCountsOnlyBindableMembers(t *testing.T) {
 	e := newEnv(t, 60)
-	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-job", Annotations: map[string]string{
-			podgroup.SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":4,"minSubGroups":1,"matchLabelKeys":["partition"]}]`}},
-		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 8},
-	})
-	var pods []*v1.Pod
-	for i := range 12 {
-		p := member(fmt.Sprintf("p%d", i), "job")
-		p.Labels["partition"] = fmt.Sprint(i / 4)
-		e.registry.SetPod(nil, p)
-		pods = append(pods, p)
-	}
+	pods := e.partitionedJob(`[{"name":"tp","subGroupSize":4,"minSubGroups":1,"matchLabelKeys":["partition"]}]`, 8, 12, 4)
 	for _, i := range []int{0, 1, 2, 3, 4, 5, 8, 9} {
 		if s := e.reserveAndPermit(t, pods[i]); s.Code() != fwk.Wait {
 			t.Fatalf("Permit(p%d) = %v, want Wait: only 4 members can bind", i, s)
 		}
 	}
+}
+
+// partitionedJob creates the PodGroup "job" with the given sub-group policy and minMember, and
+// size members p0.. labelled partition=i/perPartition.
+func (e *env) partitionedJob(policy string, minMember, size, perPartition int) []*v1.Pod {
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-job", Annotations: map[string]string{
+			podgroup.SubGroupPolicyAnnotation: policy}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: int32(minMember)},
+	})
+	var pods []*v1.Pod
+	for i := range size {
+		p := member(fmt.Sprintf("p%d", i), "job")
+		p.Labels["partition"] = fmt.Sprint(i / perPartition)
+		e.registry.SetPod(nil, p)
+		pods = append(pods, p)
+	}
+	return pods
 }
