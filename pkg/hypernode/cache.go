@@ -173,54 +173,21 @@ func truncate(s string, max int) string {
 // factory starts it) and from a HyperNode informer of its own, which it starts with ctx.
 func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) error {
 	nodeInformer := factory.Core().V1().Nodes().Informer()
-	nodeReg, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if n, ok := obj.(*v1.Node); ok {
-				c.SetNode(n)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if n, ok := obj.(*v1.Node); ok {
-				c.SetNode(n)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if n, ok := shared.Tombstoned[*v1.Node](obj); ok {
-				c.DeleteNode(n.Name)
-			}
-		},
-	})
+	nodeReg, err := nodeInformer.AddEventHandler(shared.Handlers(
+		func(_, n *v1.Node) { c.SetNode(n) }, func(n *v1.Node) { c.DeleteNode(n.Name) }))
 	if err != nil {
 		return fmt.Errorf("watching nodes for the HyperNode cache: %w", err)
 	}
 
-	// Custom resources are served as JSON only.
-	jsonConfig := restclient.CopyConfig(config)
-	jsonConfig.ContentType = "application/json"
-	jsonConfig.AcceptContentTypes = "application/json"
-	client, err := topologyclient.NewForConfig(jsonConfig)
+	client, err := topologyclient.NewForConfig(shared.JSONConfig(config))
 	if err != nil {
 		return fmt.Errorf("building the HyperNode client: %w", err)
 	}
 	hnFactory := topologyinformers.NewSharedInformerFactory(client, 0)
 	hnInformer := hnFactory.Topology().V1alpha1().HyperNodes().Informer()
-	hnReg, err := hnInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if hn, ok := obj.(*topologyv1alpha1.HyperNode); ok {
-				c.SetHyperNode(hn)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if hn, ok := obj.(*topologyv1alpha1.HyperNode); ok {
-				c.SetHyperNode(hn)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if hn, ok := shared.Tombstoned[*topologyv1alpha1.HyperNode](obj); ok {
-				c.DeleteHyperNode(hn.Name)
-			}
-		},
-	})
+	hnReg, err := hnInformer.AddEventHandler(shared.Handlers(
+		func(_, hn *topologyv1alpha1.HyperNode) { c.SetHyperNode(hn) },
+		func(hn *topologyv1alpha1.HyperNode) { c.DeleteHyperNode(hn.Name) }))
 	if err != nil {
 		return fmt.Errorf("watching HyperNodes: %w", err)
 	}

@@ -316,27 +316,6 @@ func (r *Registry) PlacedMembers(key Key) []PlacedMember {
 	return out
 }
 
-// PlacedNodes returns the nodes of the members that are bound or reserved, one entry per
-// member, and those members' names.
-func (r *Registry) PlacedNodes(key Key) (nodes, pods []string) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	g := r.groups[key]
-	if g == nil {
-		return nil, nil
-	}
-	for uid, p := range g.members {
-		if g.bound.Has(uid) {
-			nodes = append(nodes, p.Spec.NodeName)
-			pods = append(pods, p.Name)
-		} else if node, ok := g.assumed[uid]; ok {
-			nodes = append(nodes, node)
-			pods = append(pods, p.Name)
-		}
-	}
-	return nodes, pods
-}
-
 // Unreserve undoes Reserve. It is idempotent.
 func (r *Registry) Unreserve(pod *v1.Pod) {
 	key, ok := KeyOf(pod)
@@ -508,73 +487,23 @@ func (r *Registry) HasSynced() bool {
 // Run feeds the registry from the pod and node informers of factory (started by its owner)
 // and from a PodGroup informer of its own, which it starts with ctx.
 func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) error {
-	podReg, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if p, ok := obj.(*v1.Pod); ok {
-				r.SetPod(nil, p)
-			}
-		},
-		UpdateFunc: func(oldObj, obj any) {
-			old, _ := oldObj.(*v1.Pod)
-			if p, ok := obj.(*v1.Pod); ok {
-				r.SetPod(old, p)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if p, ok := shared.Tombstoned[*v1.Pod](obj); ok {
-				r.DeletePod(p)
-			}
-		},
-	})
+	podReg, err := factory.Core().V1().Pods().Informer().AddEventHandler(shared.Handlers(r.SetPod, r.DeletePod))
 	if err != nil {
 		return fmt.Errorf("watching pods for the PodGroup registry: %w", err)
 	}
-	nodeReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if n, ok := obj.(*v1.Node); ok {
-				r.SetNode(n)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if n, ok := obj.(*v1.Node); ok {
-				r.SetNode(n)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if n, ok := shared.Tombstoned[*v1.Node](obj); ok {
-				r.DeleteNode(n.Name)
-			}
-		},
-	})
+	nodeReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(shared.Handlers(
+		func(_, n *v1.Node) { r.SetNode(n) }, func(n *v1.Node) { r.DeleteNode(n.Name) }))
 	if err != nil {
 		return fmt.Errorf("watching nodes for the PodGroup registry: %w", err)
 	}
-	// Custom resources are served as JSON only.
-	jsonConfig := restclient.CopyConfig(config)
-	jsonConfig.ContentType = "application/json"
-	jsonConfig.AcceptContentTypes = "application/json"
-	client, err := schedclientset.NewForConfig(jsonConfig)
+	client, err := schedclientset.NewForConfig(shared.JSONConfig(config))
 	if err != nil {
 		return fmt.Errorf("building the PodGroup client: %w", err)
 	}
 	pgFactory := schedinformers.NewSharedInformerFactory(client, 0)
-	pgReg, err := pgFactory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if pg, ok := obj.(*schedulingv1alpha1.PodGroup); ok {
-				r.SetPodGroup(pg)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if pg, ok := obj.(*schedulingv1alpha1.PodGroup); ok {
-				r.SetPodGroup(pg)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if pg, ok := shared.Tombstoned[*schedulingv1alpha1.PodGroup](obj); ok {
-				r.DeletePodGroup(pg.Namespace, pg.Name)
-			}
-		},
-	})
+	pgReg, err := pgFactory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(shared.Handlers(
+		func(_, pg *schedulingv1alpha1.PodGroup) { r.SetPodGroup(pg) },
+		func(pg *schedulingv1alpha1.PodGroup) { r.DeletePodGroup(pg.Namespace, pg.Name) }))
 	if err != nil {
 		return fmt.Errorf("watching PodGroups: %w", err)
 	}

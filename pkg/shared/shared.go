@@ -11,6 +11,7 @@ import (
 	"context"
 	"sync"
 
+	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -60,4 +61,37 @@ func Tombstoned[T any](obj any) (T, bool) {
 	}
 	var zero T
 	return zero, false
+}
+
+// Handlers returns informer event handlers for objects of type T: set receives adds and
+// updates (old is the zero value for an add), del receives deletes, tombstones unwrapped.
+func Handlers[T any](set func(old, obj T), del func(obj T)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if t, ok := obj.(T); ok {
+				var zero T
+				set(zero, t)
+			}
+		},
+		UpdateFunc: func(oldObj, obj any) {
+			old, _ := oldObj.(T)
+			if t, ok := obj.(T); ok {
+				set(old, t)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := Tombstoned[T](obj); ok {
+				del(t)
+			}
+		},
+	}
+}
+
+// JSONConfig returns a copy of config for clients of custom resources, which the apiserver
+// serves as JSON only.
+func JSONConfig(config *restclient.Config) *restclient.Config {
+	jsonConfig := restclient.CopyConfig(config)
+	jsonConfig.ContentType = "application/json"
+	jsonConfig.AcceptContentTypes = "application/json"
+	return jsonConfig
 }

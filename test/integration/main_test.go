@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	clientset "k8s.io/client-go/kubernetes"
-	restclient "k8s.io/client-go/rest"
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/shared"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
@@ -54,9 +54,7 @@ func newClients(t *testing.T) clients {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Custom resources are served as JSON only.
-	jsonConfig := restclient.CopyConfig(controlPlane.Config)
-	jsonConfig.ContentType = "application/json"
+	jsonConfig := shared.JSONConfig(controlPlane.Config)
 	topology, err := topologyclient.NewForConfig(jsonConfig)
 	if err != nil {
 		t.Fatal(err)

@@ -356,7 +356,11 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	for i, m := range pending {
 		names[i] = m.Name
 	}
-	placedNodes, _ := p.registry.PlacedNodes(key)
+	placed := p.registry.PlacedMembers(key)
+	placedNodes := make([]string, len(placed))
+	for i, pm := range placed {
+		placedNodes[i] = pm.Node
+	}
 	simState, status := p.simulationState(ctx, pod)
 	if !status.IsSuccess() {
 		return nil, status
