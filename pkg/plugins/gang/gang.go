@@ -181,6 +181,7 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventWaitingForMembers,
 			fmt.Sprintf("waiting for the members of PodGroup %s: %d of %d (minMember) exist", key, info.Members, info.MinMember()))
 	default:
+		g.conditions.clear(pod)
 		return nil
 	}
 	g.conditions.set(pod, msg)

@@ -2,8 +2,6 @@ package gang
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
 
@@ -83,21 +81,8 @@ func (w *conditionWriter) next(ctx context.Context) bool {
 		return false
 	}
 	defer w.queue.Done(key)
-	w.mu.Lock()
-	message, ok := w.desired[key]
-	delete(w.desired, key)
-	w.mu.Unlock()
-	if !ok {
-		w.queue.Forget(key)
-		return true
-	}
-	if err := w.write(ctx, key, message); err != nil {
+	if err := w.write(ctx, key); err != nil {
 		klog.FromContext(ctx).V(2).Info("Could not write the PodScheduled condition of a gang member", "pod", key, "err", err)
-		w.mu.Lock()
-		if _, newer := w.desired[key]; !newer {
-			w.desired[key] = message
-		}
-		w.mu.Unlock()
 		w.queue.AddRateLimited(key)
 		return true
 	}
@@ -105,29 +90,66 @@ func (w *conditionWriter) next(ctx context.Context) bool {
 	return true
 }
 
-func (w *conditionWriter) write(ctx context.Context, key types.NamespacedName, message string) error {
+// clear cancels a pending write: the member passed PreEnqueue, and from now on the scheduler
+// owns its PodScheduled condition.
+func (w *conditionWriter) clear(pod *v1.Pod) {
+	w.mu.Lock()
+	delete(w.desired, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+	w.mu.Unlock()
+}
+
+// current returns the message still wanted for a pod.
+func (w *conditionWriter) current(key types.NamespacedName) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	message, ok := w.desired[key]
+	return message, ok
+}
+
+// write updates the condition with the pod's resourceVersion, so that it can never overwrite
+// a condition the scheduler wrote in between: a conflict retries, and by then a member that
+// passed PreEnqueue has cleared its wish.
+func (w *conditionWriter) write(ctx context.Context, key types.NamespacedName) error {
+	message, ok := w.current(key)
+	if !ok {
+		return nil
+	}
 	pod, err := w.pods.Pods(key.Namespace).Get(key.Name)
-	if err != nil {
-		// Gone: nothing to report on.
+	if err != nil || pod.Spec.NodeName != "" || hasCondition(pod, message) {
+		// Gone, bound, or already saying it.
+		w.done(key, message)
 		return nil
 	}
-	if pod.Spec.NodeName != "" || hasCondition(pod, message) {
-		return nil
+	updated := pod.DeepCopy()
+	condition := v1.PodCondition{
+		Type:               v1.PodScheduled,
+		Status:             v1.ConditionFalse,
+		Reason:             ReasonWaitingForGang,
+		Message:            message,
+		LastTransitionTime: metav1.NewTime(time.Now()),
 	}
-	patch, err := json.Marshal(map[string]any{
-		"status": map[string]any{
-			"conditions": []v1.PodCondition{{
-				Type:               v1.PodScheduled,
-				Status:             v1.ConditionFalse,
-				Reason:             ReasonWaitingForGang,
-				Message:            message,
-				LastTransitionTime: metav1.NewTime(time.Now()),
-			}},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("encoding the condition patch: %w", err)
+	replaced := false
+	for i := range updated.Status.Conditions {
+		if updated.Status.Conditions[i].Type == v1.PodScheduled {
+			updated.Status.Conditions[i] = condition
+			replaced = true
+		}
 	}
-	_, err = w.client.CoreV1().Pods(key.Namespace).Patch(ctx, key.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	return err
+	if !replaced {
+		updated.Status.Conditions = append(updated.Status.Conditions, condition)
+	}
+	if _, err := w.client.CoreV1().Pods(key.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	w.done(key, message)
+	return nil
+}
+
+// done forgets a wish that was fulfilled, unless a newer one replaced it meanwhile.
+func (w *conditionWriter) done(key types.NamespacedName, message string) {
+	w.mu.Lock()
+	if w.desired[key] == message {
+		delete(w.desired, key)
+	}
+	w.mu.Unlock()
 }
