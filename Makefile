@@ -9,17 +9,20 @@ KWOK_VERSION ?= v0.8.0
 # Integration tests share one apiserver per package; give slow machines room.
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build test test-unit test-integration generate verify clean tools
+.PHONY: all build test test-unit test-integration test-e2e test-bench-short bench demo local-up generate verify clean tools
 
 all: build
 
 ## build: every binary of the project, plus the control-plane binaries, into bin/
-build: bin/kube-scheduler bin/etcd bin/kube-apiserver bin/kwok
+build: bin/kube-scheduler bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kwok
 
 # The project's own binaries are always rebuilt (go build is incremental).
-.PHONY: bin/kube-scheduler
+.PHONY: bin/kube-scheduler bin/kubectl-hypernode
 bin/kube-scheduler:
 	$(GO) build -o $@ ./cmd/kube-scheduler
+
+bin/kubectl-hypernode:
+	$(GO) build -o $@ ./cmd/kubectl-hypernode
 
 # etcd and kube-apiserver are tool dependencies of this module (see the `tool` block in
 # go.mod), so they are built from the exact versions kubernetes v1.37.1 pins.
@@ -33,14 +36,34 @@ bin/kube-apiserver: go.mod go.sum
 bin/kwok:
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
 
-## test: unit and integration tests (what CI runs)
-test: test-unit test-integration
+## test: unit, integration, short benchmark and end-to-end tests (what CI runs)
+test: test-unit test-integration test-bench-short test-e2e
 
 test-unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
 
 test-integration:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/integration/...
+
+## test-e2e: the real binaries as processes (etcd, kube-apiserver with RBAC, kwok, our scheduler)
+test-e2e: build
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/...
+
+## test-bench-short: the benchmark harness on a few hundred nodes, so that it cannot rot
+test-bench-short:
+	$(GO) test -count=1 -short -timeout 10m ./test/bench/...
+
+## bench: the full benchmark harness (throughput, big gang, placement quality); see docs/benchmarks.md
+bench: build
+	./hack/bench.sh
+
+## demo: a local control plane with simulated nodes; the seed examples scheduled and shown
+demo: build
+	$(GO) run ./hack/demo
+
+## local-up: the same local control plane, left running until Ctrl-C
+local-up: build
+	$(GO) run ./hack/local-up
 
 ## generate: deepcopy, defaults, conversions, clients, CRDs; and the k8s.io replace block
 generate:
