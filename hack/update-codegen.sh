@@ -54,4 +54,6 @@ mkdir -p manifests/crds
 rm -f manifests/crds/*.yaml
 cp "$tmp/topology/topology.volcano.sh_hypernodes.yaml" manifests/crds/
 cp "$tmp/podgroup/scheduling.x-k8s.io_podgroups.yaml" manifests/crds/
+echo "codegen: scheduler ConfigMap"
+./hack/update-manifests.sh
 echo "codegen: done"
