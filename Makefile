@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 25m
 all: build
 
 ## build: every binary of the project, plus the control-plane binaries, into bin/
-build: bin/kube-scheduler bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kwok
+build: bin/kube-scheduler bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok
 
 # The project's own binaries are always rebuilt (go build is incremental).
 .PHONY: bin/kube-scheduler bin/kubectl-hypernode
@@ -24,13 +24,18 @@ bin/kube-scheduler:
 bin/kubectl-hypernode:
 	$(GO) build -o $@ ./cmd/kubectl-hypernode
 
-# etcd and kube-apiserver are tool dependencies of this module (see the `tool` block in
+# etcd, kube-apiserver and kube-controller-manager are tool dependencies of this module (see the `tool` block in
 # go.mod), so they are built from the exact versions kubernetes v1.37.1 pins.
 bin/etcd: go.mod go.sum
 	$(GO) build -o $@ go.etcd.io/etcd/server/v3
 
 bin/kube-apiserver: go.mod go.sum
 	$(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+# The local control plane runs only the Job controller of kube-controller-manager, so that the
+# examples can be real Jobs.
+bin/kube-controller-manager: go.mod go.sum
+	$(GO) build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 
 # kwok is its own module with its own dependency graph; go install builds it from the proxy.
 bin/kwok:
