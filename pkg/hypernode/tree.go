@@ -950,6 +950,17 @@ func sameTierNames(published map[string][]int, current map[string]map[int]int) b
 	return true
 }
 
+// SelectedNodes returns the existing nodes that a leaf HyperNode's members select, sorted,
+// whether or not the HyperNode is valid (a Snapshot lists the nodes of usable leaves only), so
+// that tools can show what an excluded leaf holds.
+func (t *Tree) SelectedNodes(name string) []string {
+	st, ok := t.hyperNodes[name]
+	if !ok {
+		return nil
+	}
+	return sets.List(st.nodes)
+}
+
 // String renders the tree for debugging.
 func (t *Tree) String() string {
 	return fmt.Sprintf("Tree{%d HyperNodes, %d nodes, generation %d}", len(t.hyperNodes), len(t.nodeLabels), t.snap.generation)

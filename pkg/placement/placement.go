@@ -242,6 +242,16 @@ func describeCandidates(cands []candidate, demand int) string {
 	return out
 }
 
+// Capacities returns how many of the request's pending members each usable HyperNode, and the
+// virtual root, can host after the ledger: the numbers the search compares with the demand.
+// Tools that explain a plan use it to show what the planner saw.
+func Capacities(req Request) map[string]int {
+	p := &planner{req: req, capacity: map[string]int{}}
+	p.computeCapacity()
+	delete(p.capacity, looseKey)
+	return p.capacity
+}
+
 // computeCapacity sums node capacities bottom-up, after the ledger.
 func (p *planner) computeCapacity() {
 	tree := p.req.Tree

@@ -1,0 +1,256 @@
+// Package inspect explains the HyperNode tree and the placement of PodGroups to people: it
+// reads a cluster once (Load) and derives reports from that one read, the HyperNode tree with
+// capacity and occupants (Tree) and why a gang is where it is or is still pending (Explain).
+// The reports are JSON-serialisable for scripts; WriteTree and WriteExplanation render them
+// for an 80-column terminal. The kubectl plugin cmd/kubectl-hypernode is a thin shell around
+// this package.
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	resourcehelper "k8s.io/component-helpers/resource"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+)
+
+// Clients are the API clients Load reads through.
+type Clients struct {
+	Kube       kubernetes.Interface
+	Topology   topologyclient.Interface
+	Scheduling schedclientset.Interface
+}
+
+// ErrHyperNodeCRDMissing is returned by Load when the cluster does not serve HyperNodes.
+var ErrHyperNodeCRDMissing = errors.New("the HyperNode CRD (hypernodes.topology.volcano.sh) is not installed; install it with: kubectl apply -f manifests/crds/")
+
+// ErrPodGroupNotFound is returned by Explain for a PodGroup that does not exist.
+var ErrPodGroupNotFound = errors.New("PodGroup not found")
+
+// LoadOptions narrow what Load reads.
+type LoadOptions struct {
+	// EventNamespace limits the Events read to one namespace ("" reads every namespace).
+	// Explain only looks at the Events of its PodGroup's namespace.
+	EventNamespace string
+	// SkipEvents reads no Events at all (Tree needs none).
+	SkipEvents bool
+}
+
+// Cluster is one read of everything the reports need. Tree and Explain never call the API:
+// every report derived from one Cluster describes the same moment.
+type Cluster struct {
+	// Now is when the cluster was read; ages in reports are relative to it.
+	Now        time.Time
+	HyperNodes []*topologyv1alpha1.HyperNode
+	Nodes      []*v1.Node
+	Pods       []*v1.Pod
+	PodGroups  []*schedulingv1alpha1.PodGroup
+	Events     []*v1.Event
+	// Warnings are problems of the read that do not stop the reports (e.g. the PodGroup CRD
+	// is not installed, so no gang can be explained).
+	Warnings []string
+
+	tree  *hypernode.Tree
+	snap  *hypernode.Snapshot
+	nodes map[string]*nodeState
+	// claimers maps a HyperNode name to the HyperNodes that list it as a member.
+	claimers map[string][]string
+}
+
+// nodeState is a node with what is bound to it.
+type nodeState struct {
+	node *v1.Node
+	// unusable says why no new pod can go to the node ("" when it can): not ready or
+	// cordoned. Taints depend on the pod and are checked per gang.
+	unusable string
+	// requested sums the requests of the non-terminal pods bound to the node.
+	requested v1.ResourceList
+	pods      []*v1.Pod
+}
+
+// Load reads HyperNodes, Nodes, Pods, PodGroups and Events once.
+func Load(ctx context.Context, c Clients) (*Cluster, error) {
+	return LoadWith(ctx, c, LoadOptions{})
+}
+
+// LoadWith is Load with options.
+func LoadWith(ctx context.Context, c Clients, opts LoadOptions) (*Cluster, error) {
+	cl := &Cluster{Now: time.Now()}
+	hns, err := c.Topology.TopologyV1alpha1().HyperNodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, ErrHyperNodeCRDMissing
+		}
+		return nil, fmt.Errorf("listing HyperNodes: %w", err)
+	}
+	for i := range hns.Items {
+		cl.HyperNodes = append(cl.HyperNodes, &hns.Items[i])
+	}
+	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		cl.Nodes = append(cl.Nodes, &nodes.Items[i])
+	}
+	pods, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	for i := range pods.Items {
+		cl.Pods = append(cl.Pods, &pods.Items[i])
+	}
+	pgs, err := c.Scheduling.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// The tree is still useful without PodGroups: occupants come from the pods' labels.
+		cl.Warnings = append(cl.Warnings, "the PodGroup CRD (podgroups.scheduling.x-k8s.io) is not installed")
+	case err != nil:
+		return nil, fmt.Errorf("listing PodGroups: %w", err)
+	default:
+		for i := range pgs.Items {
+			cl.PodGroups = append(cl.PodGroups, &pgs.Items[i])
+		}
+	}
+	if !opts.SkipEvents {
+		events, err := c.Kube.CoreV1().Events(opts.EventNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			// Events are context; a user who may not read them still gets the analysis.
+			cl.Warnings = append(cl.Warnings, fmt.Sprintf("Events could not be read: %v", err))
+		} else {
+			for i := range events.Items {
+				cl.Events = append(cl.Events, &events.Items[i])
+			}
+		}
+	}
+	cl.index()
+	return cl, nil
+}
+
+// index builds the HyperNode tree and the per-node state.
+func (c *Cluster) index() {
+	nodeLabels := make(map[string]labels.Set, len(c.Nodes))
+	c.nodes = make(map[string]*nodeState, len(c.Nodes))
+	for _, n := range c.Nodes {
+		nodeLabels[n.Name] = labels.Set(n.Labels)
+		c.nodes[n.Name] = &nodeState{node: n, unusable: unusableReason(n), requested: v1.ResourceList{}}
+	}
+	c.tree = hypernode.Build(nodeLabels, c.HyperNodes)
+	c.snap = c.tree.Snapshot()
+	c.claimers = map[string][]string{}
+	for _, hn := range c.HyperNodes {
+		for _, m := range hn.Spec.Members {
+			if m.Type == topologyv1alpha1.MemberTypeHyperNode && m.Selector.ExactMatch != nil {
+				c.claimers[m.Selector.ExactMatch.Name] = append(c.claimers[m.Selector.ExactMatch.Name], hn.Name)
+			}
+		}
+	}
+	sort.Slice(c.Pods, func(i, j int) bool {
+		if c.Pods[i].Namespace != c.Pods[j].Namespace {
+			return c.Pods[i].Namespace < c.Pods[j].Namespace
+		}
+		return c.Pods[i].Name < c.Pods[j].Name
+	})
+	for _, p := range c.Pods {
+		ns := c.nodes[p.Spec.NodeName]
+		if ns == nil || terminal(p) {
+			continue
+		}
+		ns.pods = append(ns.pods, p)
+		addList(ns.requested, podRequests(p))
+	}
+}
+
+// unusableReason says why the scheduler puts no new pod on a node.
+func unusableReason(n *v1.Node) string {
+	if n.Spec.Unschedulable {
+		return "cordoned"
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == v1.NodeReady {
+			if cond.Status != v1.ConditionTrue {
+				return "not ready"
+			}
+			return ""
+		}
+	}
+	return "not ready"
+}
+
+// terminal pods hold no resources.
+func terminal(p *v1.Pod) bool {
+	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+}
+
+// podRequests is what the scheduler accounts for a pod (init containers and overhead
+// included), plus one "pods" slot.
+func podRequests(p *v1.Pod) v1.ResourceList {
+	reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	reqs[v1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+	return reqs
+}
+
+func addList(dst, src v1.ResourceList) {
+	for name, q := range src {
+		cur := dst[name]
+		cur.Add(q)
+		dst[name] = cur
+	}
+}
+
+// free returns a node's allocatable minus its requests for one resource (never negative).
+func (n *nodeState) free(r v1.ResourceName) resource.Quantity {
+	q := n.node.Status.Allocatable[r].DeepCopy()
+	q.Sub(n.requested[r])
+	if q.Sign() < 0 {
+		return *resource.NewQuantity(0, q.Format)
+	}
+	return q
+}
+
+// DefaultResource is the resource the reports show when none is asked for: the GPUs when any
+// node offers nvidia.com/gpu or amd.com/gpu (the resource that gangs of AI jobs compete for),
+// otherwise cpu.
+func (c *Cluster) DefaultResource() v1.ResourceName {
+	for _, gpu := range []v1.ResourceName{"nvidia.com/gpu", "amd.com/gpu"} {
+		for _, n := range c.Nodes {
+			if q, ok := n.Status.Allocatable[gpu]; ok && q.Sign() > 0 {
+				return gpu
+			}
+		}
+	}
+	return v1.ResourceCPU
+}
+
+// podGroupOf returns the PodGroup key (namespace/name) of a pod, or "".
+func podGroupOf(p *v1.Pod) string {
+	name := p.Labels[schedulingv1alpha1.PodGroupLabel]
+	if name == "" {
+		return ""
+	}
+	return p.Namespace + "/" + name
+}
+
+// sortedNames returns the keys of a set-like map, sorted.
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
