@@ -363,17 +363,18 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 			if len(t.Candidates) == 0 {
 				p.line("    no usable HyperNode")
 			}
-			nameWidth := 0
+			nameWidth, holdsWidth := 0, 0
 			for _, c := range t.Candidates {
 				nameWidth = max(nameWidth, utf8.RuneCountInString(c.Name))
+				holdsWidth = max(holdsWidth, len(fmt.Sprintf("%d/%d", c.Holds, c.Needs)))
 			}
 			nameWidth = min(nameWidth, 24)
 			for _, c := range t.Candidates {
 				holds := fmt.Sprintf("%d/%d", c.Holds, c.Needs)
-				first := "    " + pad(c.Name, nameWidth) + "  " + padLeft(holds, 7) + "  "
+				first := "    " + pad(c.Name, nameWidth) + "  " + padLeft(holds, holdsWidth) + "  "
 				if utf8.RuneCountInString(c.Name) > nameWidth {
 					p.wrap("    ", "      ", c.Name)
-					first = "    " + pad("", nameWidth) + "  " + padLeft(holds, 7) + "  "
+					first = "    " + pad("", nameWidth) + "  " + padLeft(holds, holdsWidth) + "  "
 				}
 				p.wrap(first, strings.Repeat(" ", utf8.RuneCountInString(first)), c.Reason)
 			}
