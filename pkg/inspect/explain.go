@@ -593,8 +593,8 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, topology *podgr
 	} else {
 		report.Fits = true
 		domainInfo, _ := c.snap.HyperNode(plan.Domain)
-		report.Verdict = fmt.Sprintf("it fits now: the planner would place the %d pending pods in %s (tier %d)",
-			in.demand, plan.Domain, domainInfo.Tier)
+		report.Verdict = fmt.Sprintf("it fits now: the planner would place the %d pending %s in %s (tier %d)",
+			in.demand, plural(in.demand, "pod", "pods"), plan.Domain, domainInfo.Tier)
 	}
 
 	// Tiers: the real tiers and the whole cluster, up to the allowed tier and one above.

@@ -14,6 +14,10 @@ import (
 // Width is the terminal width the human output fits in.
 const Width = 80
 
+// maxTierCell bounds the TIER column of the tree (tier and tierName), so that the name column
+// keeps most of the line.
+const maxTierCell = 16
+
 // printer writes lines no wider than Width, wrapping long text at spaces (and inside words
 // longer than a line, such as long object names).
 type printer struct {
@@ -46,11 +50,25 @@ func (p *printer) flush() error {
 // wrapLines breaks text into lines of at most width columns: first prefixes the first line,
 // rest the others. A prefix that leaves under 20 columns is shortened to leave them.
 func wrapLines(first, rest, text string, width int) []string {
-	const minText = 20
+	minText := min(20, width/2)
 	if width-utf8.RuneCountInString(rest) < minText {
 		rest = strings.Repeat(" ", width-minText)
 	}
 	var out []string
+	if width-utf8.RuneCountInString(first) < minText {
+		// A deep first prefix: drop its indentation, and if it is still too wide, give it
+		// lines of its own.
+		first = strings.TrimLeft(first, " ")
+		for width-utf8.RuneCountInString(first) < minText {
+			runes := []rune(first)
+			cut := min(width, len(runes))
+			out = append(out, string(runes[:cut]))
+			first = rest + string(runes[cut:])
+			if cut == len(runes) {
+				first = rest
+			}
+		}
+	}
 	prefix := first
 	cur := prefix
 	curLen := utf8.RuneCountInString(cur)
@@ -157,6 +175,10 @@ func WriteTree(w io.Writer, r TreeReport) error {
 		if h.TierName != "" {
 			tier += " " + h.TierName
 		}
+		if runes := []rune(tier); len(runes) > maxTierCell {
+			// The full tierName is in the JSON output and in explain.
+			tier = string(runes[:maxTierCell-1]) + "…"
+		}
 		cells[i] = []string{strings.Repeat("  ", rw.depth) + h.Name, tier,
 			fmt.Sprintf("%d/%d", h.UsableNodes, h.Nodes), h.Allocatable.String(), h.Free.String()}
 		for j, cell := range cells[i] {
@@ -189,7 +211,7 @@ func WriteTree(w io.Writer, r TreeReport) error {
 			suffix = mark
 		}
 		if utf8.RuneCountInString(c[0]) > widths[0] {
-			p.wrap("", strings.Repeat("  ", rw.depth+1), c[0])
+			p.wrap(strings.Repeat("  ", rw.depth), strings.Repeat("  ", rw.depth+1), h.Name)
 			c = append([]string{""}, c[1:]...)
 		}
 		p.line(format(c, suffix))
