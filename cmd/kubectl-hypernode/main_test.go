@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
+)
+
+// fakeClients serves one leaf of one node and a PodGroup team-a/job with a pending member.
+func fakeClients(hyperNodesServed bool) clientsFunc {
+	return func(*genericclioptions.ConfigFlags) (inspect.Clients, error) {
+		node := &v1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n0"},
+			Status: v1.NodeStatus{
+				Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourcePods: resource.MustParse("10")},
+				Conditions:  []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
+			},
+		}
+		pod := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "job-0",
+				Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: "job"}},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+				Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}},
+		}
+		leaf := &topologyv1alpha1.HyperNode{
+			ObjectMeta: metav1.ObjectMeta{Name: "leaf"},
+			Spec: topologyv1alpha1.HyperNodeSpec{Tier: 1, Members: []topologyv1alpha1.MemberSpec{{
+				Type:     topologyv1alpha1.MemberTypeNode,
+				Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: "n0"}},
+			}}},
+		}
+		pg := &schedulingv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "job"},
+			Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: 1},
+		}
+		topology := topologyfake.NewSimpleClientset(leaf)
+		if !hyperNodesServed {
+			topology.PrependReactor("list", "hypernodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "hypernodes"}, "")
+			})
+		}
+		return inspect.Clients{
+			Kube:       kubefake.NewClientset(node, pod),
+			Topology:   topology,
+			Scheduling: schedfake.NewSimpleClientset(pg),
+		}, nil
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	// No kubeconfig of the machine running the tests may leak in.
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	tests := []struct {
+		name       string
+		args       []string
+		crdMissing bool
+		wantCode   int
+		// wantOut is a prefix of the standard output; wantErr the whole standard error.
+		wantOut string
+		wantErr string
+	}{
+		{name: "tree", args: []string{"tree"}, wantCode: 0,
+			wantOut: "Resource cpu. NODES: usable/total (usable: ready and not cordoned). FREE:\n"},
+		{name: "tree as JSON", args: []string{"tree", "-o", "json"}, wantCode: 0, wantOut: "{\n  \"resource\": \"cpu\","},
+		{name: "explain", args: []string{"explain", "job", "-n", "team-a"}, wantCode: 0,
+			wantOut: "PodGroup team-a/job: Pending\n"},
+		{name: "explain as JSON", args: []string{"-n", "team-a", "explain", "job", "--output=json"}, wantCode: 0,
+			wantOut: "{\n  \"podGroup\": \"team-a/job\","},
+		{name: "PodGroup not found", args: []string{"explain", "nope", "-n", "team-a"}, wantCode: 1,
+			wantErr: "error: PodGroup not found: team-a/nope\n"},
+		{name: "HyperNode CRD missing", args: []string{"tree"}, crdMissing: true, wantCode: 1,
+			wantErr: "error: " + inspect.ErrHyperNodeCRDMissing.Error() + "\n"},
+		{name: "explain without a name", args: []string{"explain"}, wantCode: 2,
+			wantErr: "error: accepts 1 arg(s), received 0\nSee 'kubectl hypernode --help'.\n"},
+		{name: "unknown output", args: []string{"tree", "-o", "yaml"}, wantCode: 2,
+			wantErr: "error: --output must be text or json, not \"yaml\"\nSee 'kubectl hypernode --help'.\n"},
+		{name: "unknown flag", args: []string{"tree", "--bogus"}, wantCode: 2,
+			wantErr: "error: unknown flag: --bogus\nSee 'kubectl hypernode --help'.\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+			code := run(tc.args, streams, fakeClients(!tc.crdMissing))
+			if code != tc.wantCode {
+				t.Errorf("exit code = %d, want %d; stderr: %s", code, tc.wantCode, errOut.String())
+			}
+			if !strings.HasPrefix(out.String(), tc.wantOut) {
+				t.Errorf("stdout does not start with %q:\n%s", tc.wantOut, out.String())
+			}
+			if diff := cmp.Diff(tc.wantErr, errOut.String()); diff != "" {
+				t.Errorf("stderr (-want,+got):\n%s", diff)
+			}
+			if strings.Contains(strings.Join(tc.args, " "), "json") {
+				var doc map[string]any
+				if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+					t.Errorf("-o json is not JSON: %v", err)
+				}
+			}
+		})
+	}
+}
