@@ -54,8 +54,9 @@ type ControlPlane struct {
 }
 
 // StartControlPlane starts etcd and kube-apiserver and installs the CRDs of manifests/crds.
-// tb receives the servers' test logs; Stop releases everything.
-func StartControlPlane(ctx context.Context, tb ktesting.TB) (_ *ControlPlane, err error) {
+// tb receives the servers' test logs; Stop releases everything. extraFlags are appended to
+// the apiserver's flags (list flags such as --disable-admission-plugins add to the defaults).
+func StartControlPlane(ctx context.Context, tb ktesting.TB, extraFlags ...string) (_ *ControlPlane, err error) {
 	cp := &ControlPlane{}
 	defer func() {
 		if err != nil {
@@ -72,10 +73,10 @@ func StartControlPlane(ctx context.Context, tb ktesting.TB) (_ *ControlPlane, er
 
 	storage := storagebackend.NewDefaultConfig(filepath.Join("/", string(uuid.NewUUID()), "registry"), nil)
 	storage.Transport.ServerList = []string{etcdURL}
-	server, err := kubeapiservertesting.StartTestServer(tb, nil, []string{
+	server, err := kubeapiservertesting.StartTestServer(tb, nil, append([]string{
 		// No controller-manager runs, so no namespace gets a default ServiceAccount.
 		"--disable-admission-plugins=ServiceAccount",
-	}, storage)
+	}, extraFlags...), storage)
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver: %w", err)
 	}

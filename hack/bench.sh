@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The full benchmark harness (issue #8): throughput, big gang, placement quality and the
+# small instance against exhaustive search, at the sizes of docs/benchmarks.md.
+#
+# Run by `make bench` after `make build`. Needs bin/kube-scheduler (ours); builds upstream's
+# kube-scheduler from the same module (k8s.io/kubernetes v1.37.1) as the vanilla scheduler.
+# Writes _output/bench/results.json, summary.md and the schedulers' logs, and prints the
+# summary. Takes about 35 minutes on 2 cores and uses both: do not run it next to other work.
+#
+# Environment: BENCH_REPEAT (runs per scheduler in the throughput and big-gang scenarios,
+# default 3), BENCH_RUN (a go test -run pattern, default every scenario), BENCH_OUT.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+GO="${GO:-go}"
+OUT="${BENCH_OUT:-${ROOT}/_output/bench}"
+REPEAT="${BENCH_REPEAT:-3}"
+RUN="${BENCH_RUN:-.}"
+
+if [[ ! -x bin/kube-scheduler ]]; then
+  echo "bin/kube-scheduler missing: run make build (or make bench)" >&2
+  exit 1
+fi
+rm -rf "${OUT}"
+mkdir -p "${OUT}/bin"
+# Vanilla: upstream's cmd/kube-scheduler at the version go.mod pins, no plugin of ours linked.
+"${GO}" build -o "${OUT}/bin/kube-scheduler-vanilla" k8s.io/kubernetes/cmd/kube-scheduler
+
+start=$(date +%s)
+"${GO}" test -count=1 -timeout 120m -v -run "${RUN}" ./test/bench/ -args \
+  -bench.full \
+  -bench.repeat="${REPEAT}" \
+  -bench.out="${OUT}" \
+  -bench.ours="${ROOT}/bin/kube-scheduler" \
+  -bench.vanilla="${OUT}/bin/kube-scheduler-vanilla" \
+  >"${OUT}/test.log" 2>&1 || {
+  echo "benchmark failed; the end of ${OUT}/test.log:" >&2
+  grep -v '^{"level"' "${OUT}/test.log" | tail -40 >&2
+  exit 1
+}
+end=$(date +%s)
+
+grep -E '^\s+[a-z]+_test\.go:[0-9]+: ' "${OUT}/test.log" | grep -v zz_report | sed -E 's/^\s+[a-z]+_test\.go:[0-9]+: //' || true
+echo
+cat "${OUT}/summary.md"
+echo "results: ${OUT}/results.json (harness run took $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s)"

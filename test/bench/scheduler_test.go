@@ -1,0 +1,223 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
+	"github.com/hypernode-dev/hypernode-scheduler/test/util"
+)
+
+// Kind names a scheduler configuration of the benchmark.
+type Kind string
+
+const (
+	// OursBinPack and OursLeastWaste are manifests/scheduler/config.yaml (Gang and
+	// NetworkTopologyAware in the hypernode-scheduler profile) with GPUs weighted in the
+	// HyperNode bin-pack score and the given candidate strategy.
+	OursBinPack    Kind = "ours-BinPack"
+	OursLeastWaste Kind = "ours-LeastWaste"
+	// Vanilla is kube-scheduler 1.37.1's default profile (no out-of-tree plugin).
+	Vanilla Kind = "vanilla"
+)
+
+func (k Kind) ours() bool { return k != Vanilla }
+
+func (k Kind) schedulerName() string {
+	if k.ours() {
+		return plugins.SchedulerName
+	}
+	return "default-scheduler"
+}
+
+// schedulerConfig returns the KubeSchedulerConfiguration of the kind. Both kinds use the same
+// client QPS and burst (those util.SchedulerConfig gives to test schedulers) and no leader
+// election.
+func schedulerConfig(k Kind) (string, error) {
+	if k.ours() {
+		strategy := strings.TrimPrefix(string(k), "ours-")
+		return util.SchedulerConfig(controlPlane, map[string]map[string]any{
+			"NetworkTopologyAware": {
+				"candidateScoringStrategy": strategy,
+				"hyperNodeBinPack":         map[string]any{"cpu": 1, "memory": 1, "resources": map[string]any{string(GPU): 2}},
+			},
+		})
+	}
+	out, err := yaml.Marshal(map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"leaderElection":   map[string]any{"leaderElect": false},
+		"clientConnection": map[string]any{"kubeconfig": controlPlane.Kubeconfig, "qps": 1000, "burst": 2000},
+	})
+	return string(out), err
+}
+
+// schedProcess is a kube-scheduler running as a child process.
+type schedProcess struct {
+	kind    Kind
+	cmd     *exec.Cmd
+	logPath string
+	started time.Time
+	done    chan error
+}
+
+// procStats is what the kernel says about the scheduler process when it ends its run.
+type procStats struct {
+	PeakRSSMiB float64 `json:"peakRSSMiB"` // VmHWM
+	CPUSeconds float64 `json:"cpuSeconds"` // user + system
+}
+
+// startScheduler starts a scheduler of the kind; its log goes to <out>/logs/<name>.log.
+func startScheduler(t testing.TB, k Kind, name string) *schedProcess {
+	t.Helper()
+	config, err := schedulerConfig(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(outDir(t), "logs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	configPath := filepath.Join(dir, name+".config.yaml")
+	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	binary, env := *flagOurs, ""
+	if !k.ours() {
+		binary = *flagVanilla
+	}
+	if binary == "" {
+		binary = os.Args[0]
+		env = schedulerModeEnv + "=ours"
+		if !k.ours() {
+			env = schedulerModeEnv + "=vanilla"
+		}
+	}
+	logPath := filepath.Join(dir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// -v=2: the "Gang planned" line (with the plan's duration) is at V(2), and so is
+	// kube-scheduler's per-pod "Successfully bound pod to node": both kinds log the same way.
+	cmd := exec.Command(binary, "--config="+configPath, "--secure-port=0", "-v=2")
+	cmd.Env = os.Environ()
+	if env != "" {
+		cmd.Env = append(cmd.Env, env)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	p := &schedProcess{kind: k, cmd: cmd, logPath: logPath, done: make(chan error, 1)}
+	p.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", binary, err)
+	}
+	go func() {
+		p.done <- cmd.Wait()
+		logFile.Close()
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// alive fails when the process has exited (for example refused its configuration).
+func (p *schedProcess) alive() error {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return fmt.Errorf("scheduler %s exited: %v; log %s:\n%s", p.kind, err, p.logPath, tail(p.logPath, 20))
+	default:
+		return nil
+	}
+}
+
+// stats reads VmHWM and the CPU time of the running process.
+func (p *schedProcess) stats() (procStats, error) {
+	pid := p.cmd.Process.Pid
+	var st procStats
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return st, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				return st, fmt.Errorf("VmHWM %q: %w", rest, err)
+			}
+			st.PeakRSSMiB = kb / 1024
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return st, err
+	}
+	// Fields after the command name (which is in parentheses and may contain spaces).
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	st.CPUSeconds = (utime + stime) / 100 // USER_HZ is 100 on Linux
+	return st, nil
+}
+
+// stop terminates the process (idempotent) and waits for it.
+func (p *schedProcess) stop(t testing.TB) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+var plannedLine = regexp.MustCompile(`"Gang planned".*podGroup="([^"]+)".*duration="([^"]+)"`)
+
+// planDurations returns the duration of every gang plan in the scheduler's log, in order.
+func (p *schedProcess) planDurations() ([]time.Duration, error) {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []time.Duration
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		m := plannedLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		d, err := time.ParseDuration(m[2])
+		if err != nil {
+			return nil, fmt.Errorf("plan duration %q: %w", m[2], err)
+		}
+		out = append(out, d)
+	}
+	return out, sc.Err()
+}
+
+func tail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}

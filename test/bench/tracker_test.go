@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// podState is what the tracker knows about one pod.
+type podState struct {
+	node          string
+	boundAt       time.Time // when the tracker first saw the pod with a node
+	unschedulable string    // the PodScheduled=False/Unschedulable message, if any
+}
+
+// tracker watches the pods of one namespace (one watch, no polling lists, so that measuring
+// costs the apiserver as little as possible) and records when each pod is first seen bound.
+type tracker struct {
+	mu     sync.Mutex
+	pods   map[string]*podState
+	cancel context.CancelFunc
+}
+
+func newTracker(t testing.TB, c clients, namespace string) *tracker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &tracker{pods: map[string]*podState{}, cancel: cancel}
+	factory := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace(namespace))
+	inf := factory.Core().V1().Pods().Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { tr.observe(obj.(*v1.Pod)) },
+		UpdateFunc: func(_, obj any) { tr.observe(obj.(*v1.Pod)) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				tr.mu.Lock()
+				delete(tr.pods, pod.Name)
+				tr.mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("pod tracker did not sync")
+	}
+	t.Cleanup(cancel)
+	return tr
+}
+
+func (tr *tracker) observe(pod *v1.Pod) {
+	now := time.Now()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	st := tr.pods[pod.Name]
+	if st == nil {
+		st = &podState{}
+		tr.pods[pod.Name] = st
+	}
+	if pod.Spec.NodeName != "" && st.node == "" {
+		st.node, st.boundAt = pod.Spec.NodeName, now
+	}
+	st.unschedulable = ""
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
+			st.unschedulable = c.Message
+		}
+	}
+}
+
+// count returns the number of pods and of bound pods.
+func (tr *tracker) count() (pods, bound int) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, st := range tr.pods {
+		if st.node != "" {
+			bound++
+		}
+	}
+	return len(tr.pods), bound
+}
+
+// waitCount waits until the tracker has seen exactly `pods` pods of which `bound` are bound;
+// alive is checked on every poll, so a crashed scheduler fails at once.
+func (tr *tracker) waitCount(pods, bound int, timeout time.Duration, alive func() error) error {
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		if alive != nil {
+			if err := alive(); err != nil {
+				return false, err
+			}
+		}
+		p, b := tr.count()
+		return p == pods && b == bound, nil
+	})
+	if err != nil {
+		p, b := tr.count()
+		return fmt.Errorf("waiting for %d pods with %d bound (have %d, %d bound; %s): %w", pods, bound, p, b, tr.sample(), err)
+	}
+	return nil
+}
+
+// sample describes a few unbound pods, for failure messages.
+func (tr *tracker) sample() string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var out []string
+	for name, st := range tr.pods {
+		if st.node == "" {
+			out = append(out, fmt.Sprintf("%s: %q", name, st.unschedulable))
+		}
+	}
+	sort.Strings(out)
+	if len(out) > 3 {
+		out = append(out[:3], fmt.Sprintf("+%d more", len(out)-3))
+	}
+	return strings.Join(out, "; ")
+}
+
+// snapshot returns a copy of the pods' states.
+func (tr *tracker) snapshot(names []string) map[string]podState {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	out := make(map[string]podState, len(names))
+	for _, n := range names {
+		if st, ok := tr.pods[n]; ok {
+			out[n] = *st
+		}
+	}
+	return out
+}
+
+// bindWindow returns the first and the last bind time among all pods.
+func (tr *tracker) bindWindow() (first, last time.Time) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, st := range tr.pods {
+		if st.node == "" {
+			continue
+		}
+		if first.IsZero() || st.boundAt.Before(first) {
+			first = st.boundAt
+		}
+		if st.boundAt.After(last) {
+			last = st.boundAt
+		}
+	}
+	return first, last
+}
+
+// placements returns pod -> node of the bound pods.
+func (tr *tracker) placements() map[string]string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	out := map[string]string{}
+	for name, st := range tr.pods {
+		if st.node != "" {
+			out[name] = st.node
+		}
+	}
+	return out
+}

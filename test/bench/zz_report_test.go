@@ -1,0 +1,191 @@
+package bench
+
+// This file's name puts TestReport after every scenario (go test runs tests in file order).
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Results is everything one harness run measured; results.json holds it.
+type Results struct {
+	Mode       string            `json:"mode"` // short or full
+	Started    time.Time         `json:"started"`
+	Machine    Machine           `json:"machine"`
+	Command    string            `json:"command"`
+	Throughput *ThroughputResult `json:"throughput,omitempty"`
+	BigGang    *BigGangResult    `json:"bigGang,omitempty"`
+	Quality    *QualityResult    `json:"quality,omitempty"`
+	Exhaustive *ExhaustiveResult `json:"exhaustive,omitempty"`
+}
+
+// Machine describes where the numbers were taken.
+type Machine struct {
+	CPU       string `json:"cpu"`
+	Cores     int    `json:"cores"`
+	MemoryGiB int    `json:"memoryGiB"`
+	Kernel    string `json:"kernel"`
+	Go        string `json:"go"`
+}
+
+var results = &Results{Started: time.Now()}
+
+var (
+	outOnce sync.Once
+	outPath string
+)
+
+// outDir is -bench.out, or a temporary directory that outlives the run (its path is logged).
+func outDir(t testing.TB) string {
+	outOnce.Do(func() {
+		outPath = *flagOut
+		if outPath == "" {
+			dir, err := os.MkdirTemp("", "hypernode-bench")
+			if err != nil {
+				t.Fatal(err)
+			}
+			outPath = dir
+		}
+		if err := os.MkdirAll(outPath, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return outPath
+}
+
+func machine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int
+		if _, err := fmt.Sscanf(string(data), "MemTotal: %d kB", &kb); err == nil {
+			m.MemoryGiB = (kb + 1<<19) >> 20
+		}
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(data))
+	}
+	return m
+}
+
+// TestReport writes results.json and summary.md and reads the JSON back.
+func TestReport(t *testing.T) {
+	results.Mode = "short"
+	if full() {
+		results.Mode = "full"
+	}
+	results.Machine = machine()
+	results.Command = strings.Join(os.Args, " ")
+	dir := outDir(t)
+	data, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(dir, "results.json")
+	if err := os.WriteFile(jsonPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	summary := summaryTable(results)
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(summary), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("results in %s\n%s", dir, summary)
+
+	// The file must parse back into the same structure, with every scenario that ran.
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Results
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatalf("results.json does not parse: %v", err)
+	}
+	if (back.Throughput != nil) != (results.Throughput != nil) || (back.BigGang != nil) != (results.BigGang != nil) ||
+		(back.Quality != nil) != (results.Quality != nil) || (back.Exhaustive != nil) != (results.Exhaustive != nil) {
+		t.Errorf("results.json lost a scenario")
+	}
+	if back.Throughput != nil && len(back.Throughput.Runs) != 2*repeats() {
+		t.Errorf("results.json has %d throughput runs, want %d", len(back.Throughput.Runs), 2*repeats())
+	}
+	if back.Quality != nil && len(back.Quality.Replays) != 3 {
+		t.Errorf("results.json has %d quality replays, want 3", len(back.Quality.Replays))
+	}
+}
+
+// summaryTable renders the headline numbers as Markdown.
+func summaryTable(r *Results) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# hypernode-scheduler benchmark (%s, %s, %d cores, %d GiB, %s)\n\n", r.Mode, r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGiB, r.Machine.Go)
+	if tp := r.Throughput; tp != nil {
+		fmt.Fprintf(&b, "## Throughput: %d pods (2 GPUs) in %d hard gangs on %d nodes; medians of %d runs each\n\n", tp.Pods, len(tp.Gangs), tp.Topology.Nodes, repeats())
+		b.WriteString("| scheduler | pods/s | scheduler CPU s | peak RSS MiB | plans (max ms) | runs (pods/s) |\n| --- | --- | --- | --- | --- | --- |\n")
+		for _, k := range []Kind{OursBinPack, Vanilla} {
+			var each []string
+			plans, planMax := 0, 0.0
+			for _, run := range tp.Runs {
+				if run.Kind == k {
+					each = append(each, fmt.Sprintf("%.0f", run.PodsPerSecond))
+					plans, planMax = run.Plans, max(planMax, run.PlanMaxMs)
+				}
+			}
+			pps, cpu, rss := tp.VanillaPodsPerSecond, tp.VanillaCPUSeconds, tp.VanillaPeakRSSMiB
+			planCol := "-"
+			if k.ours() {
+				pps, cpu, rss = tp.OursPodsPerSecond, tp.OursCPUSeconds, tp.OursPeakRSSMiB
+				planCol = fmt.Sprintf("%d (%.0f)", plans, planMax)
+			}
+			fmt.Fprintf(&b, "| %s | %.0f | %.1f | %.0f | %s | %s |\n", k, pps, cpu, rss, planCol, strings.Join(each, ", "))
+		}
+		fmt.Fprintf(&b, "\nratio ours / vanilla: **%.2f** (target >= 1.0)\n\n", tp.Ratio)
+	}
+	if bg := r.BigGang; bg != nil {
+		fmt.Fprintf(&b, "## Big gang: %d pods of 8 GPUs, hard tier %d, on %d nodes; medians of %d runs each\n\n", bg.Pods, bg.Tier, bg.Topology.Nodes, repeats())
+		b.WriteString("| scheduler | last created -> all bound s | plan ms | scheduler CPU s | peak RSS MiB | runs (s) |\n| --- | --- | --- | --- | --- | --- |\n")
+		for _, k := range []Kind{OursBinPack, Vanilla} {
+			var each []string
+			for _, run := range bg.Runs {
+				if run.Kind == k {
+					each = append(each, fmt.Sprintf("%.1f", run.Seconds))
+				}
+			}
+			secs, cpu, rss, plan := bg.VanillaSeconds, bg.VanillaCPUSeconds, bg.VanillaPeakRSSMiB, "-"
+			if k.ours() {
+				secs, cpu, rss, plan = bg.OursSeconds, bg.OursCPUSeconds, bg.OursPeakRSSMiB, fmt.Sprintf("%.0f", bg.OursPlanMs)
+			}
+			fmt.Fprintf(&b, "| %s | %.1f | %s | %.1f | %.0f | %s |\n", k, secs, plan, cpu, rss, strings.Join(each, ", "))
+		}
+		fmt.Fprintf(&b, "\nratio ours / vanilla: **%.2f** (target <= 1.5)\n\n", bg.Ratio)
+	}
+	if q := r.Quality; q != nil {
+		fmt.Fprintf(&b, "## Placement quality: %d-job trace on %d nodes (leaves of %d, spines of %d leaves)\n\n", len(q.Trace), q.Topology.Nodes, q.Topology.LeafSize, q.Topology.LeavesPerSpine)
+		b.WriteString("| scheduler | admitted | before 1st rejection | at lowest feasible tier | leaves / minimum | hard-tier violations | mean GPU util |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, rp := range q.Replays {
+			fmt.Fprintf(&b, "| %s | %d/%d | %d | %.1f%% | %.2f | %d | %.1f%% |\n", rp.Kind, rp.Admitted, rp.Jobs, rp.AdmittedBeforeFirstRejection,
+				100*rp.LowestTierShare, rp.MeanLeavesRatio, rp.HardViolations, 100*rp.MeanGPUUtil)
+		}
+		b.WriteString("\n")
+	}
+	if e := r.Exhaustive; e != nil {
+		fmt.Fprintf(&b, "## Small instance (%d nodes, %d jobs) against exhaustive search (%d states)\n\n", e.Topology.Nodes, len(e.Jobs), e.SearchStates)
+		b.WriteString("| scheduler | jobs before 1st refusal | optimum | gangs matching the per-gang optimum |\n| --- | --- | --- | --- |\n")
+		for _, rp := range e.Replays {
+			fmt.Fprintf(&b, "| %s | %d | %d | %d/%d |\n", rp.Kind, rp.AdmittedBeforeFirstRejection, e.OptimalAdmittedBeforeFirstRejection, rp.GangsMatched, len(rp.Gangs))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
