@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/demo"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
+)
+
+// nodeRange returns format filled with from..to inclusive.
+func nodeRange(format string, from, to int) []string {
+	var out []string
+	for i := from; i <= to; i++ {
+		out = append(out, fmt.Sprintf(format, i))
+	}
+	return out
+}
+
+// TestDemoScenes runs every scene of `make demo` and asserts exact placements. The expected
+// nodes follow from the planner's rules: the lowest tier that holds the gang, the best
+// bin-packing candidate of that tier (ties by name), as few leaves as possible.
+func TestDemoScenes(t *testing.T) {
+	t.Cleanup(func() { assertSchedulerAuthorized(t) })
+	ctx := t.Context()
+	want := map[string][]string{
+		// Nothing fits 3 pods in one 2-node leaf, ever.
+		"seed-001/too-big": nil,
+		// The first leaf by name.
+		"seed-001/tier1-gang": {"node-0", "node-1"},
+		// s4 has 2 free nodes left, s5 has 4: s5, filling s2 before s3.
+		"seed-001/tier2-gang": {"node-4", "node-5", "node-6"},
+		// Soft: no leaf nor spine has 3 free nodes, so the gang runs across the core.
+		"seed-001/soft-gang": {"node-2", "node-3", "node-7"},
+		// 24 pods: three whole leaves of the first spine.
+		"fabric-64/spine-job": nodeRange("gpu-%02d", 0, 23),
+		// Two partitions of 4 in the same spine as spine-job (bin-packing), both in its last
+		// free leaf.
+		"fabric-64/llm-train": nodeRange("gpu-%02d", 24, 31),
+		// spine-0 is full: the first leaf of spine-1.
+		"fabric-64/leaf-job": nodeRange("gpu-%02d", 32, 39),
+	}
+	got := map[string][]string{}
+	for _, scene := range demo.Scenes() {
+		if err := runner.Setup(ctx, scene); err != nil {
+			t.Fatal(err)
+		}
+		var results []demo.Result
+		for _, job := range scene.Jobs {
+			res, err := runner.Submit(ctx, scene, job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results = append(results, res)
+			if job.Pending {
+				const wantReason = "hard topology (tier<=1): no HyperNode can host 3 pods; tier 1: s0 2/3, s1 2/3 (+2 more)"
+				if !strings.Contains(res.Message, wantReason) {
+					t.Errorf("%s: the scheduler's explanation\n%s\ndoes not contain\n%s", job.Name, res.Message, wantReason)
+				}
+			}
+		}
+		// Re-read every job once all are submitted: a pending gang must still have nothing bound.
+		for _, res := range results {
+			final, err := runner.Observe(ctx, scene, res.Job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[scene.Namespace+"/"+res.Job.Name] = sortedNodes(final.Bound)
+			if res.Job.Name == "llm-train" {
+				assertPartitions(t, final.Bound)
+			}
+		}
+		if scene.Namespace == "seed-001" {
+			assertKubectlPlugin(t, ctx)
+		}
+		if err := runner.Teardown(ctx, scene); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("placements (-want,+got):\n%s", diff)
+	}
+}
+
+// assertPartitions checks the sub-groups of llm-train (partitionSize 4, hard tier 1): workers
+// 0-3 share one leaf, workers 4-7 share one leaf.
+func assertPartitions(t *testing.T, bound map[string]string) {
+	t.Helper()
+	for _, part := range [][]string{{"0", "1", "2", "3"}, {"4", "5", "6", "7"}} {
+		leaves := map[string]bool{}
+		for _, idx := range part {
+			node, ok := bound["llm-train-"+idx]
+			if !ok {
+				t.Errorf("llm-train worker %s is not bound (bound: %v)", idx, bound)
+				continue
+			}
+			var n int
+			_, _ = fmt.Sscanf(node, "gpu-%d", &n)
+			leaves[fmt.Sprintf("leaf-%d", n/8)] = true
+		}
+		if len(leaves) != 1 {
+			t.Errorf("llm-train partition %v spans leaves %v, want one", part, leaves)
+		}
+	}
+}
+
+// assertKubectlPlugin runs bin/kubectl-hypernode against the cluster, as an admin would.
+func assertKubectlPlugin(t *testing.T, ctx context.Context) {
+	t.Helper()
+	run := func(args ...string) string {
+		cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "bin", "kubectl-hypernode"), append([]string{"--kubeconfig", cluster.AdminKubeconfig}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl-hypernode %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	text := run("explain", "too-big", "-n", "seed-001")
+	for _, want := range []string{"PodGroup seed-001/too-big: Pending", "minMember 3; members: 3 live (0 bound, 3 pending)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("kubectl-hypernode explain output lacks %q:\n%s", want, text)
+		}
+	}
+	for i, line := range strings.Split(text, "\n") {
+		if len(line) > 80 {
+			t.Errorf("explain line %d is %d columns wide: %q", i+1, len(line), line)
+		}
+	}
+	var e inspect.Explanation
+	if err := json.Unmarshal([]byte(run("explain", "tier2-gang", "-n", "seed-001", "-o", "json")), &e); err != nil {
+		t.Fatalf("explain -o json: %v", err)
+	}
+	if e.PodGroup != "seed-001/tier2-gang" || e.Members.Bound != 3 || e.Placement == nil {
+		t.Errorf("explain -o json: podGroup %q, bound %d, placement %v; want seed-001/tier2-gang, 3, set", e.PodGroup, e.Members.Bound, e.Placement)
+	}
+	var tree inspect.TreeReport
+	if err := json.Unmarshal([]byte(run("tree", "-o", "json")), &tree); err != nil {
+		t.Fatalf("tree -o json: %v", err)
+	}
+	if tree.Resource != string(demo.GPU) {
+		t.Errorf("tree -o json: resource %q, want %q", tree.Resource, demo.GPU)
+	}
+	treeText := run("tree")
+	if !strings.Contains(treeText, "seed-001/tier1-gang (2)") {
+		t.Errorf("kubectl-hypernode tree does not show tier1-gang's two pods:\n%s", treeText)
+	}
+}
+
+func sortedNodes(bound map[string]string) []string {
+	if len(bound) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(bound))
+	for _, n := range bound {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
