@@ -328,6 +328,9 @@ func (c *Cluster) StartScheduler(ctx context.Context) error {
 		return holder != "" && holder != previousHolder, nil
 	})
 	if err != nil {
+		if line := firstLineContaining(c.scheduler.LogPath, "forbidden"); line != "" {
+			err = fmt.Errorf("%w; the apiserver refused the scheduler a request: %s", err, line)
+		}
 		return fmt.Errorf("the scheduler did not acquire the Lease %s/%s: %w", SchedulerNamespace, SchedulerLease, err)
 	}
 	c.step("hypernode-scheduler leads as %s (pid %d)", holder, c.scheduler.Pid())
@@ -526,4 +529,18 @@ func (c *Cluster) LeaseHolder(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return ptr.Deref(lease.Spec.HolderIdentity, ""), nil
+}
+
+// firstLineContaining returns the first line of the file that contains substr ("" if none).
+func firstLineContaining(path, substr string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, substr) {
+			return line
+		}
+	}
+	return ""
 }
