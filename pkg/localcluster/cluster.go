@@ -544,3 +544,34 @@ func firstLineContaining(path, substr string) string {
 	}
 	return ""
 }
+
+// SchedulerMetrics returns the running scheduler's /metrics, read as the admin (the scheduler
+// authorizes the caller through the apiserver).
+func (c *Cluster) SchedulerMetrics(ctx context.Context) (string, error) {
+	cert, err := tls.LoadX509KeyPair(c.pki.AdminCert, c.pki.AdminKey)
+	if err != nil {
+		return "", err
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		// The scheduler serves a self-signed certificate on the loopback interface.
+		InsecureSkipVerify: true,
+	}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", c.schedulerPort), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /metrics: %s: %s", resp.Status, body)
+	}
+	return string(body), nil
+}
