@@ -193,16 +193,7 @@ func replay(t *testing.T, c clients, tp Topology, jobs []Job, k Kind, name strin
 			t.Fatal(err)
 		}
 		probes++
-		probe := util.Pod(ns, fmt.Sprintf("probe-%d", probes), k.schedulerName(), "10m", nil)
-		if _, err := util.CreatePods(ctx, c.kube, probe); err != nil {
-			t.Fatal(err)
-		}
-		if err := tr.waitBound([]string{probe.Name}, 2*time.Minute, sched.alive); err != nil {
-			t.Fatalf("%s: readiness probe: %v (log %s)", k, err, sched.logPath)
-		}
-		if err := deletePodsNamed(ctx, c, ns, []string{probe.Name}); err != nil {
-			t.Fatal(err)
-		}
+		waitReady(t, c, ns, tr, sched, fmt.Sprintf("probe-%d", probes))
 	}
 	barrier(nil)
 
@@ -410,6 +401,26 @@ func (tr *tracker) waitBound(names []string, timeout time.Duration, alive func()
 		}
 		return true, nil
 	})
+}
+
+// waitReady creates a small pod for the scheduler, waits until it is bound, deletes it and
+// waits until the tracker has seen it go: the scheduler is up and has seen every earlier event.
+func waitReady(t *testing.T, c clients, ns string, tr *tracker, sched *schedProcess, name string) {
+	t.Helper()
+	ctx := context.Background()
+	probe := util.Pod(ns, name, sched.kind.schedulerName(), "10m", nil)
+	if _, err := util.CreatePods(ctx, c.kube, probe); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.waitBound([]string{name}, 2*time.Minute, sched.alive); err != nil {
+		t.Fatalf("%s: probe pod %s not bound: %v (log %s)", sched.kind, name, err, sched.logPath)
+	}
+	if err := deletePodsNamed(ctx, c, ns, []string{name}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.waitGone([]string{name}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitGone waits until the tracker has seen the named pods deleted.

@@ -36,7 +36,7 @@ func newTracker(t testing.TB, c clients, namespace string) *tracker {
 	tr := &tracker{pods: map[string]*podState{}, cancel: cancel}
 	factory := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace(namespace))
 	inf := factory.Core().V1().Pods().Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { tr.observe(obj.(*v1.Pod)) },
 		UpdateFunc: func(_, obj any) { tr.observe(obj.(*v1.Pod)) },
 		DeleteFunc: func(obj any) {
@@ -54,7 +54,8 @@ func newTracker(t testing.TB, c clients, namespace string) *tracker {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	// The registration's HasSynced: the handler (not only the store) has seen the initial list.
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		t.Fatal("pod tracker did not sync")
 	}
 	t.Cleanup(cancel)
