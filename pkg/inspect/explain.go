@@ -201,7 +201,8 @@ type SchedulerReport struct {
 	// Conditions are the pending members' PodScheduled=False conditions, one per distinct
 	// reason and message.
 	Conditions []ConditionReport `json:"conditions,omitempty"`
-	// Events are the latest Events on the PodGroup and its members, newest first.
+	// Events are the latest Events on the PodGroup and its members, newest first, except
+	// the members' Scheduled Events (the placement shows the same).
 	Events []EventReport `json:"events,omitempty"`
 }
 
@@ -874,6 +875,10 @@ func (c *Cluster) schedulerView(namespace, name string, members []member) Schedu
 			continue
 		}
 		if !(obj.Kind == "PodGroup" && obj.Name == name) && !(obj.Kind == "Pod" && memberNames.Has(obj.Name)) {
+			continue
+		}
+		if obj.Kind == "Pod" && ev.Reason == "Scheduled" {
+			// One per bound member, and the placement tree already shows where each went.
 			continue
 		}
 		count := ev.Count

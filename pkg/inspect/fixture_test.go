@@ -150,6 +150,8 @@ func testObjects() (kube, topology, scheduling []runtime.Object) {
 		event("team-a", "big.2", "PodGroup", "big", v1.EventTypeNormal, "GangWaiting", "waiting for 5 members", 10*time.Minute, 1),
 		event("team-a", "big-0.1", "Pod", "big-0", v1.EventTypeWarning, "FailedScheduling", mergedMessage, 90*time.Second, 3),
 		event("team-a", "other.1", "PodGroup", "other", v1.EventTypeNormal, "Ignored", "an event of another group", time.Minute, 1),
+		// A bound member's Scheduled Event: explain leaves it out (the placement shows it).
+		event("team-a", "trained-0.1", "Pod", "trained-0", v1.EventTypeNormal, "Scheduled", "Successfully assigned team-a/trained-0 to s0-n0", time.Minute, 1),
 	)
 	// Sub-groups: 2 sub-groups of 3 members, each inside one leaf, the job inside one spine.
 	for i := range 6 {

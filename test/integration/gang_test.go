@@ -272,7 +272,10 @@ func TestGangMemberThatNeverFitsReleasesSiblings(t *testing.T) {
 	if _, err := util.CreatePods(context.Background(), e.c.kube, impossible); err != nil {
 		t.Fatal(err)
 	}
-	e.waitCondition(impossible.Name, v1.PodReasonUnschedulable, "gang "+e.ns+"/train: member train-2 cannot be placed (1 node(s) didn't match Pod's node affinity/selector)")
+	msg := e.waitCondition(impossible.Name, v1.PodReasonUnschedulable, "gang "+e.ns+"/train: this member cannot be placed, so no member binds")
+	if want := "1 node(s) didn't match Pod's node affinity/selector"; !strings.Contains(msg, want) {
+		t.Errorf("the condition %q lacks the Filter reason %q", msg, want)
+	}
 	// 4 CPUs: only free if the two siblings hold nothing.
 	other := util.Pod(e.ns, "other", plugins.SchedulerName, "4", nil)
 	if _, err := util.CreatePods(context.Background(), e.c.kube, other); err != nil {

@@ -494,7 +494,17 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangRejected,
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
 	}
-	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %s; %d waiting members released", key, why, rejected))
+	// The pod's own condition already carries the Filter reasons (kube-scheduler puts them
+	// before this message) and names the pod, so the status only adds what the gang did; the
+	// Event and the waiting siblings get the full story above.
+	msg := fmt.Sprintf("gang %s: this member cannot be placed, so no member binds", key)
+	if subGroup != "" {
+		msg = fmt.Sprintf("gang %s: sub-group %s: this member cannot be placed, so no member of the sub-group binds", key, subGroup)
+	}
+	if rejected > 0 {
+		msg += fmt.Sprintf("; %d waiting members released", rejected)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
 // failureReasons summarises why the member fit no node, the way kube-scheduler's own message

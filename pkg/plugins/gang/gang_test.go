@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -391,8 +390,8 @@ func TestPermitTwoLevels(t *testing.T) {
 	// p5 fails: only partition tp-2's waiting member is rejected.
 	state := framework.NewCycleState()
 	_, status := e.plugin.PostFilter(e.ctx, state, pods[5], framework.NewDefaultNodeToStatus())
-	if !strings.Contains(status.Message(), "sub-group tp-2: member p5 cannot be placed") {
-		t.Errorf("PostFilter message %q does not name the partition", status.Message())
+	if want := "gang team/job: sub-group tp-2: this member cannot be placed, so no member of the sub-group binds; 1 waiting members released"; status.Message() != want {
+		t.Errorf("PostFilter message %q, want %q", status.Message(), want)
 	}
 	if s := e.fw.WaitOnPermit(e.ctx, pods[4]); s.Code() != fwk.Unschedulable || s.Message() != "gang team/job rejected: sub-group tp-2: member p5 cannot be placed" {
 		t.Errorf("p4: %v", s)
