@@ -90,9 +90,11 @@ type Cluster struct {
 	verbosity                          int
 	etcd, apiserver, controllerManager *Process
 	kwok, scheduler                    *Process
-	schedulerPort, schedulerStarts     int
-	stopped                            bool
-	etcdURL                            string
+	// previousSchedulers are the scheduler processes that ran before the current one.
+	previousSchedulers []*Process
+	schedulerPort      int
+	stopped            bool
+	etcdURL            string
 }
 
 // Start brings up the control plane and the scheduler and waits until each is ready. On error
@@ -303,8 +305,10 @@ func (c *Cluster) StartScheduler(ctx context.Context) error {
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
+	if c.scheduler != nil {
+		c.previousSchedulers = append(c.previousSchedulers, c.scheduler)
+	}
 	c.schedulerPort = freePort()
-	c.schedulerStarts++
 	c.scheduler, err = startProcess("kube-scheduler", c.logDir(), c.bin("kube-scheduler"),
 		"--config="+c.SchedulerConfig,
 		"--authentication-kubeconfig="+c.SchedulerKubeconfig, "--authorization-kubeconfig="+c.SchedulerKubeconfig,
@@ -388,10 +392,14 @@ func (c *Cluster) Scheduler() *Process { return c.scheduler }
 // Processes are every process started so far, in start order.
 func (c *Cluster) Processes() []*Process {
 	var out []*Process
-	for _, p := range []*Process{c.etcd, c.apiserver, c.controllerManager, c.kwok, c.scheduler} {
+	for _, p := range []*Process{c.etcd, c.apiserver, c.controllerManager, c.kwok} {
 		if p != nil {
 			out = append(out, p)
 		}
+	}
+	out = append(out, c.previousSchedulers...)
+	if c.scheduler != nil {
+		out = append(out, c.scheduler)
 	}
 	return out
 }
@@ -409,6 +417,17 @@ func (c *Cluster) Stop() {
 		}
 	}
 	c.step("stopped %d processes", len(procs))
+}
+
+// Leftovers names the started processes (or processes they forked) still running.
+func (c *Cluster) Leftovers() []string {
+	var alive []string
+	for _, p := range c.Processes() {
+		if p.GroupAlive() {
+			alive = append(alive, fmt.Sprintf("%s (process group %d)", p.Name, p.Pid()))
+		}
+	}
+	return alive
 }
 
 // AddNodes creates nodes that kwok simulates, with the given allocatable resources as their

@@ -91,3 +91,10 @@ func (p *Process) Kill() error {
 		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.Name, p.Pid())
 	}
 }
+
+// GroupAlive reports whether any process of the process group is still running (zombies
+// included until reaped), so that callers can check nothing was left behind.
+func (p *Process) GroupAlive() bool {
+	err := syscall.Kill(-p.Pid(), 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

@@ -42,6 +42,10 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	cluster.Stop()
+	if left := cluster.Leftovers(); len(left) > 0 {
+		fmt.Fprintln(os.Stderr, "e2e: FAIL: processes left running after Stop:", left)
+		code = 1
+	}
 	if code == 0 {
 		_ = os.RemoveAll(cluster.Dir)
 	} else {
