@@ -27,6 +27,7 @@ func main() {
 	defer stop()
 	start := time.Now()
 	summary, err := run(ctx, *root, *keep)
+	banner("=", "Summary")
 	for _, line := range summary {
 		fmt.Println("  " + line)
 	}
@@ -67,12 +68,13 @@ func run(ctx context.Context, root string, keep bool) (summary []string, err err
 			if err != nil {
 				return summary, err
 			}
-			if err := runner.Report(ctx, scene.Namespace, job.Name); err != nil {
+			explanation, err := runner.Report(ctx, scene.Namespace, job.Name)
+			if err != nil {
 				return summary, err
 			}
-			summary = append(summary, scene.Namespace+"/"+demo.Summary(res))
-			if job.Pending && len(res.Bound) > 0 {
-				return summary, fmt.Errorf("%s/%s must not run, but %d of its pods are bound", scene.Namespace, job.Name, len(res.Bound))
+			summary = append(summary, demo.Summary(res, explanation))
+			if err := demo.Check(res, explanation); err != nil {
+				return summary, err
 			}
 		}
 		banner("-", "kubectl hypernode tree")
@@ -83,7 +85,6 @@ func run(ctx context.Context, root string, keep bool) (summary []string, err err
 			return summary, err
 		}
 	}
-	banner("=", "Summary")
 	return summary, nil
 }
 

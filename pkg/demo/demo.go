@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -23,6 +21,7 @@ import (
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/localcluster"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // GPU is the resource the examples request and the reports show.
@@ -215,17 +214,50 @@ func PodKey(p *v1.Pod) string {
 	return p.Name
 }
 
-// Report prints kubectl-hypernode's explanation of a job.
-func (r *Runner) Report(ctx context.Context, namespace, podGroup string) error {
+// Report prints kubectl-hypernode's explanation of a job and returns it.
+func (r *Runner) Report(ctx context.Context, namespace, podGroup string) (inspect.Explanation, error) {
 	cluster, err := inspect.LoadWith(ctx, r.Clients, inspect.LoadOptions{EventNamespace: namespace})
 	if err != nil {
-		return err
+		return inspect.Explanation{}, err
 	}
 	e, err := cluster.Explain(namespace, podGroup, GPU)
 	if err != nil {
-		return err
+		return e, err
 	}
-	return inspect.WriteExplanation(r.Out, e)
+	return e, inspect.WriteExplanation(r.Out, e)
+}
+
+// Check returns an error when a job's outcome contradicts what it asks for: a job that must
+// stay pending has a pod bound, a job that must run is not fully bound, or a hard job's pods
+// span a tier above the allowed one.
+func Check(res Result, e inspect.Explanation) error {
+	name := e.PodGroup
+	if res.Job.Pending {
+		if len(res.Bound) > 0 {
+			return fmt.Errorf("%s must not run, but %d of its pods are bound", name, len(res.Bound))
+		}
+		return nil
+	}
+	if len(res.Bound) != res.Job.Pods || e.Placement == nil {
+		return fmt.Errorf("%s: %d of %d pods bound", name, len(res.Bound), res.Job.Pods)
+	}
+	nt := e.NetworkTopology
+	if nt != nil && nt.Parsed != nil && nt.Parsed.Mode == podgroup.ModeHard && e.Placement.Tier > nt.MaxTier {
+		return fmt.Errorf("%s spans %s (tier %d), above its hard limit tier %d", name, e.Placement.Domain, e.Placement.Tier, nt.MaxTier)
+	}
+	return nil
+}
+
+// Summary is one line per job, e.g. "seed-001/tier2-gang: 3/3 pods in s5 (tier 2); hard topology (tier<=2)".
+func Summary(res Result, e inspect.Explanation) string {
+	constraint := "no topology constraint"
+	if e.NetworkTopology != nil && e.NetworkTopology.Description != "" {
+		constraint = e.NetworkTopology.Description
+	}
+	if res.Job.Pending || e.Placement == nil {
+		return fmt.Sprintf("%s: pending, %d/%d pods bound; %s", e.PodGroup, len(res.Bound), res.Job.Pods, constraint)
+	}
+	return fmt.Sprintf("%s: %d/%d pods in %s (tier %d); %s", e.PodGroup, len(res.Bound), res.Job.Pods, e.Placement.Domain, e.Placement.Tier, constraint)
 }
 
 // ReportTree prints kubectl-hypernode's tree.
@@ -266,28 +298,4 @@ func (r *Runner) Teardown(ctx context.Context, s Scene) error {
 		pods, err := kube.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{})
 		return err == nil && len(pods.Items) == 0, nil
 	})
-}
-
-// Summary is one line per result: "name: 3/3 bound on node-4 node-5 node-6".
-func Summary(res Result) string {
-	if res.Job.Pending {
-		return fmt.Sprintf("%s: pending as expected, %d/%d bound", res.Job.Name, len(res.Bound), res.Job.Pods)
-	}
-	nodes := make([]string, 0, len(res.Bound))
-	for _, n := range res.Bound {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
-	return fmt.Sprintf("%s: %d/%d bound on %s", res.Job.Name, len(res.Bound), res.Job.Pods, strings.Join(compact(nodes), " "))
-}
-
-// compact drops repeated node names of a sorted list.
-func compact(sorted []string) []string {
-	out := sorted[:0:0]
-	for i, s := range sorted {
-		if i == 0 || s != sorted[i-1] {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -326,6 +326,12 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 	if len(bound) > 0 {
 		e.Placement = c.placementOf(bound)
 	}
+	if e.NetworkTopology != nil && topology != nil && topologyErr == nil {
+		// Resolved for placed gangs too, so that scripts can compare it with placement.tier.
+		if tier, err := c.resolveTier(topology); err == nil {
+			e.NetworkTopology.MaxTier = tier
+		}
+	}
 	if len(pending) > 0 && topologyErr == nil && policyErr == nil {
 		search, err := c.search(shape, shapeRequest, topology, policies, pending, bound)
 		if err != nil {

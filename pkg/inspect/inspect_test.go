@@ -259,6 +259,7 @@ func TestExplain(t *testing.T) {
 			),
 			json: []jsonCheck{
 				{[]any{"status"}, `"Placed"`},
+				{[]any{"networkTopology", "maxTier"}, `2`},
 				{[]any{"placement"}, `{"domain":"s4","tier":2,"tierName":"spine","pods":4,"nodes":3,"tree":
 					{"name":"s4","tier":2,"tierName":"spine","children":[
 						{"name":"s0","tier":1,"tierName":"leaf","nodes":[

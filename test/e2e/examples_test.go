@@ -54,6 +54,13 @@ func TestDemoScenes(t *testing.T) {
 				t.Fatal(err)
 			}
 			results = append(results, res)
+			explanation, err := runner.Report(ctx, scene.Namespace, job.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := demo.Check(res, explanation); err != nil {
+				t.Error(err)
+			}
 			if job.Pending {
 				const wantReason = "hard topology (tier<=1): no HyperNode can host 3 pods; tier 1: s0 2/3, s1 2/3 (+2 more)"
 				if !strings.Contains(res.Message, wantReason) {

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -34,7 +35,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: cannot start the local control plane:", err)
 		os.Exit(1)
 	}
-	runner, err = demo.NewRunner(cluster, os.Stderr)
+	// The reports are checked (demo.Check), not printed.
+	runner, err = demo.NewRunner(cluster, io.Discard)
 	if err != nil {
 		cluster.Stop()
 		fmt.Fprintln(os.Stderr, "e2e:", err)
