@@ -39,6 +39,11 @@ type planEnv struct {
 }
 
 func newPlanEnv(t *testing.T, gangs map[string]int) *planEnv {
+	return newPlanEnvWith(t, gangs, nil)
+}
+
+// newPlanEnvWith is newPlanEnv with a change to each node before the framework sees it.
+func newPlanEnvWith(t *testing.T, gangs map[string]int, changeNode func(*v1.Node)) *planEnv {
 	metrics.Register()
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx = klog.NewContext(ctx, logger)
@@ -47,6 +52,9 @@ func newPlanEnv(t *testing.T, gangs map[string]int) *planEnv {
 	for i := range 8 {
 		alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourcePods: resource.MustParse("10")}
 		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i)}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}
+		if changeNode != nil {
+			changeNode(n)
+		}
 		nodes = append(nodes, n)
 		cache.SetNode(n)
 	}
@@ -163,3 +171,71 @@ func TestPlanReuseLedgerAndInvalidation(t *testing.T) {
 type noActivation struct{}
 
 func (*noActivation) Activate(klog.Logger, map[string]*v1.Pod) {}
+
+// TestLazyPlanMatchesFullSimulation: BinPack plans start from resource bounds and simulate only
+// the domains they pick. Tainted nodes have room by resources but take no member: the plan
+// must still avoid them, as a full simulation would, and an unsatisfiable gang must be
+// explained with real capacities.
+func TestLazyPlanMatchesFullSimulation(t *testing.T) {
+	taint := func(names ...string) func(*v1.Node) {
+		return func(n *v1.Node) {
+			for _, name := range names {
+				if n.Name == name {
+					n.Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
+				}
+			}
+		}
+	}
+	tests := []struct {
+		name          string
+		tainted       []string
+		wantNodes     []string
+		wantSimulated int
+		wantErr       string
+	}{
+		{
+			name:          "untainted: the first leaf, two nodes simulated",
+			wantNodes:     []string{"node-0", "node-1"},
+			wantSimulated: 2,
+		},
+		{
+			name:          "the first leaf tainted: its bound misleads once, then s1",
+			tainted:       []string{"node-1"},
+			wantNodes:     []string{"node-2", "node-3"},
+			wantSimulated: 4,
+		},
+		{
+			name:          "every leaf tainted: every node simulated, real capacities in the message",
+			tainted:       []string{"node-0", "node-2", "node-4", "node-6"},
+			wantSimulated: 8,
+			wantErr:       "hard topology (tier<=1): no HyperNode can host 2 pods; tier 1: s0 1/2, s1 1/2 (+2 more)",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newPlanEnvWith(t, map[string]int{"g": 2}, taint(tc.tainted...))
+			state := framework.NewCycleState()
+			result, status, _ := e.fw.RunPreFilterPlugins(e.ctx, state, e.pod("g", 0))
+			if tc.wantErr != "" {
+				if status.IsSuccess() || status.Message() != tc.wantErr {
+					t.Fatalf("PreFilter: %v, want %q", status, tc.wantErr)
+				}
+				if got := e.plugin.lastSimulated.Load(); got != int64(tc.wantSimulated) {
+					t.Errorf("simulated %d nodes, want %d", got, tc.wantSimulated)
+				}
+				return
+			}
+			if !status.IsSuccess() {
+				t.Fatalf("PreFilter: %v", status)
+			}
+			got := result.NodeNames.UnsortedList()
+			sort.Strings(got)
+			if diff := cmp.Diff(tc.wantNodes, got); diff != "" {
+				t.Errorf("planned nodes (-want,+got):\n%s", diff)
+			}
+			if got := e.plugin.lastSimulated.Load(); got != int64(tc.wantSimulated) {
+				t.Errorf("simulated %d nodes, want %d", got, tc.wantSimulated)
+			}
+		})
+	}
+}
