@@ -5,7 +5,7 @@
 # Run by `make bench` after `make build`. Needs bin/kube-scheduler (ours); builds upstream's
 # kube-scheduler from the same module (k8s.io/kubernetes v1.37.1) as the vanilla scheduler.
 # Writes _output/bench/results.json, summary.md and the schedulers' logs, and prints the
-# summary. Takes about 35 minutes on 2 cores and uses both: do not run it next to other work.
+# summary. Takes about 15 minutes on 2 cores and uses both: do not run it next to other work.
 #
 # Environment: BENCH_REPEAT (runs per scheduler in the throughput and big-gang scenarios,
 # default 3), BENCH_RUN (a go test -run pattern, default every scenario), BENCH_OUT.

@@ -2,7 +2,7 @@
 // RBAC, the Job controller, kwok and hypernode-scheduler under its manifests' RBAC identity)
 // until it is interrupted, then stops every process it started.
 //
-//	make local-up            # or: go run ./hack/local-up [-dir DIR] [-nodes-from-seed]
+//	make local-up            # or: go run ./hack/local-up [-dir DIR] [-v N]
 package main
 
 import (
@@ -30,15 +30,19 @@ func main() {
 		os.Exit(1)
 	}
 	defer cluster.Stop()
-	fmt.Printf(`local-up: the control plane is running. In another shell:
+	node := `{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-'$i'", "annotations": {"` +
+		localcluster.KwokNodeAnnotation + `": "fake"}}, "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}, "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}}`
+	fmt.Printf(`local-up: the control plane is running. In another shell (with kubectl):
 
   export KUBECONFIG=%s
+  for i in 0 1 2 3 4 5 6 7; do echo '%s' | kubectl create -f -; done
   kubectl apply -f manifests/examples/seed-001-hypernodes.yaml
+  kubectl apply -f manifests/examples/seed-001-job-tier1.yaml
   bin/kubectl-hypernode tree
 
-Logs: %s/logs. Nodes are simulated by kwok: create them with the annotation
-%s=fake. Press Ctrl-C to stop everything.
-`, cluster.AdminKubeconfig, cluster.Dir, localcluster.KwokNodeAnnotation)
+Nodes annotated %s=fake are simulated by kwok (Ready; their pods Running).
+Logs: %s/logs. Press Ctrl-C to stop everything.
+`, cluster.AdminKubeconfig, node, localcluster.KwokNodeAnnotation, cluster.Dir)
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "local-up: stopping")
 }

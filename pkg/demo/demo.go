@@ -56,7 +56,7 @@ func Scenes() []Scene {
 			Namespace:  "seed-001",
 			Title:      "Seed 001: s0..s6, four leaf switches of two 8-GPU nodes, two spines, one core",
 			HyperNodes: "seed-001-hypernodes.yaml",
-			Nodes:      gpuNodes("node-%d", 8, 8, nil),
+			Nodes:      gpuNodes(nodeNames("node-%d", 0, 7), 8, nil),
 			// too-big goes first, so that its explanation shows that no leaf could ever
 			// hold it (2 of 3 pods), not merely that the cluster is full.
 			Jobs: []Job{
@@ -67,10 +67,19 @@ func Scenes() []Scene {
 			},
 		},
 		{
+			Namespace:  "seed-002",
+			Title:      "Seed 002: four ToR switches of two 4-GPU nodes, two spines",
+			HyperNodes: "seed-002-hypernodes.yaml",
+			Nodes:      gpuNodes(nodeNames("node-%d", 1, 8), 4, nil),
+			Jobs: []Job{
+				{Name: "seed-002-job", File: "seed-002-job.yaml", Pods: 8},
+			},
+		},
+		{
 			Namespace:  "fabric-64",
 			Title:      "A 64-node fabric: eight leaves of eight 8-GPU nodes, two spines, one core",
 			HyperNodes: "fabric-64-hypernodes.yaml",
-			Nodes: gpuNodes("gpu-%02d", 64, 8, func(i int) map[string]string {
+			Nodes: gpuNodes(nodeNames("gpu-%02d", 0, 63), 8, func(i int) map[string]string {
 				return map[string]string{"example.com/leaf": fmt.Sprintf("leaf-%d", i/8)}
 			}),
 			Jobs: []Job{
@@ -82,15 +91,25 @@ func Scenes() []Scene {
 	}
 }
 
-// gpuNodes returns n nodes of 8 GPUs, 64 cores and 512 GiB each.
-func gpuNodes(format string, n, gpus int, labels func(int) map[string]string) []*v1.Node {
-	nodes := make([]*v1.Node, 0, n)
-	for i := range n {
+// nodeNames fills format with from..to.
+func nodeNames(format string, from, to int) []string {
+	names := make([]string, 0, to-from+1)
+	for i := from; i <= to; i++ {
+		names = append(names, fmt.Sprintf(format, i))
+	}
+	return names
+}
+
+// gpuNodes returns nodes of the given GPUs, 64 cores and 512 GiB each; labels, if set, gives
+// the labels of the i-th node.
+func gpuNodes(names []string, gpus int, labels func(int) map[string]string) []*v1.Node {
+	nodes := make([]*v1.Node, 0, len(names))
+	for i, name := range names {
 		var l map[string]string
 		if labels != nil {
 			l = labels(i)
 		}
-		nodes = append(nodes, localcluster.SimulatedNode(fmt.Sprintf(format, i), l, v1.ResourceList{
+		nodes = append(nodes, localcluster.SimulatedNode(name, l, v1.ResourceList{
 			v1.ResourceCPU:    resource.MustParse("64"),
 			v1.ResourceMemory: resource.MustParse("512Gi"),
 			v1.ResourcePods:   resource.MustParse("110"),
@@ -271,11 +290,13 @@ func (r *Runner) ReportTree(ctx context.Context) error {
 
 // Teardown removes the scene's jobs, pods, PodGroups, HyperNodes and nodes, so the next scene
 // starts from an empty cluster. No garbage collector runs locally, so pods are deleted
-// directly, without a grace period (no kubelet would confirm a graceful deletion).
+// directly, without a grace period (no kubelet would confirm a graceful deletion), and Jobs
+// with background propagation (orphan propagation would leave them Terminating: only the
+// garbage collector removes its finalizer).
 func (r *Runner) Teardown(ctx context.Context, s Scene) error {
 	kube := r.Cluster.Kube
 	for _, j := range s.Jobs {
-		err := kube.BatchV1().Jobs(s.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)})
+		err := kube.BatchV1().Jobs(s.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/tls"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +24,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
@@ -255,6 +253,9 @@ func (c *Cluster) install(ctx context.Context) error {
 
 func (c *Cluster) startControllerManager(ctx context.Context) error {
 	port := freePort()
+	if port == 0 {
+		return errors.New("no free loopback port for kube-controller-manager")
+	}
 	var err error
 	c.controllerManager, err = startProcess("kube-controller-manager", c.logDir(), c.bin("kube-controller-manager"),
 		"--kubeconfig="+c.AdminKubeconfig,
@@ -274,6 +275,9 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 		return err
 	}
 	port := freePort()
+	if port == 0 {
+		return errors.New("no free loopback port for kwok")
+	}
 	var err error
 	c.kwok, err = startProcess("kwok", c.logDir(), c.bin("kwok"),
 		"--kubeconfig="+c.AdminKubeconfig, "--config="+stages,
@@ -308,7 +312,9 @@ func (c *Cluster) StartScheduler(ctx context.Context) error {
 	if c.scheduler != nil {
 		c.previousSchedulers = append(c.previousSchedulers, c.scheduler)
 	}
-	c.schedulerPort = freePort()
+	if c.schedulerPort = freePort(); c.schedulerPort == 0 {
+		return errors.New("no free loopback port for the scheduler")
+	}
 	c.scheduler, err = startProcess("kube-scheduler", c.logDir(), c.bin("kube-scheduler"),
 		"--config="+c.SchedulerConfig,
 		"--authentication-kubeconfig="+c.SchedulerKubeconfig, "--authorization-kubeconfig="+c.SchedulerKubeconfig,
@@ -341,11 +347,15 @@ func (c *Cluster) StartScheduler(ctx context.Context) error {
 	return nil
 }
 
+// tokenLifetime is the lifetime of the scheduler's token: a `make local-up` cluster may run
+// for days, and nothing renews the token of a kubeconfig file.
+const tokenLifetime = 30 * 24 * time.Hour
+
 // writeSchedulerFiles writes a kubeconfig with a bound token of the scheduler's ServiceAccount
 // and the scheduler config that points at it.
 func (c *Cluster) writeSchedulerFiles(ctx context.Context) error {
 	token, err := c.Kube.CoreV1().ServiceAccounts(SchedulerNamespace).CreateToken(ctx, SchedulerServiceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}},
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(tokenLifetime / time.Second))}},
 		metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("token for %s/%s: %w", SchedulerNamespace, SchedulerServiceAccount, err)
@@ -366,7 +376,12 @@ func (c *Cluster) writeSchedulerFiles(ctx context.Context) error {
 	}
 	// The one change: where the in-cluster Deployment uses its mounted token, the local
 	// scheduler uses the kubeconfig (kube-scheduler ignores --kubeconfig next to --config).
-	config["clientConnection"] = map[string]any{"kubeconfig": c.SchedulerKubeconfig}
+	connection, _ := config["clientConnection"].(map[string]any)
+	if connection == nil {
+		connection = map[string]any{}
+	}
+	connection["kubeconfig"] = c.SchedulerKubeconfig
+	config["clientConnection"] = connection
 	out, err := yaml.Marshal(config)
 	if err != nil {
 		return err
@@ -439,18 +454,10 @@ func (c *Cluster) AddNodes(ctx context.Context, nodes ...*v1.Node) error {
 			n.Annotations = map[string]string{}
 		}
 		n.Annotations[KwokNodeAnnotation] = "fake"
-		status := n.Status
+		// Created with its capacity, as a kubelet registers its node; kwok's Stage writes
+		// only conditions and node info, so the two never overwrite each other.
 		if _, err := c.Kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating node %s: %w", n.Name, err)
-		}
-		// Node status is not stored on create; a kubelet reports it. A merge patch sets the
-		// resources without racing kwok's writes of the conditions.
-		patch, err := json.Marshal(map[string]any{"status": map[string]any{"capacity": status.Capacity, "allocatable": status.Allocatable}})
-		if err != nil {
-			return err
-		}
-		if _, err := c.Kube.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-			return fmt.Errorf("setting the resources of node %s: %w", n.Name, err)
 		}
 	}
 	return c.poll(ctx, c.kwok, time.Minute, func(ctx context.Context) (bool, error) {

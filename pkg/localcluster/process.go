@@ -21,8 +21,8 @@ type Process struct {
 }
 
 // startProcess starts bin with args in its own process group, so that stopping it also stops
-// anything it forked, and with a parent-death signal, so that it does not outlive this
-// program if this program is killed before it can clean up.
+// anything it forked, and (on Linux) with a parent-death signal, so that it does not outlive
+// this program if this program is killed before it can clean up.
 func startProcess(name, logDir, bin string, args ...string) (*Process, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s: %w (run `make build`)", name, err)
@@ -35,7 +35,7 @@ func startProcess(name, logDir, bin string, args ...string) (*Process, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = processAttributes()
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)

@@ -34,6 +34,8 @@ func TestDemoScenes(t *testing.T) {
 		// Soft: no leaf nor spine has 3 free nodes, so the gang runs across the core, on
 		// the last free nodes.
 		"seed-001/soft-gang": {"s1": 2, "s3": 1},
+		// 8 pods of 1 GPU: one ToR switch (two 4-GPU nodes) holds them; the first by name.
+		"seed-002/seed-002-job": {"tor-1": 8},
 		// 24 pods: three whole leaves of the first spine.
 		"fabric-64/spine-job": {"leaf-0": 8, "leaf-1": 8, "leaf-2": 8},
 		// Two partitions of 4, in the same spine as spine-job (bin-packing), both in its
@@ -47,6 +49,12 @@ func TestDemoScenes(t *testing.T) {
 		if err := runner.Setup(ctx, scene); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() {
+			// Also after a failure, so that the next test starts from an empty cluster.
+			if err := runner.Teardown(context.Background(), scene); err != nil {
+				t.Errorf("teardown of %s: %v", scene.Namespace, err)
+			}
+		})
 		var results []demo.Result
 		for _, job := range scene.Jobs {
 			res, err := runner.Submit(ctx, scene, job)
@@ -76,7 +84,7 @@ func TestDemoScenes(t *testing.T) {
 			}
 			perLeaf := map[string]int{}
 			for _, node := range final.Bound {
-				perLeaf[leafOf(t, node)]++
+				perLeaf[leafIn(t, scene.Namespace, node)]++
 			}
 			got[scene.Namespace+"/"+res.Job.Name] = perLeaf
 			if res.Job.Name == "llm-train" {
@@ -107,7 +115,7 @@ func assertPartitions(t *testing.T, bound map[string]string) {
 				t.Errorf("llm-train worker %s is not bound (bound: %v)", idx, bound)
 				continue
 			}
-			leaves[leafOf(t, node)] = true
+			leaves[leafIn(t, "fabric-64", node)] = true
 		}
 		if len(leaves) != 1 {
 			t.Errorf("llm-train partition %v spans leaves %v, want one", part, leaves)
@@ -158,17 +166,26 @@ func assertKubectlPlugin(t *testing.T, ctx context.Context) {
 	}
 }
 
-// leafOf is the leaf switch of a node of the demo's topologies: node-N is in s(N/2) (seed
-// 001), gpu-NN in leaf-(NN/8) (the 64-node fabric).
-func leafOf(t *testing.T, node string) string {
+// leafIn is the leaf switch of a node in a demo scene: in seed-001 node-N is in s(N/2), in
+// seed-002 node-N in tor-((N+1)/2), in the 64-node fabric (and the restart tests) gpu-NN in
+// leaf-(NN/8).
+func leafIn(t *testing.T, scene, node string) string {
 	t.Helper()
 	var n int
-	if _, err := fmt.Sscanf(node, "node-%d", &n); err == nil {
-		return fmt.Sprintf("s%d", n/2)
+	switch {
+	case scene == "seed-001":
+		if _, err := fmt.Sscanf(node, "node-%d", &n); err == nil {
+			return fmt.Sprintf("s%d", n/2)
+		}
+	case scene == "seed-002":
+		if _, err := fmt.Sscanf(node, "node-%d", &n); err == nil {
+			return fmt.Sprintf("tor-%d", (n+1)/2)
+		}
+	default:
+		if _, err := fmt.Sscanf(node, "gpu-%d", &n); err == nil {
+			return fmt.Sprintf("leaf-%d", n/8)
+		}
 	}
-	if _, err := fmt.Sscanf(node, "gpu-%d", &n); err == nil {
-		return fmt.Sprintf("leaf-%d", n/8)
-	}
-	t.Fatalf("node %s is in neither demo topology", node)
+	t.Fatalf("node %s is not in scene %s", node, scene)
 	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/localcluster"
 )
@@ -114,6 +116,7 @@ func TestManifestsInstall(t *testing.T) {
 	if image != "ghcr.io/hypernode-dev/hypernode-scheduler:v0.1.0" {
 		t.Errorf("Deployment image %q", image)
 	}
+	assertDeploymentWiring(t, objs)
 	if _, err := cluster.Applier.Apply(ctx, objs, "", true); err != nil {
 		t.Errorf("the apiserver rejects the rendered manifests: %v", err)
 	}
@@ -151,5 +154,79 @@ spec:
 	}
 	if _, err := runner.Clients.Topology.TopologyV1alpha1().HyperNodes().Get(ctx, "two-selectors", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the invalid HyperNode was stored: %v", err)
+	}
+}
+
+// assertDeploymentWiring checks what a schema check cannot: the Deployment runs as the
+// ServiceAccount the RBAC binds, reads --config from where the ConfigMap is mounted, and the
+// config's leader Lease is the one the leader-election Role names.
+func assertDeploymentWiring(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var deployment, role *unstructured.Unstructured
+	var configYAML string
+	for _, obj := range objs {
+		switch obj.GetKind() + "/" + obj.GetName() {
+		case "Deployment/hypernode-scheduler":
+			deployment = obj
+		case "Role/hypernode-scheduler-leader-election":
+			role = obj
+		case "ConfigMap/hypernode-scheduler-config":
+			configYAML, _, _ = unstructured.NestedString(obj.Object, "data", "config.yaml")
+		}
+	}
+	if deployment == nil || role == nil {
+		t.Fatal("the Deployment or the leader-election Role is missing")
+	}
+	podSpec, _, _ := unstructured.NestedMap(deployment.Object, "spec", "template", "spec")
+	if sa, _ := podSpec["serviceAccountName"].(string); sa != localcluster.SchedulerServiceAccount || deployment.GetNamespace() != localcluster.SchedulerNamespace {
+		t.Errorf("the Deployment runs as %s/%s, want %s/%s", deployment.GetNamespace(), sa, localcluster.SchedulerNamespace, localcluster.SchedulerServiceAccount)
+	}
+	volumes, _, _ := unstructured.NestedSlice(podSpec, "volumes")
+	containers, _, _ := unstructured.NestedSlice(podSpec, "containers")
+	if len(volumes) != 1 || len(containers) != 1 {
+		t.Fatalf("the Deployment has %d volumes and %d containers, want 1 and 1", len(volumes), len(containers))
+	}
+	volume := volumes[0].(map[string]any)
+	if cm, _, _ := unstructured.NestedString(volume, "configMap", "name"); cm != "hypernode-scheduler-config" {
+		t.Errorf("the config volume mounts ConfigMap %q", cm)
+	}
+	container := containers[0].(map[string]any)
+	mounts, _, _ := unstructured.NestedSlice(container, "volumeMounts")
+	command, _, _ := unstructured.NestedStringSlice(container, "command")
+	mountPath := ""
+	for _, m := range mounts {
+		if m.(map[string]any)["name"] == volume["name"] {
+			mountPath, _ = m.(map[string]any)["mountPath"].(string)
+		}
+	}
+	if want := "--config=" + mountPath + "/config.yaml"; mountPath == "" || !slices.Contains(command, want) {
+		t.Errorf("the scheduler's command %v lacks %q (the ConfigMap's mount)", command, want)
+	}
+	var config struct {
+		LeaderElection struct {
+			LeaderElect       bool   `json:"leaderElect"`
+			ResourceName      string `json:"resourceName"`
+			ResourceNamespace string `json:"resourceNamespace"`
+		} `json:"leaderElection"`
+		Profiles []struct {
+			SchedulerName string `json:"schedulerName"`
+		} `json:"profiles"`
+	}
+	if err := yaml.Unmarshal([]byte(configYAML), &config); err != nil {
+		t.Fatal(err)
+	}
+	le := config.LeaderElection
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	var leaseNames []any
+	for _, r := range rules {
+		if names, ok := r.(map[string]any)["resourceNames"].([]any); ok {
+			leaseNames = names
+		}
+	}
+	if !le.LeaderElect || le.ResourceNamespace != role.GetNamespace() || len(leaseNames) != 1 || leaseNames[0] != le.ResourceName {
+		t.Errorf("leader election %+v does not match the Role in %s for Leases %v", le, role.GetNamespace(), leaseNames)
+	}
+	if len(config.Profiles) != 1 || config.Profiles[0].SchedulerName != "hypernode-scheduler" {
+		t.Errorf("profiles %+v, want one named hypernode-scheduler", config.Profiles)
 	}
 }

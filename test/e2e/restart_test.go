@@ -18,25 +18,30 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/localcluster"
 )
 
-// gangJobYAML is a PodGroup and a Job of 8-GPU workers; parallelism may be below minMember.
-func gangJobYAML(name string, minMember, parallelism, tier int) string {
+// podGroupYAML is a PodGroup, hard at tier.
+func podGroupYAML(name string, minMember, tier int) string {
 	return fmt.Sprintf(`
 apiVersion: scheduling.x-k8s.io/v1alpha1
 kind: PodGroup
 metadata:
   name: %[1]s
   annotations:
-    hypernode.dev/network-topology: '{"mode":"hard","highestTierAllowed":%[4]d}'
+    hypernode.dev/network-topology: '{"mode":"hard","highestTierAllowed":%[3]d}'
 spec:
   minMember: %[2]d
   scheduleTimeoutSeconds: 300
----
+`, name, minMember, tier)
+}
+
+// gangJobYAML is a PodGroup and a Job of 8-GPU workers; parallelism may be below minMember.
+func gangJobYAML(name string, minMember, parallelism, tier int) string {
+	return podGroupYAML(name, minMember, tier) + fmt.Sprintf(`---
 apiVersion: batch/v1
 kind: Job
 metadata:
   name: %[1]s
 spec:
-  parallelism: %[3]d
+  parallelism: %[2]d
   template:
     metadata:
       labels:
@@ -50,7 +55,7 @@ spec:
         resources:
           limits:
             nvidia.com/gpu: "8"
-`, name, minMember, parallelism, tier)
+`, name, parallelism)
 }
 
 // restartScene is the 64-node fabric of the demo in a namespace of its own, with no jobs.
@@ -153,11 +158,11 @@ func metricValue(metrics, prefix string) string {
 	return ""
 }
 
-// TestSchedulerKilledWhileGangWaits: three members of a gang of four wait for the fourth. The
-// scheduler is killed (SIGKILL) and restarted; the new one holds the same three back, nothing
-// is bound, no pod is lost or replaced; once the fourth member exists, all four bind in one
-// leaf.
-func TestSchedulerKilledWhileGangWaits(t *testing.T) {
+// TestSchedulerKilledWhileGangWaitsForMembers: three members of a gang of four exist and wait
+// for the fourth. The scheduler is killed (SIGKILL) and restarted; the new one holds the same
+// three back, nothing is bound, no pod is lost or replaced; once the fourth member exists, all
+// four bind in one leaf.
+func TestSchedulerKilledWhileGangWaitsForMembers(t *testing.T) {
 	ctx := t.Context()
 	const ns, group = "restart-waits", "waiter"
 	restartScene(t, ns)
@@ -297,5 +302,93 @@ waitFirstBinding:
 	}
 	if len(uids) != 32 {
 		t.Errorf("%d members exist, want 32", len(uids))
+	}
+}
+
+// TestSchedulerKilledWhileGangWaitsInPermit: four members exist, the fourth held by a
+// scheduling gate, so three are reserved and wait in Permit (the GangWaiting Event says so)
+// when the scheduler is killed (SIGKILL). Reservations live in the scheduler's memory only:
+// nothing is bound, then or after the restart, until the gate is lifted; then all four bind in
+// one leaf.
+func TestSchedulerKilledWhileGangWaitsInPermit(t *testing.T) {
+	ctx := t.Context()
+	const ns, group = "restart-permit", "permit"
+	restartScene(t, ns)
+	maxBound, stopWatch := watchMaxBound(t, ns, group)
+	defer stopWatch()
+	var pods strings.Builder
+	for i := range 4 {
+		gate := ""
+		if i == 3 {
+			gate = "\n  schedulingGates:\n  - name: example.com/hold"
+		}
+		fmt.Fprintf(&pods, `---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s-%[2]d
+  labels:
+    scheduling.x-k8s.io/pod-group: %[1]s
+spec:
+  schedulerName: hypernode-scheduler%[3]s
+  containers:
+  - name: trainer
+    image: registry.example.com/trainer:latest
+    resources:
+      limits:
+        nvidia.com/gpu: "8"
+`, group, i, gate)
+	}
+	applyYAML(t, ns, podGroupYAML(group, 4, 1)+pods.String())
+
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		events, err := cluster.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Kind == "PodGroup" && e.Regarding.Name == group && e.Reason == "GangWaiting" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no GangWaiting Event on PodGroup %s/%s: %v", ns, group, err)
+	}
+	uidsBefore, _, err := podsOf(ctx, ns, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StopScheduler(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StartScheduler(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, nodes, err := podsOf(ctx, ns, group); err != nil || len(nodes) != 0 || maxBound() != 0 {
+		t.Fatalf("before the gate is lifted, %d pods are bound now and %d were at most (%v); want none", len(nodes), maxBound(), err)
+	}
+	if _, err := cluster.Kube.CoreV1().Pods(ns).Patch(ctx, group+"-3", types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var uids map[string]types.UID
+	var nodes map[string]string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		uids, nodes, err = podsOf(ctx, ns, group)
+		return err == nil && len(nodes) == 4, nil
+	})
+	if err != nil {
+		t.Fatalf("the gang did not bind after the gate was lifted: %d of 4 bound: %v", len(nodes), err)
+	}
+	leaves := map[string]bool{}
+	for _, node := range nodes {
+		leaves[leafIn(t, ns, node)] = true
+	}
+	if len(leaves) != 1 {
+		t.Errorf("the hard tier-1 gang spans leaves %v", leaves)
+	}
+	if fmt.Sprint(uids) != fmt.Sprint(uidsBefore) {
+		t.Errorf("pods changed across the restart: before %v, after %v", uidsBefore, uids)
 	}
 }
