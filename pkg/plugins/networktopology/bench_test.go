@@ -39,6 +39,7 @@ import (
 // tier 2, as in the use case.
 const (
 	benchNodes, benchPerLeaf, benchLeavesPerSpine, benchGang = 10000, 32, 160, 5000
+	benchLeafGang                                            = 16
 	benchNamespace                                           = "team"
 )
 
@@ -77,12 +78,14 @@ profiles:
 }
 
 type benchEnv struct {
-	ctx      context.Context
-	with     framework.Framework
-	vanilla  framework.Framework
-	plugin   *NetworkTopologyAware
-	members  []*v1.Pod
-	snapshot *internalcache.Snapshot
+	ctx     context.Context
+	with    framework.Framework
+	vanilla framework.Framework
+	plugin  *NetworkTopologyAware
+	members []*v1.Pod
+	// leafMembers are a second gang, of benchLeafGang pods hard at tier 1.
+	leafMembers []*v1.Pod
+	snapshot    *internalcache.Snapshot
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {
@@ -132,7 +135,25 @@ func newBenchEnv(b *testing.B) *benchEnv {
 			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`}},
 		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: benchGang},
 	})
+	registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "leafjob", UID: "pg-leafjob",
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: benchLeafGang},
+	})
 	e := &benchEnv{ctx: ctx, snapshot: internalcache.NewSnapshot(nil, nodes)}
+	for i := range benchLeafGang {
+		pod := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("leafjob-%d", i), UID: types.UID(fmt.Sprintf("leafjob-%d", i)),
+				Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: "leafjob"}},
+			Spec: v1.PodSpec{SchedulerName: "with-topology", Containers: []v1.Container{{Name: "main", Image: "trainer",
+				Resources: v1.ResourceRequirements{
+					Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("32"), v1.ResourceMemory: resource.MustParse("256Gi"), "nvidia.com/gpu": resource.MustParse("8")},
+					Limits:   v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")},
+				}}}},
+		}
+		registry.SetPod(nil, pod)
+		e.leafMembers = append(e.leafMembers, pod)
+	}
 	for i := range benchGang {
 		pod := &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("train-%d", i), UID: types.UID(fmt.Sprintf("train-%d", i)),
@@ -218,6 +239,30 @@ func BenchmarkPlanWithCapacitySimulation(b *testing.B) {
 	plan := e.plugin.plans[key]
 	if plan == nil || plan.tier != 2 || len(plan.podLeaf) != benchGang {
 		b.Fatalf("unexpected plan %+v", plan)
+	}
+}
+
+// BenchmarkPlanLeafGang is the first member's PreFilter for a 16-pod gang hard at tier 1 on
+// the same 10,000 nodes: the plan simulates only the leaf it picks.
+func BenchmarkPlanLeafGang(b *testing.B) {
+	e := newBenchEnv(b)
+	key := podgroup.Key{Namespace: benchNamespace, Name: "leafjob"}
+	b.ReportAllocs()
+	for b.Loop() {
+		e.plugin.invalidate(klog.Background(), key)
+		state := framework.NewCycleState()
+		if _, status, _ := e.with.RunPreFilterPlugins(e.ctx, state, e.leafMembers[0]); !status.IsSuccess() {
+			b.Fatal(status)
+		}
+	}
+	plan := e.plugin.plans[key]
+	if plan == nil || plan.tier != 1 || len(plan.podLeaf) != benchLeafGang {
+		b.Fatalf("unexpected plan %+v", plan)
+	}
+	// BinPack picks the fullest leaf after placement: the last leaf has 16 nodes (10,000 is
+	// not a multiple of 32), exactly the gang's size, and it is the only one simulated.
+	if got, want := e.plugin.lastSimulated.Load(), int64(benchNodes%benchPerLeaf); got != want {
+		b.Fatalf("simulated %d nodes, want the last leaf's %d", got, want)
 	}
 }
 
