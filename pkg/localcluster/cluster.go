@@ -572,11 +572,29 @@ func firstLineContaining(path, substr string) string {
 }
 
 // SchedulerMetrics returns the running scheduler's /metrics, read as the admin (the scheduler
-// authorizes the caller through the apiserver).
+// authorizes the caller through the apiserver). Right after a start the scheduler may not have
+// loaded the client CA yet and take the admin for anonymous: it retries for up to 30 s.
 func (c *Cluster) SchedulerMetrics(ctx context.Context) (string, error) {
+	var body string
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var status int
+		body, status, lastErr = c.getSchedulerMetrics(ctx)
+		if status == http.StatusUnauthorized || status == http.StatusForbidden {
+			return false, nil
+		}
+		return true, lastErr
+	})
+	if err != nil && lastErr != nil {
+		return "", lastErr
+	}
+	return body, err
+}
+
+func (c *Cluster) getSchedulerMetrics(ctx context.Context) (string, int, error) {
 	cert, err := tls.LoadX509KeyPair(c.pki.AdminCert, c.pki.AdminKey)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		Certificates: []tls.Certificate{cert},
@@ -585,19 +603,19 @@ func (c *Cluster) SchedulerMetrics(ctx context.Context) (string, error) {
 	}}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", c.schedulerPort), nil)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return "", err
+		return "", resp.StatusCode, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET /metrics: %s: %s", resp.Status, body)
+		return "", resp.StatusCode, fmt.Errorf("GET /metrics: %s: %s", resp.Status, body)
 	}
-	return string(body), nil
+	return string(body), resp.StatusCode, nil
 }

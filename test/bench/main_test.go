@@ -49,6 +49,9 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(schedulerModeEnv) {
 	case "ours":
 		// Exactly cmd/kube-scheduler's main.
+		if err := plugins.SetFeatureDefaults(); err != nil {
+			panic(err)
+		}
 		os.Exit(cli.Run(app.NewSchedulerCommand(plugins.RegistryOptions()...)))
 	case "vanilla":
 		// Exactly upstream's cmd/kube-scheduler main.

@@ -230,3 +230,22 @@ func assertDeploymentWiring(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Errorf("profiles %+v, want one named hypernode-scheduler", config.Profiles)
 	}
 }
+
+// TestSchedulerFeatureDefaults: the binary turns NominatedNodeNameForExpectation off by default
+// (plugins.FeatureDefaults); the running scheduler reports it through its own metrics.
+func TestSchedulerFeatureDefaults(t *testing.T) {
+	metrics, err := cluster.SchedulerMetrics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `kubernetes_feature_enabled{name="NominatedNodeNameForExpectation",stage="BETA"} 0`
+	if !strings.Contains(metrics, want) {
+		var got []string
+		for _, line := range strings.Split(metrics, "\n") {
+			if strings.Contains(line, "NominatedNodeNameForExpectation") {
+				got = append(got, line)
+			}
+		}
+		t.Errorf("the scheduler's metrics lack %q; they say %v", want, got)
+	}
+}

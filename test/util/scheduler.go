@@ -72,6 +72,10 @@ func StartScheduler(ctx context.Context, configYAML string) (*Scheduler, error) 
 		return nil, err
 	}
 
+	// The binary's feature gate defaults (process-wide; idempotent).
+	if err := plugins.SetFeatureDefaults(); err != nil {
+		return nil, err
+	}
 	opts := options.NewOptions()
 	opts.ConfigFile = path
 	// No serving endpoint: tests talk to the apiserver only, and serving would need
