@@ -18,7 +18,6 @@ import (
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/shared"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
@@ -43,20 +42,11 @@ type clients struct {
 
 func newClients(t testing.TB) clients {
 	t.Helper()
-	kube, err := clientset.NewForConfig(controlPlane.Config)
+	c, err := util.NewClients(controlPlane.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jsonConfig := shared.JSONConfig(controlPlane.Config)
-	topology, err := topologyclient.NewForConfig(jsonConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheduling, err := schedclientset.NewForConfig(jsonConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return clients{kube: kube, topology: topology, scheduling: scheduling}
+	return clients{kube: c.Kube, topology: c.Topology, scheduling: c.Scheduling}
 }
 
 // Topology is a 3-tier tree: leaves (tier 1) of LeafSize nodes, spines (tier 2) of

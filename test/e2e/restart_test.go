@@ -148,6 +148,40 @@ func watchMaxBound(t *testing.T, namespace, group string) (maxBound func() int64
 	return max.Load, func() { w.Stop(); <-done }
 }
 
+// waitGangBound waits until want members of the gang are bound and returns the live members'
+// UIDs and the bound members' nodes.
+func waitGangBound(t *testing.T, ns, group string, want int, timeout time.Duration) (map[string]types.UID, map[string]string) {
+	t.Helper()
+	var uids map[string]types.UID
+	var nodes map[string]string
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		uids, nodes, err = podsOf(ctx, ns, group)
+		return err == nil && len(nodes) == want, nil
+	})
+	if err != nil {
+		t.Fatalf("gang %s/%s: %d of %d members bound: %v", ns, group, len(nodes), want, err)
+	}
+	return uids, nodes
+}
+
+// assertOneDomain fails the test unless every node is in the same domain of the 64-node fabric
+// (nodesPerDomain 8: a leaf; 32: a spine).
+func assertOneDomain(t *testing.T, nodes map[string]string, nodesPerDomain int) {
+	t.Helper()
+	domains := map[int]bool{}
+	for pod, node := range nodes {
+		var idx int
+		if _, err := fmt.Sscanf(node, "gpu-%d", &idx); err != nil {
+			t.Fatalf("pod %s on unexpected node %s", pod, node)
+		}
+		domains[idx/nodesPerDomain] = true
+	}
+	if len(domains) != 1 {
+		t.Errorf("the gang spans %d domains of %d nodes: %v", len(domains), nodesPerDomain, nodes)
+	}
+}
+
 // metricValue returns the value of the metric line that starts with prefix ("" if none).
 func metricValue(metrics, prefix string) string {
 	for _, line := range strings.Split(metrics, "\n") {
@@ -209,26 +243,12 @@ func TestSchedulerKilledWhileGangWaitsForMembers(t *testing.T) {
 	if _, err := cluster.Kube.BatchV1().Jobs(ns).Patch(ctx, group, types.MergePatchType, []byte(`{"spec":{"parallelism":4}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, nodes, err = podsOf(ctx, ns, group)
-		return err == nil && len(nodes) == 4, nil
-	})
-	if err != nil {
-		t.Fatalf("the complete gang did not bind: %d of 4 bound: %v", len(nodes), err)
-	}
-	leaves := map[string]bool{}
-	for pod, node := range nodes {
-		var idx int
-		if _, err := fmt.Sscanf(node, "gpu-%d", &idx); err != nil {
-			t.Fatalf("pod %s on unexpected node %s", pod, node)
-		}
-		leaves[fmt.Sprintf("leaf-%d", idx/8)] = true
+	_, nodes = waitGangBound(t, ns, group, 4, time.Minute)
+	assertOneDomain(t, nodes, 8)
+	for pod := range nodes {
 		if uid, ok := uidsBefore[pod]; ok && uidsAfter[pod] != uid {
 			t.Errorf("pod %s was replaced", pod)
 		}
-	}
-	if len(leaves) != 1 {
-		t.Errorf("the hard tier-1 gang spans leaves %v", leaves)
 	}
 }
 
@@ -272,28 +292,12 @@ waitFirstBinding:
 	if err := cluster.StartScheduler(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var uids map[string]types.UID
-	var nodes map[string]string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		uids, nodes, err = podsOf(ctx, ns, group)
-		return err == nil && len(nodes) == 32, nil
-	})
-	if err != nil {
-		t.Fatalf("after the restart, %d of 32 members are bound: %v", len(nodes), err)
-	}
-	spines := map[string]bool{}
+	uids, nodes := waitGangBound(t, ns, group, 32, 2*time.Minute)
+	assertOneDomain(t, nodes, 32)
 	for pod, node := range nodes {
-		var idx int
-		if _, err := fmt.Sscanf(node, "gpu-%d", &idx); err != nil {
-			t.Fatalf("pod %s on unexpected node %s", pod, node)
-		}
-		spines[fmt.Sprintf("spine-%d", idx/32)] = true
 		if before, ok := boundAtKill[pod]; ok && before != node {
 			t.Errorf("pod %s moved from %s to %s", pod, before, node)
 		}
-	}
-	if len(spines) != 1 {
-		t.Errorf("the hard tier-2 gang spans %v", spines)
 	}
 	for pod, uid := range uidsAtKill {
 		if uids[pod] != uid {
@@ -372,22 +376,8 @@ spec:
 	if _, err := cluster.Kube.CoreV1().Pods(ns).Patch(ctx, group+"-3", types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var uids map[string]types.UID
-	var nodes map[string]string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		uids, nodes, err = podsOf(ctx, ns, group)
-		return err == nil && len(nodes) == 4, nil
-	})
-	if err != nil {
-		t.Fatalf("the gang did not bind after the gate was lifted: %d of 4 bound: %v", len(nodes), err)
-	}
-	leaves := map[string]bool{}
-	for _, node := range nodes {
-		leaves[leafIn(t, ns, node)] = true
-	}
-	if len(leaves) != 1 {
-		t.Errorf("the hard tier-1 gang spans leaves %v", leaves)
-	}
+	uids, nodes := waitGangBound(t, ns, group, 4, time.Minute)
+	assertOneDomain(t, nodes, 8)
 	if fmt.Sprint(uids) != fmt.Sprint(uidsBefore) {
 		t.Errorf("pods changed across the restart: before %v, after %v", uidsBefore, uids)
 	}

@@ -14,7 +14,6 @@ import (
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/shared"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
@@ -50,18 +49,9 @@ type clients struct {
 
 func newClients(t *testing.T) clients {
 	t.Helper()
-	kube, err := clientset.NewForConfig(controlPlane.Config)
+	c, err := util.NewClients(controlPlane.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jsonConfig := shared.JSONConfig(controlPlane.Config)
-	topology, err := topologyclient.NewForConfig(jsonConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheduling, err := schedclientset.NewForConfig(jsonConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return clients{kube: kube, topology: topology, scheduling: scheduling}
+	return clients{kube: c.Kube, topology: c.Topology, scheduling: c.Scheduling}
 }
