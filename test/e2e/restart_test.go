@@ -182,6 +182,23 @@ func assertOneDomain(t *testing.T, nodes map[string]string, nodesPerDomain int) 
 	}
 }
 
+// killAndRestart records the gang's live members, kills the scheduler with SIGKILL as a crash
+// would, starts a new one and waits until it leads; it returns the members' UIDs from before.
+func killAndRestart(t *testing.T, ns, group string) map[string]types.UID {
+	t.Helper()
+	uids, _, err := podsOf(t.Context(), ns, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StopScheduler(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StartScheduler(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return uids
+}
+
 // metricValue returns the value of the metric line that starts with prefix ("" if none).
 func metricValue(metrics, prefix string) string {
 	for _, line := range strings.Split(metrics, "\n") {
@@ -217,16 +234,7 @@ func TestSchedulerKilledWhileGangWaitsForMembers(t *testing.T) {
 		}
 	}
 	waitGated("before the kill")
-	uidsBefore, _, err := podsOf(ctx, ns, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.StopScheduler(true); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.StartScheduler(ctx); err != nil {
-		t.Fatal(err)
-	}
+	uidsBefore := killAndRestart(t, ns, group)
 	waitGated("after the restart")
 	uidsAfter, nodes, err := podsOf(ctx, ns, group)
 	if err != nil {
@@ -360,16 +368,7 @@ spec:
 	if err != nil {
 		t.Fatalf("no GangWaiting Event on PodGroup %s/%s: %v", ns, group, err)
 	}
-	uidsBefore, _, err := podsOf(ctx, ns, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.StopScheduler(true); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.StartScheduler(ctx); err != nil {
-		t.Fatal(err)
-	}
+	uidsBefore := killAndRestart(t, ns, group)
 	if _, nodes, err := podsOf(ctx, ns, group); err != nil || len(nodes) != 0 || maxBound() != 0 {
 		t.Fatalf("before the gate is lifted, %d pods are bound now and %d were at most (%v); want none", len(nodes), maxBound(), err)
 	}
