@@ -461,9 +461,16 @@ func (c *Cluster) AddNodes(ctx context.Context, nodes ...*v1.Node) error {
 		}
 	}
 	return c.poll(ctx, c.kwok, time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := map[string]bool{}
+		for i := range list.Items {
+			ready[list.Items[i].Name] = nodeReady(&list.Items[i]) && len(list.Items[i].Status.Allocatable) > 0
+		}
 		for _, n := range nodes {
-			got, err := c.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			if err != nil || !nodeReady(got) || len(got.Status.Allocatable) == 0 {
+			if !ready[n.Name] {
 				return false, nil
 			}
 		}

@@ -106,11 +106,7 @@ func TestThroughput(t *testing.T) {
 	tp.create(t, c)
 	res := &ThroughputResult{Topology: tp, Pods: pods, Gangs: gangs}
 	for rep := range repeats() {
-		order := []Kind{OursBinPack, Vanilla}
-		if rep%2 == 1 {
-			order = []Kind{Vanilla, OursBinPack}
-		}
-		for _, k := range order {
+		for _, k := range abbaOrder(rep) {
 			r := runGangs(t, c, tp, "throughput", gangs, k, rep, 0)
 			t.Logf("throughput %s run %d: %d pods in %.1fs = %.0f pods/s (created in %.1fs), peak RSS %.0f MiB, CPU %.1fs, %d plans (max %.0f ms)",
 				k, rep, r.Pods, r.Seconds, r.PodsPerSecond, r.CreateSeconds, r.PeakRSSMiB, r.CPUSeconds, r.Plans, r.PlanMaxMs)
@@ -316,11 +312,7 @@ func TestBigGang(t *testing.T) {
 	tp.create(t, c)
 	res := &BigGangResult{Topology: tp, Pods: pods, Tier: 2}
 	for rep := range repeats() {
-		order := []Kind{OursBinPack, Vanilla}
-		if rep%2 == 1 {
-			order = []Kind{Vanilla, OursBinPack}
-		}
-		for _, k := range order {
+		for _, k := range abbaOrder(rep) {
 			// A generous Permit timeout: the gang must not time out while 5,000 members are
 			// scheduled on a shared 2-core machine.
 			r := runGangs(t, c, tp, "biggang", gangs, k, rep, 600)
@@ -338,4 +330,13 @@ func TestBigGang(t *testing.T) {
 	res.OursCPUSeconds = medianOf(res.Runs, OursBinPack, func(r RunResult) float64 { return r.CPUSeconds })
 	res.VanillaCPUSeconds = medianOf(res.Runs, Vanilla, func(r RunResult) float64 { return r.CPUSeconds })
 	results.BigGang = res
+}
+
+// abbaOrder alternates which scheduler runs first (ours, vanilla; vanilla, ours; ...), so that
+// drift of the shared machine during a run does not favour one of them.
+func abbaOrder(rep int) []Kind {
+	if rep%2 == 1 {
+		return []Kind{Vanilla, OursBinPack}
+	}
+	return []Kind{OursBinPack, Vanilla}
 }
