@@ -21,7 +21,7 @@ import (
 
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/shared"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 )
 
 // Exit codes: 1 for a failure (cluster unreachable, CRD missing, PodGroup not found), 2 for
@@ -185,11 +185,11 @@ func clientsFromFlags(flags *genericclioptions.ConfigFlags) (inspect.Clients, er
 		return inspect.Clients{}, err
 	}
 	// Custom resources are served as JSON only.
-	topology, err := topologyclient.NewForConfig(shared.JSONConfig(config))
+	topology, err := topologyclient.NewForConfig(crdclient.JSONConfig(config))
 	if err != nil {
 		return inspect.Clients{}, err
 	}
-	scheduling, err := schedclientset.NewForConfig(shared.JSONConfig(config))
+	scheduling, err := schedclientset.NewForConfig(crdclient.JSONConfig(config))
 	if err != nil {
 		return inspect.Clients{}, err
 	}

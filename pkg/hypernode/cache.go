@@ -19,7 +19,8 @@ import (
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	topologyinformers "github.com/hypernode-dev/hypernode-scheduler/pkg/client/informers/externalversions"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/shared"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
 )
 
 // Event reasons and action of the Events the cache records on HyperNodes.
@@ -173,19 +174,19 @@ func truncate(s string, max int) string {
 // factory starts it) and from a HyperNode informer of its own, which it starts with ctx.
 func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) error {
 	nodeInformer := factory.Core().V1().Nodes().Informer()
-	nodeReg, err := nodeInformer.AddEventHandler(shared.Handlers(
+	nodeReg, err := nodeInformer.AddEventHandler(informerutil.Handlers(
 		func(_, n *v1.Node) { c.SetNode(n) }, func(n *v1.Node) { c.DeleteNode(n.Name) }))
 	if err != nil {
 		return fmt.Errorf("watching nodes for the HyperNode cache: %w", err)
 	}
 
-	client, err := topologyclient.NewForConfig(shared.JSONConfig(config))
+	client, err := topologyclient.NewForConfig(crdclient.JSONConfig(config))
 	if err != nil {
 		return fmt.Errorf("building the HyperNode client: %w", err)
 	}
 	hnFactory := topologyinformers.NewSharedInformerFactory(client, 0)
 	hnInformer := hnFactory.Topology().V1alpha1().HyperNodes().Informer()
-	hnReg, err := hnInformer.AddEventHandler(shared.Handlers(
+	hnReg, err := hnInformer.AddEventHandler(informerutil.Handlers(
 		func(_, hn *topologyv1alpha1.HyperNode) { c.SetHyperNode(hn) },
 		func(hn *topologyv1alpha1.HyperNode) { c.DeleteHyperNode(hn.Name) }))
 	if err != nil {
@@ -202,16 +203,4 @@ func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory
 		}
 	}()
 	return nil
-}
-
-// Shared returns the cache of the scheduler process that owns factory, creating and
-// starting it on first use, so that every plugin and profile of the process reads one tree.
-func Shared(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config, recorder events.EventRecorder) (*Cache, error) {
-	return shared.Get(ctx, "hypernode.Cache", factory, func() (*Cache, error) {
-		c := NewCache(klog.FromContext(ctx).WithName("hypernode-cache"), recorder)
-		if err := c.Run(ctx, factory, config); err != nil {
-			return nil, err
-		}
-		return c, nil
-	})
 }

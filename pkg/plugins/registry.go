@@ -3,7 +3,11 @@
 package plugins
 
 import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/features"
 
@@ -17,11 +21,26 @@ import (
 // the profile that runs this project's plugins.
 const SchedulerName = "hypernode-scheduler"
 
-// RegistryOptions register every plugin of this project with kube-scheduler's app.
+// RegistryOptions register every plugin of this project with kube-scheduler's app. Call it
+// once per scheduler: the plugins it registers share one HyperNode tree cache and one PodGroup
+// registry, started on the scheduler's informers when the first plugin is built.
 func RegistryOptions() []app.Option {
+	state := &processState{}
 	return []app.Option{
-		app.WithPlugin(gang.Name, gang.New),
-		app.WithPlugin(networktopology.Name, networktopology.New),
+		app.WithPlugin(gang.Name, func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+			_, registry, err := state.start(ctx, handle)
+			if err != nil {
+				return nil, err
+			}
+			return gang.New(ctx, obj, handle, registry)
+		}),
+		app.WithPlugin(networktopology.Name, func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+			cache, registry, err := state.start(ctx, handle)
+			if err != nil {
+				return nil, err
+			}
+			return networktopology.New(ctx, obj, handle, cache, registry)
+		}),
 	}
 }
 

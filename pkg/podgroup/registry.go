@@ -21,12 +21,12 @@ import (
 	"k8s.io/client-go/informers"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	schedinformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/shared"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
 )
 
 // Key identifies a PodGroup: its namespace and name.
@@ -487,21 +487,21 @@ func (r *Registry) HasSynced() bool {
 // Run feeds the registry from the pod and node informers of factory (started by its owner)
 // and from a PodGroup informer of its own, which it starts with ctx.
 func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) error {
-	podReg, err := factory.Core().V1().Pods().Informer().AddEventHandler(shared.Handlers(r.SetPod, r.DeletePod))
+	podReg, err := factory.Core().V1().Pods().Informer().AddEventHandler(informerutil.Handlers(r.SetPod, r.DeletePod))
 	if err != nil {
 		return fmt.Errorf("watching pods for the PodGroup registry: %w", err)
 	}
-	nodeReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(shared.Handlers(
+	nodeReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(informerutil.Handlers(
 		func(_, n *v1.Node) { r.SetNode(n) }, func(n *v1.Node) { r.DeleteNode(n.Name) }))
 	if err != nil {
 		return fmt.Errorf("watching nodes for the PodGroup registry: %w", err)
 	}
-	client, err := schedclientset.NewForConfig(shared.JSONConfig(config))
+	client, err := schedclientset.NewForConfig(crdclient.JSONConfig(config))
 	if err != nil {
 		return fmt.Errorf("building the PodGroup client: %w", err)
 	}
 	pgFactory := schedinformers.NewSharedInformerFactory(client, 0)
-	pgReg, err := pgFactory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(shared.Handlers(
+	pgReg, err := pgFactory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(informerutil.Handlers(
 		func(_, pg *schedulingv1alpha1.PodGroup) { r.SetPodGroup(pg) },
 		func(pg *schedulingv1alpha1.PodGroup) { r.DeletePodGroup(pg.Namespace, pg.Name) }))
 	if err != nil {
@@ -510,17 +510,4 @@ func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFact
 	r.synced = []cache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, pgReg.HasSynced}
 	pgFactory.Start(ctx.Done())
 	return nil
-}
-
-// Shared returns the registry of the scheduler process that owns factory, creating and
-// starting it on first use.
-func Shared(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) (*Registry, error) {
-	return shared.Get(ctx, "podgroup.Registry", factory, func() (*Registry, error) {
-		r := New()
-		if err := r.Run(ctx, factory, config); err != nil {
-			return nil, err
-		}
-		klog.FromContext(ctx).V(2).Info("PodGroup registry started")
-		return r, nil
-	})
 }

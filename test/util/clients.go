@@ -6,7 +6,7 @@ import (
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/shared"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 )
 
 // Clients are the API clients of a test: the custom resources' clients speak JSON.
@@ -22,7 +22,7 @@ func NewClients(cfg *restclient.Config) (Clients, error) {
 	if err != nil {
 		return Clients{}, err
 	}
-	jsonConfig := shared.JSONConfig(cfg)
+	jsonConfig := crdclient.JSONConfig(cfg)
 	topology, err := topologyclient.NewForConfig(jsonConfig)
 	if err != nil {
 		return Clients{}, err

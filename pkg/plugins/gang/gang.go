@@ -98,17 +98,14 @@ var (
 	_ fwk.SignPlugin        = &Gang{}
 )
 
-// New validates the args and builds the plugin. Invalid args fail the scheduler's start.
-func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+// New validates the args and builds the plugin around the scheduler's PodGroup registry.
+// Invalid args fail the scheduler's start.
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, registry *podgroup.Registry) (fwk.Plugin, error) {
 	args, ok := obj.(*config.GangArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args to be of type GangArgs, got %T", obj)
 	}
 	if err := validation.ValidateGangArgs(nil, args); err != nil {
-		return nil, err
-	}
-	registry, err := podgroup.Shared(ctx, handle.SharedInformerFactory(), handle.KubeConfig())
-	if err != nil {
 		return nil, err
 	}
 	return newPlugin(ctx, *args, handle, registry), nil

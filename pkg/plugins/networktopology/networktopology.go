@@ -138,22 +138,14 @@ var (
 	_ fwk.SignPlugin        = &NetworkTopologyAware{}
 )
 
-// New validates the args and builds the plugin. Invalid args fail the scheduler's start.
-func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+// New validates the args and builds the plugin around the scheduler's HyperNode tree cache
+// and PodGroup registry. Invalid args fail the scheduler's start.
+func New(_ context.Context, obj runtime.Object, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) (fwk.Plugin, error) {
 	args, ok := obj.(*config.NetworkTopologyAwareArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args to be of type NetworkTopologyAwareArgs, got %T", obj)
 	}
 	if err := validation.ValidateNetworkTopologyAwareArgs(nil, args); err != nil {
-		return nil, err
-	}
-	// One tree and one registry per scheduler process, shared by every profile and plugin.
-	cache, err := hypernode.Shared(ctx, handle.SharedInformerFactory(), handle.KubeConfig(), handle.EventRecorder())
-	if err != nil {
-		return nil, err
-	}
-	registry, err := podgroup.Shared(ctx, handle.SharedInformerFactory(), handle.KubeConfig())
-	if err != nil {
 		return nil, err
 	}
 	return newPlugin(*args, handle, cache, registry), nil
