@@ -20,8 +20,8 @@ import (
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
 )
 
 // Exit codes: 1 for a failure (cluster unreachable, CRD missing, PodGroup not found), 2 for
