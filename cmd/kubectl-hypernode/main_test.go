@@ -20,8 +20,8 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
-	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
 )
 
@@ -41,13 +41,7 @@ func fakeClients(hyperNodesServed bool) clientsFunc {
 			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
 				Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}},
 		}
-		leaf := &topologyv1alpha1.HyperNode{
-			ObjectMeta: metav1.ObjectMeta{Name: "leaf"},
-			Spec: topologyv1alpha1.HyperNodeSpec{Tier: 1, Members: []topologyv1alpha1.MemberSpec{{
-				Type:     topologyv1alpha1.MemberTypeNode,
-				Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: "n0"}},
-			}}},
-		}
+		leaf := hntesting.MakeHyperNode("leaf").Tier(1).Nodes("n0").Obj()
 		pg := &schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "job"},
 			Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: 1},

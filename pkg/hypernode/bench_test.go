@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 )
 
 // Benchmark topology: 10,000 nodes in 320 leaves of 32 nodes (the last leaf holds 16), 20
@@ -39,31 +40,31 @@ func benchWorld(selector string) (map[string]labels.Set, []*topologyv1alpha1.Hyp
 		var members []topologyv1alpha1.MemberSpec
 		switch selector {
 		case "regex":
-			members = append(members, regex(fmt.Sprintf("^r%03d-n[0-9]+$", l)))
+			members = append(members, hntesting.RegexNodeMember(fmt.Sprintf("^r%03d-n[0-9]+$", l)))
 		case "regex-unanchored":
 			// Volcano's regexMatch is unanchored; many users write patterns without ^.
-			members = append(members, regex(fmt.Sprintf("r%03d-n[0-9]+$", l)))
+			members = append(members, hntesting.RegexNodeMember(fmt.Sprintf("r%03d-n[0-9]+$", l)))
 		case "label":
-			members = append(members, labelled(map[string]string{"example.com/rack": fmt.Sprintf("leaf-%d", l)}))
+			members = append(members, hntesting.LabelNodeMember(map[string]string{"example.com/rack": fmt.Sprintf("leaf-%d", l)}))
 		default:
 			for i := l * benchNodesPerLeaf; i < min((l+1)*benchNodesPerLeaf, benchNodes); i++ {
-				members = append(members, exact(benchNodeName(i)))
+				members = append(members, hntesting.NodeMember(benchNodeName(i)))
 			}
 		}
-		hns = append(hns, hn(fmt.Sprintf("leaf-%d", l), 1, "leaf", members...))
+		hns = append(hns, hntesting.MakeHyperNode(fmt.Sprintf("leaf-%d", l)).Tier(1).TierName("leaf").Members(members...).Obj())
 	}
 	tors := (leaves + benchLeavesPerTor - 1) / benchLeavesPerTor
 	var torMembers []topologyv1alpha1.MemberSpec
 	for tIdx := range tors {
 		var members []topologyv1alpha1.MemberSpec
 		for l := tIdx * benchLeavesPerTor; l < min((tIdx+1)*benchLeavesPerTor, leaves); l++ {
-			members = append(members, child(fmt.Sprintf("leaf-%d", l)))
+			members = append(members, hntesting.ChildMember(fmt.Sprintf("leaf-%d", l)))
 		}
 		name := fmt.Sprintf("spine-%d", tIdx)
-		hns = append(hns, hn(name, 2, "spine", members...))
-		torMembers = append(torMembers, child(name))
+		hns = append(hns, hntesting.MakeHyperNode(name).Tier(2).TierName("spine").Members(members...).Obj())
+		torMembers = append(torMembers, hntesting.ChildMember(name))
 	}
-	hns = append(hns, hn("core", 3, "core", torMembers...))
+	hns = append(hns, hntesting.MakeHyperNode("core").Tier(3).TierName("core").Members(torMembers...).Obj())
 	return nodesByName, hns
 }
 

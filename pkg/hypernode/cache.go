@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
@@ -29,6 +30,9 @@ const (
 	EventReasonTopologyValid = "TopologyValid"
 	eventAction              = "ValidateTopology"
 )
+
+// EventResource is the kube-scheduler event resource of HyperNodes (resource.version.group).
+const EventResource fwk.EventResource = "hypernodes.v1alpha1.topology.volcano.sh"
 
 // Cache keeps the HyperNode tree of one process up to date from node and HyperNode
 // informers. Snapshot is lock-free; event handlers serialise on a mutex that readers never

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 )
 
 func withUID(h *topologyv1alpha1.HyperNode) *topologyv1alpha1.HyperNode {
@@ -42,11 +43,11 @@ func TestCacheEvents(t *testing.T) {
 
 	// During the initial lists a parent can arrive before its children: no Event.
 	c.quiet = true
-	c.SetHyperNode(withUID(hn("spine", 2, "", child("s0"), child("s1"))))
-	c.SetHyperNode(withUID(hn("s0", 1, "", exact("node-0"), exact("node-1"))))
-	c.SetHyperNode(withUID(hn("s1", 1, "", exact("node-2"), exact("node-3"))))
+	c.SetHyperNode(withUID(hntesting.MakeHyperNode("spine").Tier(2).Children("s0", "s1").Obj()))
+	c.SetHyperNode(withUID(hntesting.MakeHyperNode("s0").Tier(1).Nodes("node-0", "node-1").Obj()))
+	c.SetHyperNode(withUID(hntesting.MakeHyperNode("s1").Tier(1).Nodes("node-2", "node-3").Obj()))
 	// A real problem present at the end of the sync is reported then.
-	c.SetHyperNode(withUID(hn("broken", 1, "", regex("(["))))
+	c.SetHyperNode(withUID(hntesting.MakeHyperNode("broken").Tier(1).NodeRegex("([").Obj()))
 	if got := drain(recorder.Events); len(got) != 0 {
 		t.Fatalf("Events during the initial sync: %v", got)
 	}
@@ -60,7 +61,7 @@ func TestCacheEvents(t *testing.T) {
 
 	// A parent tier that is too low: the parent gets a Warning named after the excluding
 	// problem (not the alphabetically first one), the children a Normal one.
-	c.SetHyperNode(withUID(hn("spine", 1, "", child("s0"), child("s1"), child("s9"))))
+	c.SetHyperNode(withUID(hntesting.MakeHyperNode("spine").Tier(1).Children("s0", "s1", "s9").Obj()))
 	got := drain(recorder.Events)
 	want = []string{
 		"Normal TierOrder HyperNode s0: its parent spine has tier 1, not greater than its own tier 1; spine and everything below it are excluded",
@@ -71,7 +72,7 @@ func TestCacheEvents(t *testing.T) {
 		t.Errorf("Events of a tier-order problem (-want,+got):\n%s", diff)
 	}
 
-	c.SetHyperNode(withUID(hn("spine", 2, "", child("s0"), child("s1"))))
+	c.SetHyperNode(withUID(hntesting.MakeHyperNode("spine").Tier(2).Children("s0", "s1").Obj()))
 	want = []string{
 		"Normal TopologyValid HyperNode s0: its topology problems are resolved; placement uses it again",
 		"Normal TopologyValid HyperNode s1: its topology problems are resolved; placement uses it again",

@@ -11,34 +11,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 )
-
-func hn(name string, tier int, tierName string, members ...topologyv1alpha1.MemberSpec) *topologyv1alpha1.HyperNode {
-	return &topologyv1alpha1.HyperNode{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       topologyv1alpha1.HyperNodeSpec{Tier: tier, TierName: tierName, Members: members},
-	}
-}
-
-func exact(name string) topologyv1alpha1.MemberSpec {
-	return topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode,
-		Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: name}}}
-}
-
-func regex(pattern string) topologyv1alpha1.MemberSpec {
-	return topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode,
-		Selector: topologyv1alpha1.MemberSelector{RegexMatch: &topologyv1alpha1.RegexMatch{Pattern: pattern}}}
-}
-
-func labelled(l map[string]string) topologyv1alpha1.MemberSpec {
-	return topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode,
-		Selector: topologyv1alpha1.MemberSelector{LabelMatch: &metav1.LabelSelector{MatchLabels: l}}}
-}
-
-func child(name string) topologyv1alpha1.MemberSpec {
-	return topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeHyperNode,
-		Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: name}}}
-}
 
 // nodes returns count unlabelled nodes named prefix-0 .. prefix-(count-1).
 func nodes(prefix string, count int) map[string]labels.Set {
@@ -52,13 +26,13 @@ func nodes(prefix string, count int) map[string]labels.Set {
 // seed001 is the s0..s6 example of seed 001: four leaves of two nodes, two spines, one core.
 func seed001() []*topologyv1alpha1.HyperNode {
 	return []*topologyv1alpha1.HyperNode{
-		hn("s0", 1, "", exact("node-0"), exact("node-1")),
-		hn("s1", 1, "", exact("node-2"), exact("node-3")),
-		hn("s2", 1, "", exact("node-4"), exact("node-5")),
-		hn("s3", 1, "", exact("node-6"), exact("node-7")),
-		hn("s4", 2, "", child("s0"), child("s1")),
-		hn("s5", 2, "", child("s2"), child("s3")),
-		hn("s6", 3, "", child("s4"), child("s5")),
+		hntesting.MakeHyperNode("s0").Tier(1).Nodes("node-0", "node-1").Obj(),
+		hntesting.MakeHyperNode("s1").Tier(1).Nodes("node-2", "node-3").Obj(),
+		hntesting.MakeHyperNode("s2").Tier(1).Nodes("node-4", "node-5").Obj(),
+		hntesting.MakeHyperNode("s3").Tier(1).Nodes("node-6", "node-7").Obj(),
+		hntesting.MakeHyperNode("s4").Tier(2).Children("s0", "s1").Obj(),
+		hntesting.MakeHyperNode("s5").Tier(2).Children("s2", "s3").Obj(),
+		hntesting.MakeHyperNode("s6").Tier(3).Children("s4", "s5").Obj(),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 )
 
 // randomWorld generates node and HyperNode objects from small name spaces, so that random
@@ -38,26 +39,26 @@ func (w randomWorld) nodeLabels() labels.Set {
 func (w randomWorld) nodeMember() topologyv1alpha1.MemberSpec {
 	switch w.r.IntN(11) {
 	case 9:
-		return regex("(?i)N-1")
+		return hntesting.RegexNodeMember("(?i)N-1")
 	case 10:
-		return regex(fmt.Sprintf("n-(%d|1%d)$", w.r.IntN(3), w.r.IntN(6)))
+		return hntesting.RegexNodeMember(fmt.Sprintf("n-(%d|1%d)$", w.r.IntN(3), w.r.IntN(6)))
 	case 0:
-		return regex(fmt.Sprintf("^n-%d", w.r.IntN(3)))
+		return hntesting.RegexNodeMember(fmt.Sprintf("^n-%d", w.r.IntN(3)))
 	case 1:
-		return regex(fmt.Sprintf("-%d$", w.r.IntN(6)))
+		return hntesting.RegexNodeMember(fmt.Sprintf("-%d$", w.r.IntN(6)))
 	case 2:
-		return regex("([")
+		return hntesting.RegexNodeMember("([")
 	case 3:
-		return labelled(map[string]string{"rack": fmt.Sprintf("r%d", w.r.IntN(4))})
+		return hntesting.LabelNodeMember(map[string]string{"rack": fmt.Sprintf("r%d", w.r.IntN(4))})
 	case 4:
-		return labelled(nil)
+		return hntesting.LabelNodeMember(nil)
 	case 5:
-		m := labelled(nil)
+		m := hntesting.LabelNodeMember(nil)
 		m.Selector.LabelMatch.MatchExpressions = append(m.Selector.LabelMatch.MatchExpressions,
 			metav1LabelRequirement("zone", fmt.Sprintf("z%d", w.r.IntN(2))))
 		return m
 	default:
-		return exact(w.nodeName())
+		return hntesting.NodeMember(w.nodeName())
 	}
 }
 
@@ -72,18 +73,18 @@ func (w randomWorld) hyperNode() *topologyv1alpha1.HyperNode {
 		if leaf {
 			members = append(members, w.nodeMember())
 		} else {
-			members = append(members, child(w.hnName()))
+			members = append(members, hntesting.ChildMember(w.hnName()))
 		}
 	}
 	switch w.r.IntN(12) {
 	case 0: // mixed member types
-		members = append(members, exact(w.nodeName()), child(w.hnName()))
+		members = append(members, hntesting.NodeMember(w.nodeName()), hntesting.ChildMember(w.hnName()))
 	case 1: // a regex selector on a HyperNode member
-		m := regex("^h")
+		m := hntesting.RegexNodeMember("^h")
 		m.Type = topologyv1alpha1.MemberTypeHyperNode
 		members = append(members, m)
 	}
-	return hn(name, tier, tierNames[w.r.IntN(len(tierNames))], members...)
+	return hntesting.MakeHyperNode(name).Tier(tier).TierName(tierNames[w.r.IntN(len(tierNames))]).Members(members...).Obj()
 }
 
 // TestIncrementalEqualsRebuild applies random sequences of node and HyperNode events and

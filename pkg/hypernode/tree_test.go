@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 )
 
 func TestSeed001Tree(t *testing.T) {
@@ -70,13 +71,13 @@ func TestSeed000Tree(t *testing.T) {
 		n[[]string{"node-4", "node-5", "node-6", "node-7"}[i]] = labels.Set{"example.com/rack": rack}
 	}
 	hyperNodes := []*topologyv1alpha1.HyperNode{
-		hn("rack-0", 1, "rack", regex("^node-[01]$")),
-		hn("rack-1", 1, "rack", regex("^node-[23]$")),
-		hn("rack-2", 1, "rack", labelled(map[string]string{"example.com/rack": "rack-2"})),
-		hn("rack-3", 1, "rack", labelled(map[string]string{"example.com/rack": "rack-3"})),
-		hn("tor-0", 2, "tor", child("rack-0"), child("rack-1")),
-		hn("tor-1", 2, "tor", child("rack-2"), child("rack-3")),
-		hn("spine-0", 3, "spine", child("tor-0"), child("tor-1")),
+		hntesting.MakeHyperNode("rack-0").Tier(1).TierName("rack").NodeRegex("^node-[01]$").Obj(),
+		hntesting.MakeHyperNode("rack-1").Tier(1).TierName("rack").NodeRegex("^node-[23]$").Obj(),
+		hntesting.MakeHyperNode("rack-2").Tier(1).TierName("rack").NodeLabels(map[string]string{"example.com/rack": "rack-2"}).Obj(),
+		hntesting.MakeHyperNode("rack-3").Tier(1).TierName("rack").NodeLabels(map[string]string{"example.com/rack": "rack-3"}).Obj(),
+		hntesting.MakeHyperNode("tor-0").Tier(2).TierName("tor").Children("rack-0", "rack-1").Obj(),
+		hntesting.MakeHyperNode("tor-1").Tier(2).TierName("tor").Children("rack-2", "rack-3").Obj(),
+		hntesting.MakeHyperNode("spine-0").Tier(3).TierName("spine").Children("tor-0", "tor-1").Obj(),
 	}
 	s := Build(n, hyperNodes).Snapshot()
 	want := map[string][]string{"rack-0": {"node-0", "node-1"}, "rack-1": {"node-2", "node-3"}, "rack-2": {"node-4", "node-5"}, "rack-3": {"node-6", "node-7"}}
@@ -111,11 +112,11 @@ func TestMixedDepthTree(t *testing.T) {
 		n[k] = v
 	}
 	s := Build(n, []*topologyv1alpha1.HyperNode{
-		hn("tor-a", 2, "tor", regex("^a-")),
-		hn("nvl-0", 1, "nvlink", exact("b-0"), exact("b-1")),
-		hn("nvl-1", 1, "nvlink", exact("b-2"), exact("b-3")),
-		hn("tor-b", 2, "tor", child("nvl-0"), child("nvl-1")),
-		hn("spine", 3, "spine", child("tor-a"), child("tor-b")),
+		hntesting.MakeHyperNode("tor-a").Tier(2).TierName("tor").NodeRegex("^a-").Obj(),
+		hntesting.MakeHyperNode("nvl-0").Tier(1).TierName("nvlink").Nodes("b-0", "b-1").Obj(),
+		hntesting.MakeHyperNode("nvl-1").Tier(1).TierName("nvlink").Nodes("b-2", "b-3").Obj(),
+		hntesting.MakeHyperNode("tor-b").Tier(2).TierName("tor").Children("nvl-0", "nvl-1").Obj(),
+		hntesting.MakeHyperNode("spine").Tier(3).TierName("spine").Children("tor-a", "tor-b").Obj(),
 	}).Snapshot()
 	if diff := cmp.Diff(map[int][]string{1: {"nvl-0", "nvl-1"}, 2: {"tor-a", "tor-b"}, 3: {"spine"}}, viewOf(s).Candidates); diff != "" {
 		t.Errorf("candidates (-want,+got):\n%s", diff)
@@ -157,10 +158,10 @@ func TestSelectorSemantics(t *testing.T) {
 	}
 	s := Build(n, []*topologyv1alpha1.HyperNode{
 		// Volcano's regex semantics are unanchored: "node-1" matches inside longer names.
-		hn("unanchored", 1, "", regex("node-1")),
-		hn("labels", 1, "", labelled(map[string]string{"rack": "r1"})),
+		hntesting.MakeHyperNode("unanchored").Tier(1).NodeRegex("node-1").Obj(),
+		hntesting.MakeHyperNode("labels").Tier(1).NodeLabels(map[string]string{"rack": "r1"}).Obj(),
 		// An empty label selector matches nothing rather than everything.
-		hn("empty-labels", 1, "", labelled(nil)),
+		hntesting.MakeHyperNode("empty-labels").Tier(1).NodeLabels(nil).Obj(),
 	}).Snapshot()
 	got := map[string][]string{}
 	for _, name := range []string{"unanchored", "labels", "empty-labels"} {
@@ -217,9 +218,9 @@ func TestValidation(t *testing.T) {
 		{
 			name: "cycle in a separate subtree",
 			hyperNodes: append(seed001(),
-				hn("x0", 1, "", exact("node-8")),
-				hn("x1", 2, "", child("x0"), child("x2")),
-				hn("x2", 3, "", child("x1")),
+				hntesting.MakeHyperNode("x0").Tier(1).Nodes("node-8").Obj(),
+				hntesting.MakeHyperNode("x1").Tier(2).Children("x0", "x2").Obj(),
+				hntesting.MakeHyperNode("x2").Tier(3).Children("x1").Obj(),
 			),
 			wantProblems: map[string][]Problem{
 				"x1": {
@@ -237,7 +238,7 @@ func TestValidation(t *testing.T) {
 		},
 		{
 			name:       "a HyperNode claimed by two parents",
-			hyperNodes: append(seed001(), hn("s7", 2, "", child("s3"))),
+			hyperNodes: append(seed001(), hntesting.MakeHyperNode("s7").Tier(2).Children("s3").Obj()),
 			wantProblems: map[string][]Problem{
 				"s3": {excl(ReasonMultipleParents, "it is a member of 2 HyperNodes (s5, s7); a HyperNode can have only one parent")},
 				"s5": {info(ReasonMultipleParents, "its member s3 is also a member of s7; s3 is excluded until it has one parent")},
@@ -249,7 +250,7 @@ func TestValidation(t *testing.T) {
 		},
 		{
 			name:       "mixed member types",
-			hyperNodes: replace(seed001(), hn("s3", 1, "", exact("node-6"), exact("node-7"), child("s9"))),
+			hyperNodes: replace(seed001(), hntesting.MakeHyperNode("s3").Tier(1).Nodes("node-6", "node-7").Children("s9").Obj()),
 			wantProblems: map[string][]Problem{
 				"s3": {
 					info(ReasonMissingMember, "member HyperNode(s) s9 do not exist; placement uses the members that exist"),
@@ -263,9 +264,9 @@ func TestValidation(t *testing.T) {
 		{
 			name: "regexMatch on a HyperNode member",
 			hyperNodes: replace(seed001(), func() *topologyv1alpha1.HyperNode {
-				m := regex("^s[23]$")
+				m := hntesting.RegexNodeMember("^s[23]$")
 				m.Type = topologyv1alpha1.MemberTypeHyperNode
-				return hn("s5", 2, "", m)
+				return hntesting.MakeHyperNode("s5").Tier(2).Members(m).Obj()
 			}()),
 			wantProblems: map[string][]Problem{
 				"s5": {excl(ReasonInvalidMember, "member 0 is of type HyperNode but uses regexMatch; HyperNode members must use exactMatch")},
@@ -278,9 +279,9 @@ func TestValidation(t *testing.T) {
 		{
 			name: "labelMatch on a HyperNode member",
 			hyperNodes: replace(seed001(), func() *topologyv1alpha1.HyperNode {
-				m := labelled(map[string]string{"spine": "s5"})
+				m := hntesting.LabelNodeMember(map[string]string{"spine": "s5"})
 				m.Type = topologyv1alpha1.MemberTypeHyperNode
-				return hn("s5", 2, "", m)
+				return hntesting.MakeHyperNode("s5").Tier(2).Members(m).Obj()
 			}()),
 			wantProblems: map[string][]Problem{
 				"s5": {excl(ReasonInvalidMember, "member 0 is of type HyperNode but uses labelMatch; HyperNode members must use exactMatch")},
@@ -291,7 +292,7 @@ func TestValidation(t *testing.T) {
 		},
 		{
 			name:       "a HyperNode that contains itself",
-			hyperNodes: append(seed001(), hn("loop", 2, "", child("loop"))),
+			hyperNodes: append(seed001(), hntesting.MakeHyperNode("loop").Tier(2).Children("loop").Obj()),
 			wantProblems: map[string][]Problem{
 				"loop": {
 					excl(ReasonCycle, "it is on a membership cycle of HyperNodes loop"),
@@ -305,7 +306,7 @@ func TestValidation(t *testing.T) {
 		},
 		{
 			name:       "parent tier not greater than a child's",
-			hyperNodes: replace(seed001(), hn("s5", 1, "", child("s2"), child("s3"))),
+			hyperNodes: replace(seed001(), hntesting.MakeHyperNode("s5").Tier(1).Children("s2", "s3").Obj()),
 			wantProblems: map[string][]Problem{
 				"s5": {
 					excl(ReasonTierOrder, "its tier 1 is not greater than the tier 1 of its member s2"),
@@ -320,7 +321,7 @@ func TestValidation(t *testing.T) {
 		},
 		{
 			name:       "a node selected by two leaves",
-			hyperNodes: replace(seed001(), hn("s3", 1, "", regex("^node-[5-7]$"))),
+			hyperNodes: replace(seed001(), hntesting.MakeHyperNode("s3").Tier(1).NodeRegex("^node-[5-7]$").Obj()),
 			wantProblems: map[string][]Problem{
 				"s2": {excl(ReasonNodeInMultipleLeaves, "1 of its nodes (node-5) are also selected by s3; a node can belong to one leaf only")},
 				"s3": {excl(ReasonNodeInMultipleLeaves, "1 of its nodes (node-5) are also selected by s2; a node can belong to one leaf only")},
@@ -331,7 +332,7 @@ func TestValidation(t *testing.T) {
 		},
 		{
 			name:       "a regular expression that does not compile",
-			hyperNodes: replace(seed001(), hn("s3", 1, "", regex("node-[6-7"))),
+			hyperNodes: replace(seed001(), hntesting.MakeHyperNode("s3").Tier(1).NodeRegex("node-[6-7").Obj()),
 			wantProblems: map[string][]Problem{
 				"s3": {excl(ReasonInvalidMember, "member 0: regexMatch pattern \"node-[6-7\" does not compile: error parsing regexp: missing closing ]: `[6-7`")},
 			},
@@ -342,8 +343,8 @@ func TestValidation(t *testing.T) {
 		{
 			name: "a tierName used by two tiers",
 			hyperNodes: replace(seed001(),
-				hn("s0", 1, "leaf", exact("node-0"), exact("node-1")),
-				hn("s4", 2, "leaf", child("s0"), child("s1")),
+				hntesting.MakeHyperNode("s0").Tier(1).TierName("leaf").Nodes("node-0", "node-1").Obj(),
+				hntesting.MakeHyperNode("s4").Tier(2).TierName("leaf").Children("s0", "s1").Obj(),
 			),
 			wantProblems: map[string][]Problem{
 				"s0": {info(ReasonAmbiguousTierName, `its tierName "leaf" is also used by HyperNodes of tiers [1 2]; jobs cannot name that tier until every HyperNode of one tierName has the same tier`)},
@@ -355,7 +356,7 @@ func TestValidation(t *testing.T) {
 		},
 		{
 			name:       "a member HyperNode that does not exist yet",
-			hyperNodes: replace(seed001(), hn("s6", 3, "", child("s4"), child("s5"), child("s9"))),
+			hyperNodes: replace(seed001(), hntesting.MakeHyperNode("s6").Tier(3).Children("s4", "s5", "s9").Obj()),
 			wantProblems: map[string][]Problem{
 				"s6": {info(ReasonMissingMember, "member HyperNode(s) s9 do not exist; placement uses the members that exist")},
 			},
@@ -416,7 +417,7 @@ func TestValidation(t *testing.T) {
 // problems are reported and cleared, and the subtree comes back without a rebuild.
 func TestFixRestoresSubtree(t *testing.T) {
 	tree := Build(nodes("node", 8), seed001())
-	changes := tree.SetHyperNode(hn("s4", 2, "", child("s0"), child("s1"), child("s6")))
+	changes := tree.SetHyperNode(hntesting.MakeHyperNode("s4").Tier(2).Children("s0", "s1", "s6").Obj())
 	gotChanged := map[string][]string{}
 	for _, c := range changes {
 		for _, p := range c.Problems {
@@ -435,7 +436,7 @@ func TestFixRestoresSubtree(t *testing.T) {
 		t.Error("node-0 still has a leaf under the cycle")
 	}
 
-	changes = tree.SetHyperNode(hn("s4", 2, "", child("s0"), child("s1")))
+	changes = tree.SetHyperNode(hntesting.MakeHyperNode("s4").Tier(2).Children("s0", "s1").Obj())
 	cleared := map[string]int{}
 	for _, c := range changes {
 		cleared[c.HyperNode.Name] = len(c.Problems)
@@ -453,7 +454,7 @@ func TestSnapshotsAreImmutable(t *testing.T) {
 	before := tree.Snapshot()
 	beforeView := viewOf(before)
 	tree.DeleteNode("node-0")
-	tree.SetHyperNode(hn("s3", 1, "", exact("node-6")))
+	tree.SetHyperNode(hntesting.MakeHyperNode("s3").Tier(1).Nodes("node-6").Obj())
 	tree.DeleteHyperNode("s5")
 	if diff := cmp.Diff(beforeView, viewOf(before)); diff != "" {
 		t.Errorf("an old snapshot changed (-before,+after):\n%s", diff)
@@ -463,7 +464,7 @@ func TestSnapshotsAreImmutable(t *testing.T) {
 	}
 	// A status-only update publishes nothing.
 	gen := tree.Snapshot().Generation()
-	updated := hn("s3", 1, "", exact("node-6"))
+	updated := hntesting.MakeHyperNode("s3").Tier(1).Nodes("node-6").Obj()
 	updated.Status.NodeCount = 1
 	if changes := tree.SetHyperNode(updated); changes != nil || tree.Snapshot().Generation() != gen {
 		t.Errorf("a status update changed the tree: %v, generation %d -> %d", changes, gen, tree.Snapshot().Generation())

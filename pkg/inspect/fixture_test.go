@@ -13,35 +13,13 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
-	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // now is the fixed time the test cluster is read at.
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-
-func hyperNode(name string, tier int, tierName string, members ...topologyv1alpha1.MemberSpec) *topologyv1alpha1.HyperNode {
-	return &topologyv1alpha1.HyperNode{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       topologyv1alpha1.HyperNodeSpec{Tier: tier, TierName: tierName, Members: members},
-	}
-}
-
-func nodeMember(name string) topologyv1alpha1.MemberSpec {
-	return topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode,
-		Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: name}}}
-}
-
-func regexMember(pattern string) topologyv1alpha1.MemberSpec {
-	return topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode,
-		Selector: topologyv1alpha1.MemberSelector{RegexMatch: &topologyv1alpha1.RegexMatch{Pattern: pattern}}}
-}
-
-func childMember(name string) topologyv1alpha1.MemberSpec {
-	return topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeHyperNode,
-		Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: name}}}
-}
 
 // gpuNode is a node with 8 GPUs, 32 CPUs, 128Gi memory and room for 110 pods.
 func gpuNode(name string, modify ...func(*v1.Node)) *v1.Node {
@@ -159,14 +137,14 @@ func testObjects() (kube, topology, scheduling []runtime.Object) {
 			map[string]string{"partition": string(rune('0' + i/3))}))
 	}
 	topology = []runtime.Object{
-		hyperNode("s0", 1, "leaf", nodeMember("s0-n0"), nodeMember("s0-n1")),
-		hyperNode("s1", 1, "leaf", nodeMember("s1-n0"), nodeMember("s1-n1")),
-		hyperNode("s2", 1, "leaf", nodeMember("s2-n0"), nodeMember("s2-n1")),
-		hyperNode("s3", 1, "leaf", nodeMember("s3-n0"), nodeMember("s3-n1")),
-		hyperNode("bad", 1, "leaf", nodeMember("bad-n0"), regexMember("([")),
-		hyperNode("s4", 2, "spine", childMember("s0"), childMember("s1")),
-		hyperNode("s5", 2, "spine", childMember("s2"), childMember("s3"), childMember("bad")),
-		hyperNode("s6", 3, "core", childMember("s4"), childMember("s5")),
+		hntesting.MakeHyperNode("s0").Tier(1).TierName("leaf").Nodes("s0-n0", "s0-n1").Obj(),
+		hntesting.MakeHyperNode("s1").Tier(1).TierName("leaf").Nodes("s1-n0", "s1-n1").Obj(),
+		hntesting.MakeHyperNode("s2").Tier(1).TierName("leaf").Nodes("s2-n0", "s2-n1").Obj(),
+		hntesting.MakeHyperNode("s3").Tier(1).TierName("leaf").Nodes("s3-n0", "s3-n1").Obj(),
+		hntesting.MakeHyperNode("bad").Tier(1).TierName("leaf").Nodes("bad-n0").NodeRegex("([").Obj(),
+		hntesting.MakeHyperNode("s4").Tier(2).TierName("spine").Children("s0", "s1").Obj(),
+		hntesting.MakeHyperNode("s5").Tier(2).TierName("spine").Children("s2", "s3", "bad").Obj(),
+		hntesting.MakeHyperNode("s6").Tier(3).TierName("core").Children("s4", "s5").Obj(),
 	}
 	scheduling = []runtime.Object{
 		podGroup("team-a", "trained", 4, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`}),

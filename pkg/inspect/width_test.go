@@ -13,6 +13,7 @@ import (
 	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -55,8 +56,8 @@ func TestLongNamesFit(t *testing.T) {
 		strings.Repeat("averyveryverylongwordwithoutspaces", 4)+" 0/3 nodes are available: 1 node(s) were unschedulable.")
 	kube = append(kube, bound, pending)
 	topology := []runtime.Object{
-		hyperNode(leaf, 1, long("a-very-long-tier-name-"), nodeMember(nodeA), nodeMember(nodeB)),
-		hyperNode(spine, 2, "spine", childMember(leaf), childMember(long("missing-"))),
+		hntesting.MakeHyperNode(leaf).Tier(1).TierName(long("a-very-long-tier-name-")).Nodes(nodeA, nodeB).Obj(),
+		hntesting.MakeHyperNode(spine).Tier(2).TierName("spine").Children(leaf, long("missing-")).Obj(),
 	}
 	scheduling := []runtime.Object{podGroup("a-namespace-with-a-long-name", group, 2, map[string]string{
 		podgroup.NetworkTopologyAnnotation: `{"mode":"soft","highestTierAllowed":1}`,

@@ -8,6 +8,7 @@ import (
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 )
 
 // BenchmarkPlanBigGang plans a 5,000-pod gang (one 8-GPU pod per node) on 10,000 nodes:
@@ -29,7 +30,7 @@ func BenchmarkPlanBigGang(b *testing.B) {
 		for i := l * perLeaf; i < min((l+1)*perLeaf, nodesTotal); i++ {
 			members = append(members, fmt.Sprintf("r%03d-n%02d", i/perLeaf, i%perLeaf))
 		}
-		hns = append(hns, hn(fmt.Sprintf("leaf-%d", l), 1, members, nil))
+		hns = append(hns, hntesting.MakeHyperNode(fmt.Sprintf("leaf-%d", l)).Tier(1).Nodes(members...).Obj())
 	}
 	var spines []string
 	for s := 0; s*leavesPerSpine < leaves; s++ {
@@ -38,10 +39,10 @@ func BenchmarkPlanBigGang(b *testing.B) {
 			children = append(children, fmt.Sprintf("leaf-%d", l))
 		}
 		name := fmt.Sprintf("spine-%d", s)
-		hns = append(hns, hn(name, 2, nil, children))
+		hns = append(hns, hntesting.MakeHyperNode(name).Tier(2).Children(children...).Obj())
 		spines = append(spines, name)
 	}
-	hns = append(hns, hn("core", 3, nil, spines))
+	hns = append(hns, hntesting.MakeHyperNode("core").Tier(3).Children(spines...).Obj())
 	tree := hypernode.Build(nodes, hns).Snapshot()
 	pending := pods(gang)
 	for _, strategy := range []Strategy{BinPack, LeastWaste} {

@@ -296,23 +296,7 @@ func (p *planner) computeCapacity() {
 
 // placedAncestor returns the lowest HyperNode holding every placed member ("" if none).
 func (p *planner) placedAncestor() string {
-	lca := ""
-	for _, node := range p.req.Placed {
-		leaf, ok := p.req.Tree.LeafOf(node)
-		if !ok {
-			return hypernode.VirtualRootName
-		}
-		if lca == "" {
-			lca = leaf
-			continue
-		}
-		if l, ok := p.req.Tree.LCA(lca, leaf); ok {
-			lca = l
-		} else {
-			return hypernode.VirtualRootName
-		}
-	}
-	return lca
+	return LowestCommon(p.req.Tree, p.req.Placed)
 }
 
 // rank orders candidates by the strategy, then the tie-breaks, best first.
@@ -476,19 +460,7 @@ func (p *planner) score(name string, demand int) float64 {
 func (p *planner) subGroupHome(domain string, sg SubGroup) (string, float64, bool) {
 	tree := p.req.Tree
 	domainInfo, _ := tree.HyperNode(domain)
-	placedIn := ""
-	for _, node := range sg.Placed {
-		leaf, ok := tree.LeafOf(node)
-		if !ok {
-			placedIn = hypernode.VirtualRootName
-			break
-		}
-		if placedIn == "" {
-			placedIn = leaf
-		} else if l, ok := tree.LCA(placedIn, leaf); ok {
-			placedIn = l
-		}
-	}
+	placedIn := LowestCommon(tree, sg.Placed)
 	inside := func(h string) bool {
 		lca, ok := tree.LCA(h, domain)
 		return ok && lca == domain

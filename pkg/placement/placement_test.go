@@ -5,25 +5,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 )
-
-func hn(name string, tier int, nodes []string, children []string) *topologyv1alpha1.HyperNode {
-	h := &topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: tier}}
-	for _, n := range nodes {
-		h.Spec.Members = append(h.Spec.Members, topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode,
-			Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: n}}})
-	}
-	for _, c := range children {
-		h.Spec.Members = append(h.Spec.Members, topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeHyperNode,
-			Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: c}}})
-	}
-	return h
-}
 
 // seed001 is the s0..s6 tree of seed 001 over node-0..node-7, plus a node in no HyperNode.
 func seed001() *hypernode.Snapshot {
@@ -32,13 +19,13 @@ func seed001() *hypernode.Snapshot {
 		nodes[fmt.Sprintf("node-%d", i)] = labels.Set{}
 	}
 	return hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
-		hn("s0", 1, []string{"node-0", "node-1"}, nil),
-		hn("s1", 1, []string{"node-2", "node-3"}, nil),
-		hn("s2", 1, []string{"node-4", "node-5"}, nil),
-		hn("s3", 1, []string{"node-6", "node-7"}, nil),
-		hn("s4", 2, nil, []string{"s0", "s1"}),
-		hn("s5", 2, nil, []string{"s2", "s3"}),
-		hn("s6", 3, nil, []string{"s4", "s5"}),
+		hntesting.MakeHyperNode("s0").Tier(1).Nodes("node-0", "node-1").Obj(),
+		hntesting.MakeHyperNode("s1").Tier(1).Nodes("node-2", "node-3").Obj(),
+		hntesting.MakeHyperNode("s2").Tier(1).Nodes("node-4", "node-5").Obj(),
+		hntesting.MakeHyperNode("s3").Tier(1).Nodes("node-6", "node-7").Obj(),
+		hntesting.MakeHyperNode("s4").Tier(2).Children("s0", "s1").Obj(),
+		hntesting.MakeHyperNode("s5").Tier(2).Children("s2", "s3").Obj(),
+		hntesting.MakeHyperNode("s6").Tier(3).Children("s4", "s5").Obj(),
 	}).Snapshot()
 }
 
@@ -186,14 +173,14 @@ func TestStrategies(t *testing.T) {
 		nodes[fmt.Sprintf("node-%d", i)] = labels.Set{}
 	}
 	tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
-		hn("block-0", 1, []string{"node-0", "node-1", "node-2"}, nil),
-		hn("block-1", 1, []string{"node-3", "node-4"}, nil),
-		hn("block-2", 1, []string{"node-5", "node-6"}, nil),
-		hn("block-3", 1, []string{"node-7", "node-8"}, nil),
-		hn("block-4", 1, []string{"node-9", "node-10", "node-11"}, nil),
-		hn("spine-0", 2, nil, []string{"block-0", "block-1"}),
-		hn("spine-1", 2, nil, []string{"block-2", "block-3"}),
-		hn("spine-2", 2, nil, []string{"block-4"}),
+		hntesting.MakeHyperNode("block-0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj(),
+		hntesting.MakeHyperNode("block-1").Tier(1).Nodes("node-3", "node-4").Obj(),
+		hntesting.MakeHyperNode("block-2").Tier(1).Nodes("node-5", "node-6").Obj(),
+		hntesting.MakeHyperNode("block-3").Tier(1).Nodes("node-7", "node-8").Obj(),
+		hntesting.MakeHyperNode("block-4").Tier(1).Nodes("node-9", "node-10", "node-11").Obj(),
+		hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
+		hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
+		hntesting.MakeHyperNode("spine-2").Tier(2).Children("block-4").Obj(),
 	}).Snapshot()
 	free := func(used8 ...string) map[string]Node {
 		out := map[string]Node{}
@@ -271,12 +258,12 @@ func TestStrategiesDisagree(t *testing.T) {
 		capacity[name] = Node{Capacity: 1, Used: []float64{used}, Allocatable: []float64{8}}
 	}
 	tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
-		hn("block-0", 1, []string{"node-0", "node-1", "node-2"}, nil),
-		hn("block-1", 1, []string{"node-3", "node-4"}, nil),
-		hn("block-2", 1, []string{"node-5", "node-6"}, nil),
-		hn("block-3", 1, []string{"node-7", "node-8"}, nil),
-		hn("spine-0", 2, nil, []string{"block-0", "block-1"}),
-		hn("spine-1", 2, nil, []string{"block-2", "block-3"}),
+		hntesting.MakeHyperNode("block-0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj(),
+		hntesting.MakeHyperNode("block-1").Tier(1).Nodes("node-3", "node-4").Obj(),
+		hntesting.MakeHyperNode("block-2").Tier(1).Nodes("node-5", "node-6").Obj(),
+		hntesting.MakeHyperNode("block-3").Tier(1).Nodes("node-7", "node-8").Obj(),
+		hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
+		hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
 	}).Snapshot()
 	for strategy, want := range map[Strategy]string{BinPack: "spine-0", LeastWaste: "spine-1"} {
 		got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4),
@@ -331,9 +318,9 @@ func seed003() *hypernode.Snapshot {
 			nodes[name] = labels.Set{}
 			members = append(members, name)
 		}
-		hns = append(hns, hn(fmt.Sprintf("leaf-%d", l), 1, members, nil))
+		hns = append(hns, hntesting.MakeHyperNode(fmt.Sprintf("leaf-%d", l)).Tier(1).Nodes(members...).Obj())
 	}
-	hns = append(hns, hn("t2-a", 2, nil, []string{"leaf-0", "leaf-1"}), hn("t2-b", 2, nil, []string{"leaf-2", "leaf-3"}))
+	hns = append(hns, hntesting.MakeHyperNode("t2-a").Tier(2).Children("leaf-0", "leaf-1").Obj(), hntesting.MakeHyperNode("t2-b").Tier(2).Children("leaf-2", "leaf-3").Obj())
 	return hypernode.Build(nodes, hns).Snapshot()
 }
 

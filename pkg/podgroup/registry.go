@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/informers"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	schedinformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
@@ -28,6 +29,10 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
 )
+
+// EventResource is the kube-scheduler event resource of scheduler-plugins PodGroups
+// (resource.version.group), which kube-scheduler watches through a dynamic informer.
+const EventResource fwk.EventResource = "podgroups.v1alpha1.scheduling.x-k8s.io"
 
 // Key identifies a PodGroup: its namespace and name.
 type Key = types.NamespacedName
@@ -232,6 +237,10 @@ func (r *Registry) Info(key Key) Info {
 	if g == nil {
 		return Info{}
 	}
+	return g.infoLocked()
+}
+
+func (g *group) infoLocked() Info {
 	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
 	return Info{PodGroup: g.podGroup, Members: len(g.members), Scheduled: g.bound.Len() + len(g.assumed),
 		Topology: g.topology, TopologyErr: g.topologyErr, SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr}
@@ -343,8 +352,7 @@ func (r *Registry) ClusterAllocatable() v1.ResourceList {
 // SetPodGroup adds or updates a PodGroup.
 func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	key := Key{Namespace: pg.Namespace, Name: pg.Name}
-	topology, err := ParseNetworkTopology(pg.Annotations)
-	subGroups, subErr := ParseSubGroupPolicies(pg.Annotations, topology)
+	parsed := infoOf(pg)
 	r.mu.Lock()
 	g := r.groupLocked(key)
 	// A change of minMember or of the constraints can make a held-back group ready.
@@ -353,8 +361,8 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 		g.podGroup.Annotations[NetworkTopologyAnnotation] != pg.Annotations[NetworkTopologyAnnotation]
 	// The policies' validity depends on the job's constraint too: rebuild on either change.
 	policiesChanged := changed
-	g.podGroup, g.topology, g.topologyErr = pg, topology, err
-	g.subGroups, g.subGroupErr = subGroups, subErr
+	g.podGroup, g.topology, g.topologyErr = pg, parsed.Topology, parsed.TopologyErr
+	g.subGroups, g.subGroupErr = parsed.SubGroupPolicies, parsed.SubGroupErr
 	if policiesChanged {
 		g.rebuildSubGroupsLocked()
 	}

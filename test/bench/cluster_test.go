@@ -18,6 +18,7 @@ import (
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
@@ -112,25 +113,25 @@ func (tp Topology) hyperNodes() []*topologyv1alpha1.HyperNode {
 	var out []*topologyv1alpha1.HyperNode
 	spineMembers := make([][]topologyv1alpha1.MemberSpec, tp.spines())
 	for l := range tp.leaves() {
-		hn := util.HyperNode(tp.leafName(l), 1, topologyv1alpha1.MemberSpec{
+		hn := hntesting.MakeHyperNode(tp.leafName(l)).Tier(1).Members(topologyv1alpha1.MemberSpec{
 			Type: topologyv1alpha1.MemberTypeNode,
 			Selector: topologyv1alpha1.MemberSelector{RegexMatch: &topologyv1alpha1.RegexMatch{
 				Pattern: fmt.Sprintf("^%s-l%04d-", tp.Name, l),
 			}},
-		})
+		}).Obj()
 		hn.Spec.TierName = "leaf"
 		out = append(out, hn)
 		s := tp.spineOf(l)
-		spineMembers[s] = append(spineMembers[s], util.ChildMember(tp.leafName(l)))
+		spineMembers[s] = append(spineMembers[s], hntesting.ChildMember(tp.leafName(l)))
 	}
 	var coreMembers []topologyv1alpha1.MemberSpec
 	for s := range tp.spines() {
-		hn := util.HyperNode(tp.spineName(s), 2, spineMembers[s]...)
+		hn := hntesting.MakeHyperNode(tp.spineName(s)).Tier(2).Members(spineMembers[s]...).Obj()
 		hn.Spec.TierName = "spine"
 		out = append(out, hn)
-		coreMembers = append(coreMembers, util.ChildMember(tp.spineName(s)))
+		coreMembers = append(coreMembers, hntesting.ChildMember(tp.spineName(s)))
 	}
-	core := util.HyperNode(tp.Name+"-core", 3, coreMembers...)
+	core := hntesting.MakeHyperNode(tp.Name + "-core").Tier(3).Members(coreMembers...).Obj()
 	core.Spec.TierName = "core"
 	return append(out, core)
 }

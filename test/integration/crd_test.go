@@ -10,13 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
 func TestHyperNodeCRDValidation(t *testing.T) {
 	ctx := context.Background()
 	c := newClients(t)
-	node := util.ExactNodeMember
+	node := hntesting.NodeMember
 	tests := []struct {
 		name      string
 		hyperNode *topologyv1alpha1.HyperNode
@@ -25,7 +26,7 @@ func TestHyperNodeCRDValidation(t *testing.T) {
 	}{
 		{
 			name:      "no members",
-			hyperNode: util.HyperNode("no-members", 1),
+			hyperNode: hntesting.MakeHyperNode("no-members").Tier(1).Obj(),
 			wantErrs:  []string{`spec.members: Required value`},
 		},
 		{
@@ -35,82 +36,78 @@ func TestHyperNodeCRDValidation(t *testing.T) {
 		},
 		{
 			name: "selector with no match",
-			hyperNode: util.HyperNode("no-selector", 1, topologyv1alpha1.MemberSpec{
+			hyperNode: hntesting.MakeHyperNode("no-selector").Tier(1).Members(topologyv1alpha1.MemberSpec{
 				Type: topologyv1alpha1.MemberTypeNode,
-			}),
+			}).Obj(),
 			wantErrs: []string{`spec.members[0].selector: Invalid value: exactly one of exactMatch, regexMatch or labelMatch must be set`},
 		},
 		{
 			name: "selector with two matches",
-			hyperNode: util.HyperNode("two-selectors", 1, topologyv1alpha1.MemberSpec{
+			hyperNode: hntesting.MakeHyperNode("two-selectors").Tier(1).Members(topologyv1alpha1.MemberSpec{
 				Type: topologyv1alpha1.MemberTypeNode,
 				Selector: topologyv1alpha1.MemberSelector{
 					ExactMatch: &topologyv1alpha1.ExactMatch{Name: "node-0"},
 					RegexMatch: &topologyv1alpha1.RegexMatch{Pattern: "^node-"},
 				},
-			}),
+			}).Obj(),
 			wantErrs: []string{`spec.members[0].selector: Invalid value: exactly one of exactMatch, regexMatch or labelMatch must be set`},
 		},
 		{
 			name:      "empty exactMatch name",
-			hyperNode: util.HyperNode("empty-name", 1, node("")),
+			hyperNode: hntesting.MakeHyperNode("empty-name").Tier(1).Members(node("")).Obj(),
 			wantErrs:  []string{`spec.members[0].selector.exactMatch.name: Invalid value: "": spec.members[0].selector.exactMatch.name in body should be at least 1 chars long`},
 		},
 		{
 			name:      "exactMatch name is not a DNS subdomain",
-			hyperNode: util.HyperNode("bad-name", 1, node("node-0"), node("Node_1")),
+			hyperNode: hntesting.MakeHyperNode("bad-name").Tier(1).Members(node("node-0")).Members(node("Node_1")).Obj(),
 			wantErrs:  []string{`spec.members[1].selector.exactMatch.name: Invalid value: "Node_1": spec.members[1].selector.exactMatch.name in body should match`},
 		},
 		{
 			name: "empty regex pattern",
-			hyperNode: util.HyperNode("empty-regex", 1, topologyv1alpha1.MemberSpec{
+			hyperNode: hntesting.MakeHyperNode("empty-regex").Tier(1).Members(topologyv1alpha1.MemberSpec{
 				Type:     topologyv1alpha1.MemberTypeNode,
 				Selector: topologyv1alpha1.MemberSelector{RegexMatch: &topologyv1alpha1.RegexMatch{}},
-			}),
+			}).Obj(),
 			wantErrs: []string{`spec.members[0].selector.regexMatch.pattern: Invalid value: "": spec.members[0].selector.regexMatch.pattern in body should be at least 1 chars long`},
 		},
 		{
 			name: "regexMatch on a HyperNode member",
-			hyperNode: util.HyperNode("regex-hypernode", 2, topologyv1alpha1.MemberSpec{
+			hyperNode: hntesting.MakeHyperNode("regex-hypernode").Tier(2).Members(topologyv1alpha1.MemberSpec{
 				Type:     topologyv1alpha1.MemberTypeHyperNode,
 				Selector: topologyv1alpha1.MemberSelector{RegexMatch: &topologyv1alpha1.RegexMatch{Pattern: "^s"}},
-			}),
+			}).Obj(),
 			wantErrs: []string{`spec.members[0]: Invalid value: a member of type HyperNode must select its HyperNode by exactMatch; regexMatch and labelMatch are only allowed for members of type Node`},
 		},
 		{
 			name: "labelMatch on a HyperNode member",
-			hyperNode: util.HyperNode("label-hypernode", 2, topologyv1alpha1.MemberSpec{
+			hyperNode: hntesting.MakeHyperNode("label-hypernode").Tier(2).Members(topologyv1alpha1.MemberSpec{
 				Type: topologyv1alpha1.MemberTypeHyperNode,
 				Selector: topologyv1alpha1.MemberSelector{LabelMatch: &metav1.LabelSelector{
 					MatchLabels: map[string]string{"rack": "r1"},
 				}},
-			}),
+			}).Obj(),
 			wantErrs: []string{`spec.members[0]: Invalid value: a member of type HyperNode must select its HyperNode by exactMatch; regexMatch and labelMatch are only allowed for members of type Node`},
 		},
 		{
 			name:      "negative tier",
-			hyperNode: util.HyperNode("negative-tier", -1, node("node-0")),
+			hyperNode: hntesting.MakeHyperNode("negative-tier").Tier(-1).Members(node("node-0")).Obj(),
 			wantErrs:  []string{`spec.tier: Invalid value: -1: spec.tier in body should be greater than or equal to 0`},
 		},
 		{
 			name: "unknown member type",
-			hyperNode: util.HyperNode("bad-type", 1, topologyv1alpha1.MemberSpec{
+			hyperNode: hntesting.MakeHyperNode("bad-type").Tier(1).Members(topologyv1alpha1.MemberSpec{
 				Type:     "Rack",
 				Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: "r1"}},
-			}),
+			}).Obj(),
 			wantErrs: []string{`spec.members[0].type: Unsupported value: "Rack": supported values: "Node", "HyperNode"`},
 		},
 		{
-			name: "valid: each selector kind on a Node member, exactMatch on a HyperNode member",
-			hyperNode: util.HyperNode("valid", 1,
-				node("node-0"),
-				topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode, Selector: topologyv1alpha1.MemberSelector{RegexMatch: &topologyv1alpha1.RegexMatch{Pattern: "^gpu-[0-9]+$"}}},
-				topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode, Selector: topologyv1alpha1.MemberSelector{LabelMatch: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "r1"}}}},
-			),
+			name:      "valid: each selector kind on a Node member, exactMatch on a HyperNode member",
+			hyperNode: hntesting.MakeHyperNode("valid").Tier(1).Members(node("node-0")).Members(topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode, Selector: topologyv1alpha1.MemberSelector{RegexMatch: &topologyv1alpha1.RegexMatch{Pattern: "^gpu-[0-9]+$"}}}).Members(topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode, Selector: topologyv1alpha1.MemberSelector{LabelMatch: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "r1"}}}}).Obj(),
 		},
 		{
 			name:      "valid: tier 0",
-			hyperNode: util.HyperNode("tier-zero", 0, node("node-0")),
+			hyperNode: hntesting.MakeHyperNode("tier-zero").Members(node("node-0")).Obj(),
 		},
 	}
 	for _, tc := range tests {
@@ -164,7 +161,7 @@ func TestSeedHyperNodesAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := topologyv1alpha1.HyperNodeSpec{Tier: 3, Members: []topologyv1alpha1.MemberSpec{util.ChildMember("s4"), util.ChildMember("s5")}}
+	want := topologyv1alpha1.HyperNodeSpec{Tier: 3, Members: []topologyv1alpha1.MemberSpec{hntesting.ChildMember("s4"), hntesting.ChildMember("s5")}}
 	if diff := cmp.Diff(want, s6.Spec); diff != "" {
 		t.Errorf("s6 round trip (-want,+got):\n%s", diff)
 	}

@@ -19,6 +19,7 @@ import (
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
@@ -46,9 +47,9 @@ func TestHyperNodeCycleIsolatedAndRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	hyperNodes = append(hyperNodes,
-		util.HyperNode("x0", 1, util.ExactNodeMember("x-0"), util.ExactNodeMember("x-1")),
-		util.HyperNode("x1", 2, util.ChildMember("x0")),
-		util.HyperNode("x2", 3, util.ChildMember("x1")),
+		hntesting.MakeHyperNode("x0").Tier(1).Nodes("x-0", "x-1").Obj(),
+		hntesting.MakeHyperNode("x1").Tier(2).Children("x0").Obj(),
+		hntesting.MakeHyperNode("x2").Tier(3).Children("x1").Obj(),
 	)
 	for _, hn := range hyperNodes {
 		createHyperNode(t, c, hn)
@@ -75,7 +76,7 @@ func TestHyperNodeCycleIsolatedAndRepaired(t *testing.T) {
 	waitForCandidates(t, cache, healthy)
 
 	// x1 now also contains x2, which contains x1: a cycle in the x subtree only.
-	updateHyperNode(t, c, "x1", []topologyv1alpha1.MemberSpec{util.ChildMember("x0"), util.ChildMember("x2")})
+	updateHyperNode(t, c, "x1", []topologyv1alpha1.MemberSpec{hntesting.ChildMember("x0"), hntesting.ChildMember("x2")})
 	waitForCandidates(t, cache, map[int][]string{1: {"s0", "s1", "s2", "s3"}, 2: {"s4", "s5"}, 3: {"s6"}})
 	snap := cache.Snapshot()
 	if leaf, ok := snap.LeafOf("node-5"); !ok || leaf != "s2" {
@@ -97,7 +98,7 @@ func TestHyperNodeCycleIsolatedAndRepaired(t *testing.T) {
 	}
 
 	// Fixing x1 brings the x subtree back, without a restart.
-	updateHyperNode(t, c, "x1", []topologyv1alpha1.MemberSpec{util.ChildMember("x0")})
+	updateHyperNode(t, c, "x1", []topologyv1alpha1.MemberSpec{hntesting.ChildMember("x0")})
 	waitForCandidates(t, cache, healthy)
 	if leaf, ok := cache.Snapshot().LeafOf("x-1"); !ok || leaf != "x0" {
 		t.Errorf("LeafOf(x-1) = %q, %v; want x0", leaf, ok)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
@@ -25,13 +26,13 @@ func seed003Tree() (map[string]string, []*topologyv1alpha1.HyperNode, map[string
 			n := fmt.Sprintf("node-%d", 4*l+i)
 			nodes[n] = "4"
 			leafOf[n] = fmt.Sprintf("leaf-%d", l)
-			members = append(members, util.ExactNodeMember(n))
+			members = append(members, hntesting.NodeMember(n))
 		}
-		hns = append(hns, util.HyperNode(fmt.Sprintf("leaf-%d", l), 1, members...))
+		hns = append(hns, hntesting.MakeHyperNode(fmt.Sprintf("leaf-%d", l)).Tier(1).Members(members...).Obj())
 	}
 	hns = append(hns,
-		util.HyperNode("t2-a", 2, util.ChildMember("leaf-0"), util.ChildMember("leaf-1")),
-		util.HyperNode("t2-b", 2, util.ChildMember("leaf-2"), util.ChildMember("leaf-3")))
+		hntesting.MakeHyperNode("t2-a").Tier(2).Children("leaf-0", "leaf-1").Obj(),
+		hntesting.MakeHyperNode("t2-b").Tier(2).Children("leaf-2", "leaf-3").Obj())
 	return nodes, hns, leafOf
 }
 

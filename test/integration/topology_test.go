@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
@@ -197,9 +198,9 @@ func seed004Tree() []*topologyv1alpha1.HyperNode {
 	block := func(name string, nodes ...string) *topologyv1alpha1.HyperNode {
 		var members []topologyv1alpha1.MemberSpec
 		for _, n := range nodes {
-			members = append(members, util.ExactNodeMember(n))
+			members = append(members, hntesting.NodeMember(n))
 		}
-		return util.HyperNode(name, 1, members...)
+		return hntesting.MakeHyperNode(name).Tier(1).Members(members...).Obj()
 	}
 	return []*topologyv1alpha1.HyperNode{
 		block("block-0", "node-0", "node-1", "node-2"),
@@ -207,9 +208,9 @@ func seed004Tree() []*topologyv1alpha1.HyperNode {
 		block("block-2", "node-5", "node-6"),
 		block("block-3", "node-7", "node-8"),
 		block("block-4", "node-9", "node-10", "node-11"),
-		util.HyperNode("spine-0", 2, util.ChildMember("block-0"), util.ChildMember("block-1")),
-		util.HyperNode("spine-1", 2, util.ChildMember("block-2"), util.ChildMember("block-3")),
-		util.HyperNode("spine-2", 2, util.ChildMember("block-4")),
+		hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
+		hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
+		hntesting.MakeHyperNode("spine-2").Tier(2).Children("block-4").Obj(),
 	}
 }
 
@@ -238,13 +239,13 @@ func TestTopologySeed002OneToR(t *testing.T) {
 	gpus := v1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
 	nodes := nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7")
 	tor := func(name string, a, b string) *topologyv1alpha1.HyperNode {
-		return util.HyperNode(name, 1, util.ExactNodeMember(a), util.ExactNodeMember(b))
+		return hntesting.MakeHyperNode(name).Tier(1).Nodes(a, b).Obj()
 	}
 	e := newTopoEnv(t, nodes, gpus,
 		tor("tor-0", "node-0", "node-1"), tor("tor-1", "node-2", "node-3"),
 		tor("tor-2", "node-4", "node-5"), tor("tor-3", "node-6", "node-7"),
-		util.HyperNode("spine-0", 2, util.ChildMember("tor-0"), util.ChildMember("tor-1")),
-		util.HyperNode("spine-1", 2, util.ChildMember("tor-2"), util.ChildMember("tor-3")),
+		hntesting.MakeHyperNode("spine-0").Tier(2).Children("tor-0", "tor-1").Obj(),
+		hntesting.MakeHyperNode("spine-1").Tier(2).Children("tor-2", "tor-3").Obj(),
 	)
 	startScheduler(t, nil)
 	got := e.waitBound(e.gang("train", 8, `{"mode":"hard","highestTierAllowed":2}`, v1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}))
@@ -280,8 +281,8 @@ func TestTopologySoftSpansFewestLeaves(t *testing.T) {
 // not chosen, although bin-packing by summed resources would prefer it.
 func TestTopologyFragmentationIsNotCapacity(t *testing.T) {
 	e := newTopoEnv(t, nodesWithCPU("2", "a-0", "a-1", "a-2", "b-0", "b-1"), nil,
-		util.HyperNode("leaf-a", 1, util.ExactNodeMember("a-0"), util.ExactNodeMember("a-1"), util.ExactNodeMember("a-2")),
-		util.HyperNode("leaf-b", 1, util.ExactNodeMember("b-0"), util.ExactNodeMember("b-1")),
+		hntesting.MakeHyperNode("leaf-a").Tier(1).Nodes("a-0", "a-1", "a-2").Obj(),
+		hntesting.MakeHyperNode("leaf-b").Tier(1).Nodes("b-0", "b-1").Obj(),
 	)
 	for _, n := range []string{"a-0", "a-1", "a-2"} {
 		e.filler(n, "1") // leaf-a: 3 CPUs free in total, 1 per node

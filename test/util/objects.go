@@ -129,30 +129,6 @@ func sanitize(s string) string {
 	return out
 }
 
-// ExactNodeMember is a HyperNode member that selects one node by name.
-func ExactNodeMember(name string) topologyv1alpha1.MemberSpec {
-	return topologyv1alpha1.MemberSpec{
-		Type:     topologyv1alpha1.MemberTypeNode,
-		Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: name}},
-	}
-}
-
-// ChildMember is a HyperNode member that names a child HyperNode.
-func ChildMember(name string) topologyv1alpha1.MemberSpec {
-	return topologyv1alpha1.MemberSpec{
-		Type:     topologyv1alpha1.MemberTypeHyperNode,
-		Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: name}},
-	}
-}
-
-// HyperNode returns a HyperNode of the given tier with the given members.
-func HyperNode(name string, tier int, members ...topologyv1alpha1.MemberSpec) *topologyv1alpha1.HyperNode {
-	return &topologyv1alpha1.HyperNode{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       topologyv1alpha1.HyperNodeSpec{Tier: tier, Members: members},
-	}
-}
-
 // ReadHyperNodes decodes every HyperNode of a multi-document YAML file.
 func ReadHyperNodes(path string) ([]*topologyv1alpha1.HyperNode, error) {
 	f, err := os.Open(path)

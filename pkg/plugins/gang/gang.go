@@ -38,10 +38,6 @@ import (
 // Name is the name of the plugin used in the plugin registry and configurations.
 const Name = "Gang"
 
-// PodGroupResource is the scheduler event resource of scheduler-plugins PodGroups
-// (resource.version.group), which kube-scheduler watches through a dynamic informer.
-const PodGroupResource fwk.EventResource = "podgroups.v1alpha1.scheduling.x-k8s.io"
-
 // Event reasons recorded on PodGroups. Each situation has its own reason: the events API
 // folds Events of one object with the same reason into one series that keeps the first note.
 const (
@@ -654,7 +650,7 @@ func (g *Gang) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, 
 		// A new member can complete the group's member count.
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: g.isSchedulableAfterMemberAdded},
 		// The PodGroup appearing or changing (minMember, timeout, minResources).
-		{Event: fwk.ClusterEvent{Resource: PodGroupResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.isSchedulableAfterPodGroupChange},
+		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.isSchedulableAfterPodGroupChange},
 		// Freed or added capacity can let a rejected gang complete.
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.isSchedulableAfterCapacityChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: g.isSchedulableAfterCapacityChange},

@@ -29,8 +29,8 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
-	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -104,30 +104,23 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		cache.SetNode(n)
 	}
 	leaves := (benchNodes + benchPerLeaf - 1) / benchPerLeaf
-	member := func(name string, hyperNode bool) topologyv1alpha1.MemberSpec {
-		t := topologyv1alpha1.MemberTypeNode
-		if hyperNode {
-			t = topologyv1alpha1.MemberTypeHyperNode
-		}
-		return topologyv1alpha1.MemberSpec{Type: t, Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: name}}}
-	}
-	var spines []topologyv1alpha1.MemberSpec
+	var spines []string
 	for s := 0; s*benchLeavesPerSpine < leaves; s++ {
-		var children []topologyv1alpha1.MemberSpec
+		var children []string
 		for l := s * benchLeavesPerSpine; l < min((s+1)*benchLeavesPerSpine, leaves); l++ {
-			var ms []topologyv1alpha1.MemberSpec
+			var members []string
 			for i := l * benchPerLeaf; i < min((l+1)*benchPerLeaf, benchNodes); i++ {
-				ms = append(ms, member(benchNodeName(i), false))
+				members = append(members, benchNodeName(i))
 			}
 			name := fmt.Sprintf("leaf-%d", l)
-			cache.SetHyperNode(&topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: 1, Members: ms}})
-			children = append(children, member(name, true))
+			cache.SetHyperNode(hntesting.MakeHyperNode(name).Tier(1).Nodes(members...).Obj())
+			children = append(children, name)
 		}
 		name := fmt.Sprintf("spine-%d", s)
-		cache.SetHyperNode(&topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: 2, Members: children}})
-		spines = append(spines, member(name, true))
+		cache.SetHyperNode(hntesting.MakeHyperNode(name).Tier(2).Children(children...).Obj())
+		spines = append(spines, name)
 	}
-	cache.SetHyperNode(&topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: "core"}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: 3, Members: spines}})
+	cache.SetHyperNode(hntesting.MakeHyperNode("core").Tier(3).Children(spines...).Obj())
 
 	registry := podgroup.New()
 	registry.SetPodGroup(&schedulingv1alpha1.PodGroup{

@@ -23,8 +23,8 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
-	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -59,8 +59,7 @@ func newPlanEnvWith(t *testing.T, gangs map[string]int, changeNode func(*v1.Node
 		cache.SetNode(n)
 	}
 	for l := range 4 {
-		cache.SetHyperNode(&topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%d", l)},
-			Spec: topologyv1alpha1.HyperNodeSpec{Tier: 1, Members: []topologyv1alpha1.MemberSpec{member(fmt.Sprintf("node-%d", 2*l), false), member(fmt.Sprintf("node-%d", 2*l+1), false)}}})
+		cache.SetHyperNode(hntesting.MakeHyperNode(fmt.Sprintf("s%d", l)).Tier(1).Nodes(fmt.Sprintf("node-%d", 2*l), fmt.Sprintf("node-%d", 2*l+1)).Obj())
 	}
 	e := &planEnv{ctx: ctx, registry: podgroup.New(), snapshot: internalcache.NewSnapshot(nil, nodes)}
 	for name, size := range gangs {

@@ -1,0 +1,254 @@
+package networktopology
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+)
+
+// preFilterRunner is the part of kube-scheduler's framework that runs every PreFilter plugin
+// of the profile; the Handle a plugin receives is that framework.
+type preFilterRunner interface {
+	RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string])
+}
+
+// simulationKey marks the cycle state of a capacity simulation: this plugin's PreFilter
+// skips it (it would otherwise plan recursively).
+const simulationKey fwk.StateKey = "Simulation" + Name
+
+type simulationMarker struct{}
+
+func (simulationMarker) Clone() fwk.StateData { return simulationMarker{} }
+
+// simulationState prepares a cycle state for simulating pod with the Filter plugins: every
+// PreFilter plugin of the profile runs on a fresh state, which also records the Filter plugins
+// to skip. The scheduling cycle's own state cannot serve: kube-scheduler records the plugins
+// to skip only after the last PreFilter plugin, this one, has returned.
+func (p *NetworkTopologyAware) simulationState(ctx context.Context, pod *v1.Pod) (fwk.CycleState, *fwk.Status) {
+	runner, ok := p.handle.(preFilterRunner)
+	if !ok {
+		return nil, fwk.AsStatus(fmt.Errorf("the scheduler framework cannot run PreFilter plugins for a capacity simulation"))
+	}
+	state := framework.NewCycleState()
+	state.Write(simulationKey, simulationMarker{})
+	if _, status, _ := runner.RunPreFilterPlugins(ctx, state, pod); !status.IsSuccess() {
+		return nil, status
+	}
+	return state, nil
+}
+
+// maxRefinements bounds how many domains planLazily simulates one by one before it simulates
+// every node that is left.
+const maxRefinements = 4
+
+// planLazily plans a BinPack gang without simulating every node. The planner first works on an
+// upper bound of each node's capacity (free resources divided by the pod's request, no plugin
+// called); the nodes of the domain it picks are then simulated for real and the gang planned
+// again, until the chosen domain's nodes all have real capacities. The result is the one a
+// full simulation gives: an upper bound can only make a candidate look feasible, never hide
+// one; BinPack ranks candidates by resource usage, not by capacity; and the spread inside the
+// domain uses real capacities. When the gang fits nowhere, every node is simulated, so that
+// the explanation quotes real capacities. It returns the plan, the capacities it used and
+// how many nodes it simulated.
+func (p *NetworkTopologyAware) planLazily(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, req placement.Request) (*placement.Plan, map[string]placement.Node, int, error) {
+	demand := len(req.Pending)
+	req.Nodes = p.capacityBounds(pod, nodes, req.Tree, demand, req.Promised)
+	real := sets.New[string]()
+	simulate := func(names sets.Set[string]) {
+		for name, node := range p.nodeCapacities(ctx, state, pod, nodes, names, req.Tree, demand, req.Promised) {
+			req.Nodes[name] = node
+			real.Insert(name)
+		}
+	}
+	for round := 0; ; round++ {
+		result, err := placement.Make(req)
+		if err != nil || round == maxRefinements {
+			if real.Len() == len(req.Nodes) {
+				return result, req.Nodes, real.Len(), err
+			}
+			// Every node left: an exact explanation, or a plan from real capacities only.
+			rest := sets.New[string]()
+			for n := range req.Nodes {
+				if !real.Has(n) {
+					rest.Insert(n)
+				}
+			}
+			simulate(rest)
+			result, err = placement.Make(req)
+			return result, req.Nodes, real.Len(), err
+		}
+		var domain []string
+		if result.Domain == hypernode.VirtualRootName {
+			domain = slices.Collect(maps.Keys(req.Nodes)) // the whole cluster, loose nodes included
+		} else {
+			domain = req.Tree.Nodes(result.Domain)
+		}
+		missing := sets.New[string]()
+		for _, n := range domain {
+			if !real.Has(n) {
+				missing.Insert(n)
+			}
+		}
+		if missing.Len() == 0 {
+			return result, req.Nodes, real.Len(), nil
+		}
+		simulate(missing)
+	}
+}
+
+// capacityBounds is an upper bound of nodeCapacities without calling any plugin: per node,
+// the free amount of every resource the pod requests (and free pod slots) divided by the
+// request, under the same cap.
+func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo, tree *hypernode.Snapshot, demand int, promised map[string]int) map[string]placement.Node {
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	out := make(map[string]placement.Node, len(nodes))
+	for _, ni := range nodes {
+		if ni.Node() == nil {
+			continue
+		}
+		node := placement.Node{}
+		node.Used, node.Allocatable = p.usage(ni)
+		leaf, ok := tree.LeafOf(ni.Node().Name)
+		if !ok {
+			leaf = placement.LooseLeaf
+		}
+		limit := demand + promised[leaf]
+		requested, allocatable := ni.GetRequested(), ni.GetAllocatable()
+		limit = min(limit, max(allocatable.GetAllowedPodNumber()-len(ni.GetPods()), 0))
+		for name, q := range reqs {
+			var free, want int64
+			switch name {
+			case v1.ResourceCPU:
+				free, want = allocatable.GetMilliCPU()-requested.GetMilliCPU(), q.MilliValue()
+			case v1.ResourceMemory:
+				free, want = allocatable.GetMemory()-requested.GetMemory(), q.Value()
+			case v1.ResourceEphemeralStorage:
+				free, want = allocatable.GetEphemeralStorage()-requested.GetEphemeralStorage(), q.Value()
+			default:
+				free, want = allocatable.GetScalarResources()[name]-requested.GetScalarResources()[name], q.Value()
+			}
+			if want > 0 {
+				limit = min(limit, int(max(free, 0)/want))
+			}
+		}
+		node.Capacity = limit
+		out[ni.Node().Name] = node
+	}
+	return out
+}
+
+// nodeCapacities counts, per node, how many copies of pod pass the Filter plugins when added
+// one after another, capped at demand plus the slots other gangs' plans promised in the
+// node's leaf (the planner subtracts those per leaf, so the cap must leave room for them). It
+// runs on copies of the nodes and of the cycle state. With only set, it simulates just those
+// nodes.
+func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, only sets.Set[string], tree *hypernode.Snapshot, demand int, promised map[string]int) map[string]placement.Node {
+	if only != nil {
+		subset := make([]fwk.NodeInfo, 0, only.Len())
+		for _, ni := range nodes {
+			if ni.Node() != nil && only.Has(ni.Node().Name) {
+				subset = append(subset, ni)
+			}
+		}
+		nodes = subset
+	}
+	out := make([]placement.Node, len(nodes))
+	logger := klog.FromContext(ctx)
+	p.handle.Parallelizer().Until(ctx, len(nodes), func(i int) {
+		ni := nodes[i]
+		node := placement.Node{}
+		node.Used, node.Allocatable = p.usage(ni)
+		if ni.Node() == nil {
+			out[i] = node
+			return
+		}
+		leaf, ok := tree.LeafOf(ni.Node().Name)
+		if !ok {
+			leaf = placement.LooseLeaf
+		}
+		demand := demand + promised[leaf]
+		trial := ni
+		trialState := state
+		for node.Capacity < demand {
+			if st := p.handle.RunFilterPluginsWithNominatedPods(ctx, trialState, pod, trial); !st.IsSuccess() {
+				logger.V(5).Info("Gang member capacity on node", "node", ni.Node().Name, "fits", node.Capacity, "stop", st.Message())
+				break
+			}
+			node.Capacity++
+			if node.Capacity == demand {
+				break
+			}
+			if trial == ni {
+				// Copy before the first change: the node and the state are shared.
+				trial = ni.Snapshot()
+				trialState = state.Clone()
+			}
+			copyPod := pod.DeepCopy()
+			copyPod.Name = fmt.Sprintf("%s-capacity-%d", pod.Name, node.Capacity)
+			copyPod.UID = k8stypes.UID(fmt.Sprintf("%s-capacity-%d", pod.UID, node.Capacity))
+			copyPod.Spec.NodeName = ni.Node().Name
+			pi, err := framework.NewPodInfo(copyPod)
+			if err != nil {
+				logger.V(4).Info("Could not simulate a gang member", "err", err)
+				break
+			}
+			trial.AddPodInfo(pi)
+			if s := p.handle.RunPreFilterExtensionAddPod(ctx, trialState, pod, pi, trial); !s.IsSuccess() {
+				break
+			}
+		}
+		out[i] = node
+	}, Name)
+	result := make(map[string]placement.Node, len(nodes))
+	for i, ni := range nodes {
+		if ni.Node() != nil {
+			result[ni.Node().Name] = out[i]
+		}
+	}
+	return result
+}
+
+// usage returns a node's used (requested) and allocatable weighted resources.
+func (p *NetworkTopologyAware) usage(ni fwk.NodeInfo) (used, alloc []float64) {
+	used = make([]float64, len(p.resources))
+	alloc = make([]float64, len(p.resources))
+	requested, allocatable := ni.GetRequested(), ni.GetAllocatable()
+	for i, r := range p.resources {
+		switch r {
+		case v1.ResourceCPU:
+			used[i], alloc[i] = float64(requested.GetMilliCPU()), float64(allocatable.GetMilliCPU())
+		case v1.ResourceMemory:
+			used[i], alloc[i] = float64(requested.GetMemory()), float64(allocatable.GetMemory())
+		default:
+			used[i], alloc[i] = float64(requested.GetScalarResources()[r]), float64(allocatable.GetScalarResources()[r])
+		}
+	}
+	return used, alloc
+}
+
+// podRequest returns a pod's weighted resource requests.
+func (p *NetworkTopologyAware) podRequest(pod *v1.Pod) []float64 {
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	out := make([]float64, len(p.resources))
+	for i, r := range p.resources {
+		q := reqs[r]
+		if r == v1.ResourceCPU {
+			out[i] = float64(q.MilliValue())
+		} else {
+			out[i] = float64(q.Value())
+		}
+	}
+	return out
+}

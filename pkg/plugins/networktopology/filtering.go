@@ -1,0 +1,91 @@
+package networktopology
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// preFilterState is the planned node set of a constrained member.
+type preFilterState struct {
+	leaf  string
+	nodes sets.Set[string]
+}
+
+func (s *preFilterState) Clone() fwk.StateData { return s }
+
+// PreFilter plans the member's gang (once per gang) and narrows the pod to its planned leaf.
+func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	key, info, ok := p.constraint(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if _, err := state.Read(simulationKey); err == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if info.TopologyErr != nil {
+		msg := fmt.Sprintf("PodGroup %s: %v", key, info.TopologyErr)
+		p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if err := p.cache.WaitForSync(ctx); err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("waiting for the HyperNode cache: %w", err))
+	}
+	tree := p.cache.Snapshot()
+	if _, err := placement.MaxTier(tree, placement.JobTopology(info)); err != nil {
+		msg := fmt.Sprintf("PodGroup %s: annotation %s: %v", key, podgroup.NetworkTopologyAnnotation, err)
+		p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+
+	plan := p.currentPlan(key, tree, pod.Name)
+	if plan == nil {
+		var status *fwk.Status
+		plan, status = p.makePlan(ctx, pod, key, info, tree, nodes)
+		if !status.IsSuccess() {
+			return nil, status
+		}
+	}
+	if plan.deferred.Has(pod.Name) {
+		sub, _ := podgroup.SubGroupOf(info.SubGroupPolicies, pod)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+			"gang %s: sub-group %s does not fit next to the job's other sub-groups in %s now", key, sub.ID, plan.domain))
+	}
+	leaf := plan.podLeaf[pod.Name]
+	nodeSet := plan.leafNodes[leaf]
+	state.Write(preFilterStateKey, &preFilterState{leaf: leaf, nodes: nodeSet})
+	return &fwk.PreFilterResult{NodeNames: nodeSet}, nil
+}
+
+// PreFilterExtensions returns nil: the planned set does not depend on other pods.
+func (p *NetworkTopologyAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter keeps a constrained member inside its planned leaf.
+func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s := readState[*preFilterState](state, preFilterStateKey)
+	if s == nil {
+		// Not planned (no constraint), or our PreFilter is running its own capacity
+		// simulation: the plan must not veto it.
+		return nil
+	}
+	if !s.nodes.Has(nodeInfo.Node().Name) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node is outside the HyperNode %s planned for this gang member", s.leaf))
+	}
+	return nil
+}
+
+// PostFilter drops the plan of a member's gang when the member fits nowhere in it, so the
+// next attempt plans again from the cluster as it is.
+func (p *NetworkTopologyAware) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if key, _, ok := p.constraint(pod); ok {
+		p.invalidate(klog.FromContext(ctx), key)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}

@@ -1,0 +1,81 @@
+package networktopology
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// promisedByOthers sums the ledger of every other gang's plan. Plans older than planTTL, and
+// plans of gangs whose PodGroup is gone, are dropped first.
+func (p *NetworkTopologyAware) promisedByOthers(key podgroup.Key) map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for k, plan := range p.plans {
+		if time.Since(plan.created) > planTTL || p.registry.Info(k).PodGroup == nil {
+			delete(p.plans, k)
+			continue
+		}
+		if k == key {
+			continue
+		}
+		for leaf, n := range plan.promised {
+			out[leaf] += n
+		}
+	}
+	return out
+}
+
+// Reserve turns the member's promised slot into a reservation.
+func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	key, _, ok := p.constraint(pod)
+	if !ok {
+		return nil
+	}
+	p.registry.Reserve(pod, nodeName)
+	p.mu.Lock()
+	wakeDeferred := false
+	if plan := p.plans[key]; plan != nil && !plan.reserved.Has(pod.Name) {
+		if leaf, ok := plan.podLeaf[pod.Name]; ok && plan.promised[leaf] > 0 {
+			plan.promised[leaf]--
+			plan.reserved.Insert(pod.Name)
+			plan.placedByLeaf[leaf]++
+			wakeDeferred = plan.pending() == 0 && plan.deferred.Len() > 0
+		}
+	}
+	p.mu.Unlock()
+	if wakeDeferred {
+		// Every planned member has its place: the deferred sub-groups can be planned now.
+		pods := map[string]*v1.Pod{}
+		for _, m := range p.registry.PendingMembers(key) {
+			pods[m.Namespace+"/"+m.Name] = m
+		}
+		p.handle.Activate(klog.FromContext(ctx), pods)
+	}
+	return nil
+}
+
+// Unreserve drops the gang's plan when the member was reserved under it: a member was
+// rejected or timed out, so the plan no longer holds, and the next member plans again around
+// the members still placed. The late Unreserve of a member of an earlier plan leaves the
+// current plan alone.
+func (p *NetworkTopologyAware) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	key, _, ok := p.constraint(pod)
+	if !ok {
+		return
+	}
+	p.registry.Unreserve(pod)
+	p.mu.Lock()
+	plan := p.plans[key]
+	current := plan != nil && plan.reserved.Has(pod.Name)
+	p.mu.Unlock()
+	if current {
+		p.invalidate(klog.FromContext(ctx), key)
+	}
+}

@@ -1,0 +1,184 @@
+// Package networktopology implements the NetworkTopologyAware plugin: it places each gang
+// inside the smallest network domain (HyperNode) that can hold it.
+//
+// PreFilter plans a constrained gang once (pkg/placement) and narrows every member to the
+// nodes of its planned leaf; Filter enforces the same set; Reserve/Unreserve keep the ledger
+// of promised slots; Score ranks nodes by their distance (LCA tier) to the gang's members, or,
+// for pods without a constraint, by the tier-weighted fading bin-pack of seed 000.
+package networktopology
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// Name is the name of the plugin used in the plugin registry and configurations.
+const Name = "NetworkTopologyAware"
+
+// Event reasons recorded on PodGroups.
+const (
+	// EventInvalidConstraint: the PodGroup's topology annotation is unusable.
+	EventInvalidConstraint = "InvalidTopologyConstraint"
+	// EventTopologyUnsatisfiable: no allowed network domain can host the gang now.
+	EventTopologyUnsatisfiable = "TopologyUnsatisfiable"
+	// EventPlanned: the gang was planned into a domain.
+	EventPlanned = "TopologyPlanned"
+	eventAction  = "Plan"
+)
+
+const (
+	preFilterStateKey fwk.StateKey = "PreFilter" + Name
+	preScoreStateKey  fwk.StateKey = "PreScore" + Name
+)
+
+// readState returns the state stored under key, or nil.
+func readState[T fwk.StateData](state fwk.CycleState, key fwk.StateKey) T {
+	var zero T
+	data, err := state.Read(key)
+	if err != nil {
+		return zero
+	}
+	t, _ := data.(T)
+	return t
+}
+
+// NetworkTopologyAware is the plugin.
+type NetworkTopologyAware struct {
+	args     config.NetworkTopologyAwareArgs
+	handle   fwk.Handle
+	cache    *hypernode.Cache
+	registry *podgroup.Registry
+	events   *podgroup.EventLog
+	// resources are the weighted resources of the bin-pack scores, in a fixed order.
+	resources []v1.ResourceName
+	weights   []float64
+
+	mu    sync.Mutex
+	plans map[podgroup.Key]*gangPlan
+	// unsatisfied are the gangs whose last plan failed; they are activated when another
+	// gang's promised slots are released, since no cluster event announces that.
+	unsatisfied sets.Set[podgroup.Key]
+	// lastSimulated is how many nodes the latest plan ran the Filter plugins on.
+	lastSimulated atomic.Int64
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &NetworkTopologyAware{}
+	_ fwk.FilterPlugin      = &NetworkTopologyAware{}
+	_ fwk.PostFilterPlugin  = &NetworkTopologyAware{}
+	_ fwk.PreScorePlugin    = &NetworkTopologyAware{}
+	_ fwk.ScorePlugin       = &NetworkTopologyAware{}
+	_ fwk.ReservePlugin     = &NetworkTopologyAware{}
+	_ fwk.EnqueueExtensions = &NetworkTopologyAware{}
+	_ fwk.SignPlugin        = &NetworkTopologyAware{}
+)
+
+// New validates the args and builds the plugin around the scheduler's HyperNode tree cache
+// and PodGroup registry. Invalid args fail the scheduler's start.
+func New(_ context.Context, obj runtime.Object, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) (fwk.Plugin, error) {
+	args, ok := obj.(*config.NetworkTopologyAwareArgs)
+	if !ok {
+		return nil, fmt.Errorf("want args to be of type NetworkTopologyAwareArgs, got %T", obj)
+	}
+	if err := validation.ValidateNetworkTopologyAwareArgs(nil, args); err != nil {
+		return nil, err
+	}
+	return newPlugin(*args, handle, cache, registry), nil
+}
+
+func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) *NetworkTopologyAware {
+	p := &NetworkTopologyAware{
+		args:        args,
+		handle:      handle,
+		cache:       cache,
+		registry:    registry,
+		events:      podgroup.NewEventLog(handle.EventRecorder(), eventAction),
+		plans:       map[podgroup.Key]*gangPlan{},
+		unsatisfied: sets.New[podgroup.Key](),
+	}
+	add := func(name v1.ResourceName, w int64) {
+		if w > 0 {
+			p.resources = append(p.resources, name)
+			p.weights = append(p.weights, float64(w))
+		}
+	}
+	add(v1.ResourceCPU, args.HyperNodeBinPack.CPU)
+	add(v1.ResourceMemory, args.HyperNodeBinPack.Memory)
+	var extra []string
+	for name := range args.HyperNodeBinPack.Resources {
+		extra = append(extra, string(name))
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		add(v1.ResourceName(name), args.HyperNodeBinPack.Resources[v1.ResourceName(name)])
+	}
+	return p
+}
+
+// Name returns the name of the plugin.
+func (p *NetworkTopologyAware) Name() string { return Name }
+
+// constraint returns the gang of a pod and its constraint; ok is false for pods that the
+// plugin does not place (not in a gang, no PodGroup, no constraint).
+func (p *NetworkTopologyAware) constraint(pod *v1.Pod) (podgroup.Key, podgroup.Info, bool) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return key, podgroup.Info{}, false
+	}
+	info := p.registry.Info(key)
+	if info.PodGroup == nil || (info.Topology == nil && info.TopologyErr == nil && !hasSubGroupTopology(info)) {
+		return key, info, false
+	}
+	return key, info, true
+}
+
+// hasSubGroupTopology reports whether a sub-group policy of the gang carries a constraint.
+func hasSubGroupTopology(info podgroup.Info) bool {
+	for _, sp := range info.SubGroupPolicies {
+		if sp.NetworkTopology != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// SignPod: a constrained member's nodes come from its own plan, so its scheduling result must
+// never be reused for another pod; other pods are scored by the node's HyperNodes only.
+func (p *NetworkTopologyAware) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if _, _, ok := p.constraint(pod); ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "a topology-constrained gang member is planned individually")
+	}
+	return []fwk.SignFragment{{Key: "hypernode.dev/NetworkTopologyAware", Value: "unconstrained"}}, nil
+}
+
+// EventsToRegister returns the events that can make a member that failed here schedulable.
+func (p *NetworkTopologyAware) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: p.isConstrainedMember},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isConstrainedMember},
+		{Event: fwk.ClusterEvent{Resource: hypernode.EventResource, ActionType: fwk.All}, QueueingHintFn: p.isConstrainedMember},
+		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Update}, QueueingHintFn: p.isConstrainedMember},
+	}, nil
+}
+
+// isConstrainedMember requeues only the pods this plugin can have rejected.
+func (p *NetworkTopologyAware) isConstrainedMember(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if _, _, ok := p.constraint(pod); ok {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}

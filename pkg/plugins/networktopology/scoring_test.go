@@ -1,0 +1,76 @@
+package networktopology
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
+
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+)
+
+// seedTree is seed 000's spine/tor/rack tree: rack-0..3 (tier 1, two nodes each), tor-0/1
+// (tier 2), spine-0 (tier 3); the virtual root is tier 4.
+func seedTree() *hypernode.Snapshot {
+	nodes := map[string]labels.Set{"outside": {}}
+	var hns []*topologyv1alpha1.HyperNode
+	for r := range 4 {
+		a, b := fmt.Sprintf("node-%d", 2*r), fmt.Sprintf("node-%d", 2*r+1)
+		nodes[a], nodes[b] = labels.Set{}, labels.Set{}
+		hns = append(hns, hntesting.MakeHyperNode(fmt.Sprintf("rack-%d", r)).Tier(1).Nodes(a, b).Obj())
+	}
+	hns = append(hns,
+		hntesting.MakeHyperNode("tor-0").Tier(2).Children("rack-0", "rack-1").Obj(),
+		hntesting.MakeHyperNode("tor-1").Tier(2).Children("rack-2", "rack-3").Obj(),
+		hntesting.MakeHyperNode("spine-0").Tier(3).Children("tor-0", "tor-1").Obj(),
+	)
+	return hypernode.Build(nodes, hns).Snapshot()
+}
+
+// TestScoreMember: seed 000 section 5.2 with the job's members in rack-0. Same rack: full;
+// LCA tor-0 (tier 2): (4-2)/(4-1); LCA spine-0: (4-3)/(4-1); outside every HyperNode: 0. 90% of
+// the score is the tier term, 10% the share of the gang in the node's rack.
+func TestScoreMember(t *testing.T) {
+	p := &NetworkTopologyAware{}
+	s := &preScoreState{tree: seedTree(), reference: "rack-0", placedByLeaf: map[string]int{"rack-0": 2}, members: 4}
+	want := map[string]int64{
+		"node-0":  95, // 90*1 + 10*2/4
+		"node-2":  60, // 90*2/3
+		"node-5":  30, // 90*1/3
+		"outside": 0,
+	}
+	got := map[string]int64{}
+	for node := range want {
+		got[node] = p.scoreMember(s, node)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scores (-want,+got):\n%s", diff)
+	}
+}
+
+// TestScoreNormal: seed 000 section 5.1 with fading 0.5: tier weights 1, 0.5, 0.25; a tier
+// where no HyperNode holds the node scores 1.
+func TestScoreNormal(t *testing.T) {
+	p := &NetworkTopologyAware{}
+	s := &preScoreState{
+		tree:           seedTree(),
+		hyperNodeScore: map[string]float64{"rack-0": 0.8, "tor-0": 0.4, "spine-0": 0.2, "rack-2": 0.1, "tor-1": 0.1},
+		tiers:          []int{1, 2, 3},
+		weights:        []float64{1, 0.5, 0.25},
+	}
+	want := map[string]int64{
+		"node-0":  60,  // (0.8 + 0.5*0.4 + 0.25*0.2) / 1.75 = 0.6
+		"node-4":  11,  // (0.1 + 0.05 + 0.05) / 1.75 = 0.1143
+		"outside": 100, // no HyperNode at any tier
+	}
+	got := map[string]int64{}
+	for node := range want {
+		got[node] = p.scoreNormal(s, node)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scores (-want,+got):\n%s", diff)
+	}
+}

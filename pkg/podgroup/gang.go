@@ -1,0 +1,128 @@
+package podgroup
+
+import (
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// Member is one member of a gang as a Gang view holds it.
+type Member struct {
+	Pod *v1.Pod
+	// Node is the node the member is bound to or reserved on; "" while it is pending.
+	Node string
+	// SubGroup is the member's sub-group; InSubGroup is false in the job's default group.
+	SubGroup   SubGroup
+	InSubGroup bool
+}
+
+// Gang is one consistent view of a gang, taken at one moment: its PodGroup with the parsed
+// constraints, its pending members in rank order and its placed members with their nodes. It
+// is what planning reads, handed out whole so that the planner's inputs come from one read.
+// The pods and the PodGroup are shared with the informers and must not be modified.
+type Gang struct {
+	Key  Key
+	Info Info
+	// Pending are the members neither bound nor reserved, in rank order (rank, then name).
+	Pending []Member
+	// Placed are the members bound or reserved, by name.
+	Placed []Member
+}
+
+// PlacedNodes returns the node of every placed member (one entry per member).
+func (g Gang) PlacedNodes() []string {
+	out := make([]string, len(g.Placed))
+	for i, m := range g.Placed {
+		out[i] = m.Node
+	}
+	return out
+}
+
+// Including returns the view with pod added as a pending member when it is not a member yet
+// (the registry has not seen it), in rank order.
+func (g Gang) Including(pod *v1.Pod) Gang {
+	for _, m := range g.Pending {
+		if m.Pod.UID == pod.UID {
+			return g
+		}
+	}
+	m := Member{Pod: pod}
+	m.SubGroup, m.InSubGroup = SubGroupOf(g.Info.SubGroupPolicies, pod)
+	g.Pending = append(append([]Member(nil), g.Pending...), m)
+	SortByRank(g.Pending)
+	return g
+}
+
+// Gang returns the view of a gang, read under the registry's lock in one pass.
+func (r *Registry) Gang(key Key) Gang {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	gang := Gang{Key: key}
+	g := r.groups[key]
+	if g == nil {
+		return gang
+	}
+	gang.Info = g.infoLocked()
+	for uid, p := range g.members {
+		m := Member{Pod: p}
+		m.SubGroup, m.InSubGroup = g.memberSub[uid]
+		switch node, reserved := g.assumed[uid]; {
+		case g.bound.Has(uid):
+			m.Node = p.Spec.NodeName
+			gang.Placed = append(gang.Placed, m)
+		case reserved:
+			m.Node = node
+			gang.Placed = append(gang.Placed, m)
+		default:
+			gang.Pending = append(gang.Pending, m)
+		}
+	}
+	SortByRank(gang.Pending)
+	sort.Slice(gang.Placed, func(i, j int) bool { return gang.Placed[i].Pod.Name < gang.Placed[j].Pod.Name })
+	return gang
+}
+
+// NewGang builds the view of a gang from its PodGroup and its live member pods, as a client
+// outside the scheduler sees them: a member with a node is placed. Constraints are parsed
+// exactly as the registry parses them.
+func NewGang(pg *schedulingv1alpha1.PodGroup, pods []*v1.Pod) Gang {
+	gang := Gang{Key: Key{Namespace: pg.Namespace, Name: pg.Name}, Info: infoOf(pg)}
+	gang.Info.Members = len(pods)
+	for _, p := range pods {
+		m := Member{Pod: p, Node: p.Spec.NodeName}
+		m.SubGroup, m.InSubGroup = SubGroupOf(gang.Info.SubGroupPolicies, p)
+		if m.Node != "" {
+			gang.Info.Scheduled++
+			gang.Placed = append(gang.Placed, m)
+		} else {
+			gang.Pending = append(gang.Pending, m)
+		}
+	}
+	SortByRank(gang.Pending)
+	SortByRank(gang.Placed)
+	return gang
+}
+
+// infoOf returns a PodGroup's parsed constraints, without member counts.
+func infoOf(pg *schedulingv1alpha1.PodGroup) Info {
+	topology, topologyErr := ParseNetworkTopology(pg.Annotations)
+	policies, policyErr := ParseSubGroupPolicies(pg.Annotations, topology)
+	return Info{PodGroup: pg, Topology: topology, TopologyErr: topologyErr, SubGroupPolicies: policies, SubGroupErr: policyErr}
+}
+
+// SortByRank orders members by rank (Job completion index or hypernode.dev/rank; members
+// with a rank first), then by name: the order in which the planner fills leaves.
+func SortByRank(members []Member) {
+	sort.SliceStable(members, func(i, j int) bool {
+		ri, iok := Rank(members[i].Pod)
+		rj, jok := Rank(members[j].Pod)
+		if iok != jok {
+			return iok
+		}
+		if iok && ri != rj {
+			return ri < rj
+		}
+		return members[i].Pod.Name < members[j].Pod.Name
+	})
+}

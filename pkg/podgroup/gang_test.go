@@ -1,0 +1,125 @@
+package podgroup
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// memberView is a Member as the tests compare it: names instead of pods.
+type memberView struct {
+	Pod, Node, SubGroup string
+}
+
+func viewMembers(members []Member) []memberView {
+	var out []memberView
+	for _, m := range members {
+		v := memberView{Pod: m.Pod.Name, Node: m.Node}
+		if m.InSubGroup {
+			v.SubGroup = m.SubGroup.ID
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestGangView: the registry's view and the view built from API objects classify members the
+// same way (pending in rank order, placed with their node), with their sub-groups; the
+// registry also counts this scheduler's reservations as placed.
+func TestGangView(t *testing.T) {
+	pg := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g", Annotations: map[string]string{
+		SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":2,"matchLabelKeys":["partition"]}]`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 4}}
+	pod := func(name, rank, partition, node string) *v1.Pod {
+		w := st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "g").
+			Label("batch.kubernetes.io/job-completion-index", rank).Node(node)
+		if partition != "" {
+			w = w.Label("partition", partition)
+		}
+		return w.Obj()
+	}
+	pods := []*v1.Pod{
+		pod("w-3", "3", "1", ""),
+		pod("w-1", "1", "0", "node-1"),
+		pod("w-2", "2", "1", ""),
+		pod("w-0", "0", "0", ""),
+		pod("launcher", "", "", ""),
+	}
+	// The launcher has an empty completion index: unranked, after every ranked member.
+	pods[4].Labels["batch.kubernetes.io/job-completion-index"] = "x"
+
+	wantPending := []memberView{{Pod: "w-2", SubGroup: "tp-1"}, {Pod: "w-3", SubGroup: "tp-1"}, {Pod: "launcher"}}
+	wantPlaced := []memberView{{Pod: "w-0", Node: "node-0", SubGroup: "tp-0"}, {Pod: "w-1", Node: "node-1", SubGroup: "tp-0"}}
+
+	r := New()
+	r.SetPodGroup(pg)
+	for _, p := range pods {
+		r.SetPod(nil, p)
+	}
+	r.Reserve(pods[3], "node-0")
+	gang := r.Gang(Key{Namespace: "ns", Name: "g"})
+	if diff := cmp.Diff(wantPending, viewMembers(gang.Pending)); diff != "" {
+		t.Errorf("registry: pending (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantPlaced, viewMembers(gang.Placed)); diff != "" {
+		t.Errorf("registry: placed (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"node-0", "node-1"}, gang.PlacedNodes()); diff != "" {
+		t.Errorf("registry: placed nodes (-want,+got):\n%s", diff)
+	}
+	if gang.Info.Members != 5 || gang.Info.Scheduled != 2 || len(gang.Info.SubGroupPolicies) != 1 {
+		t.Errorf("registry: info = %+v, want 5 members, 2 scheduled, 1 policy", gang.Info)
+	}
+
+	// From the API: w-0 is bound there instead of reserved.
+	bound := pods[3].DeepCopy()
+	bound.Spec.NodeName = "node-0"
+	view := NewGang(pg, []*v1.Pod{pods[0], pods[1], pods[2], bound, pods[4]})
+	if diff := cmp.Diff(wantPending, viewMembers(view.Pending)); diff != "" {
+		t.Errorf("from the API: pending (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantPlaced, viewMembers(view.Placed)); diff != "" {
+		t.Errorf("from the API: placed (-want,+got):\n%s", diff)
+	}
+
+	// A member the registry has not seen joins the pending members in rank order, once.
+	newcomer := pod("w-4", "4", "2", "")
+	with := gang.Including(newcomer).Including(newcomer)
+	if diff := cmp.Diff(append(wantPending[:2:2], memberView{Pod: "w-4", SubGroup: "tp-2"}, wantPending[2]), viewMembers(with.Pending)); diff != "" {
+		t.Errorf("including a newcomer (-want,+got):\n%s", diff)
+	}
+	if len(gang.Pending) != 3 {
+		t.Errorf("Including changed the original view: %d pending", len(gang.Pending))
+	}
+}
+
+// TestSortByRank: the Job completion index orders members (so consecutive ranks fill a leaf
+// together), then the hypernode.dev/rank annotation, then members without a rank by name.
+func TestSortByRank(t *testing.T) {
+	withIndex := func(name, index string) *v1.Pod {
+		return st.MakePod().Name(name).Label("batch.kubernetes.io/job-completion-index", index).Obj()
+	}
+	withRank := func(name, rank string) *v1.Pod {
+		return st.MakePod().Name(name).Annotation(RankAnnotation, rank).Obj()
+	}
+	members := []Member{
+		{Pod: st.MakePod().Name("b-unranked").Obj()},
+		{Pod: withIndex("w-10", "10")},
+		{Pod: withRank("r-3", "3")},
+		{Pod: withIndex("w-2", "2")},
+		{Pod: st.MakePod().Name("a-unranked").Obj()},
+		{Pod: withRank("bad", "x")},
+	}
+	SortByRank(members)
+	var got []string
+	for _, m := range members {
+		got = append(got, m.Pod.Name)
+	}
+	if diff := cmp.Diff([]string{"w-2", "r-3", "w-10", "a-unranked", "b-unranked", "bad"}, got); diff != "" {
+		t.Errorf("order (-want,+got):\n%s", diff)
+	}
+}
