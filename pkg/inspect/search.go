@@ -1,0 +1,235 @@
+package inspect
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// searchInput is the gang as the capacity check sees it: one member's shape, its request
+// and node affinity, and how many members are pending.
+type searchInput struct {
+	shape    *v1.Pod
+	request  v1.ResourceList
+	demand   int
+	affinity nodeaffinity.RequiredNodeAffinity
+}
+
+// search builds the SearchReport of the pending members.
+func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.Gang) (*SearchReport, error) {
+	in := searchInput{shape: shape, request: request, demand: len(gang.Pending), affinity: nodeaffinity.GetRequiredNodeAffinity(shape)}
+	// The scheduler's own request: a plain gang is not placed by topology, but the question
+	// "where would it fit" has the answer of a soft gang.
+	req, err := placement.GangRequest(c.snap, gang)
+	if err != nil {
+		return nil, err
+	}
+	maxTier, subGroups := req.MaxTier, req.SubGroups
+
+	report := &SearchReport{Demand: in.demand, MaxTier: maxTier, Soft: req.Soft}
+	nodes := map[string]placement.Node{}
+	unusable := map[string]string{}
+	for _, n := range c.Nodes {
+		holds, why := c.nodeCapacity(n.Name, in)
+		if why != "" {
+			unusable[n.Name] = why
+			report.UnusableNodes = append(report.UnusableNodes, NodeReason{Node: n.Name, Reason: why})
+		}
+		nodes[n.Name] = placement.Node{Capacity: holds}
+	}
+	sort.Slice(report.UnusableNodes, func(i, j int) bool { return report.UnusableNodes[i].Node < report.UnusableNodes[j].Node })
+	req.Nodes, req.Strategy = nodes, placement.BinPack
+	capacity := placement.Capacities(req)
+	report.PlacedIn = placement.LowestCommon(c.snap, req.Placed)
+	plan, planErr := placement.Make(req)
+	if planErr != nil {
+		var unsat *placement.Unsatisfiable
+		if !errors.As(planErr, &unsat) {
+			return nil, planErr
+		}
+		report.Verdict = unsat.Message
+	} else {
+		report.Fits = true
+		domainInfo, _ := c.snap.HyperNode(plan.Domain)
+		report.Verdict = fmt.Sprintf("it fits now: the planner would place the %d pending %s in %s (tier %d)",
+			in.demand, plural(in.demand, "pod", "pods"), plan.Domain, domainInfo.Tier)
+	}
+
+	// Tiers: the real tiers and the whole cluster, up to the allowed tier and one above.
+	tiers := append(append([]int(nil), c.snap.Tiers()...), c.snap.RootTier())
+	for _, tier := range tiers {
+		allowed := tier <= maxTier || req.Soft
+		tr := TierReport{Tier: tier, Allowed: allowed}
+		names := c.snap.Candidates(tier)
+		if tier == c.snap.RootTier() {
+			names = []string{hypernode.VirtualRootName}
+		}
+		var cands []CandidateReport
+		for _, name := range names {
+			info, _ := c.snap.HyperNode(name)
+			if tr.TierName == "" {
+				tr.TierName = info.TierName
+			}
+			cand := c.candidate(name, capacity[name], in, unusable, report.PlacedIn, allowed, tier > maxTier, plan)
+			if cand.Fits && allowed && plan == nil && len(subGroups) > 0 {
+				cand.Reason = "has room for the job, not for its sub-groups (see the planner below)"
+			}
+			cands = append(cands, cand)
+		}
+		sort.SliceStable(cands, func(i, j int) bool {
+			if cands[i].Holds != cands[j].Holds {
+				return cands[i].Holds > cands[j].Holds
+			}
+			return cands[i].Name < cands[j].Name
+		})
+		if len(cands) > candidatesShown {
+			tr.More = len(cands) - candidatesShown
+			cands = cands[:candidatesShown]
+		}
+		tr.Candidates = cands
+		report.Tiers = append(report.Tiers, tr)
+		if tier > maxTier {
+			break // one tier above the allowed one, for context
+		}
+	}
+	return report, nil
+}
+
+// nodeCapacity returns how many members fit on a node by their requests, capped at the
+// demand, or 0 and why none fits for reasons other than room.
+func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
+	n := c.nodes[name]
+	if n.unusable != "" {
+		return 0, n.unusable
+	}
+	noNewPods := func(t *v1.Taint) bool {
+		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
+	}
+	if taint, found := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.node.Spec.Taints, in.shape.Spec.Tolerations, noNewPods, true); found {
+		return 0, fmt.Sprintf("taint %s not tolerated", taint.ToString())
+	}
+	if ok, _ := in.affinity.Match(n.node); !ok {
+		return 0, "does not match the pods' node selector or affinity"
+	}
+	holds := in.demand
+	for r, q := range in.request {
+		if q.Sign() <= 0 {
+			continue
+		}
+		free := n.free(r)
+		holds = min(holds, int(free.MilliValue()/q.MilliValue()))
+	}
+	return holds, ""
+}
+
+// candidate reports one HyperNode (or the whole cluster) of a tier.
+func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map[string]string, placedIn string,
+	allowed, aboveAllowed bool, plan *placement.Plan) CandidateReport {
+	r := CandidateReport{Name: name, Holds: min(holds, in.demand), Needs: in.demand}
+	if placedIn != "" {
+		if lca, ok := c.snap.LCA(name, placedIn); !ok || lca != name {
+			r.Reason = fmt.Sprintf("does not contain the bound members (they span %s)", placedIn)
+			return r
+		}
+	}
+	if holds >= in.demand {
+		r.Fits = true
+		switch {
+		case !allowed:
+			r.Reason = "has room, but its tier is above the allowed one"
+		case plan != nil && plan.Domain == name:
+			r.Reason = "has room: the planner picks it"
+		case aboveAllowed:
+			r.Reason = "has room (soft: used only if no allowed tier has)"
+		default:
+			r.Reason = "has room"
+		}
+		return r
+	}
+	r.Reason = c.shortfall(name, holds, in, unusable)
+	return r
+}
+
+// shortfall says why a HyperNode holds fewer members than needed: its unusable nodes, and
+// the resource that runs out first, noting when free capacity is split over nodes so that
+// less fits than its sum suggests.
+func (c *Cluster) shortfall(name string, holds int, in searchInput, unusable map[string]string) string {
+	var nodes []string
+	if name == hypernode.VirtualRootName {
+		for _, n := range c.Nodes {
+			nodes = append(nodes, n.Name)
+		}
+	} else {
+		nodes = c.snap.Nodes(name)
+	}
+	whyCount := map[string]int{}
+	var usable []string
+	for _, n := range nodes {
+		if why := unusable[n]; why != "" {
+			whyCount[why]++
+		} else {
+			usable = append(usable, n)
+		}
+	}
+	var parts []string
+	if len(usable) == 0 {
+		if len(nodes) == 0 {
+			return "it has no nodes"
+		}
+		parts = append(parts, "no usable node")
+	} else {
+		// The resource that runs out first, by its free sum over the usable nodes.
+		var limit v1.ResourceName
+		var limitFree resource.Quantity
+		bySum := -1
+		for _, r := range sortedResources(in.request) {
+			q := in.request[r]
+			if q.Sign() <= 0 {
+				continue
+			}
+			free := resource.NewQuantity(0, q.Format)
+			for _, n := range usable {
+				free.Add(c.nodes[n].free(r))
+			}
+			if fit := int(free.MilliValue() / q.MilliValue()); bySum < 0 || fit < bySum {
+				limit, limitFree, bySum = r, *free, fit
+			}
+		}
+		if limit != "" {
+			per := in.request[limit]
+			what := fmt.Sprintf("free %s %s, %s per pod", limit, limitFree.String(), per.String())
+			if limit == v1.ResourcePods {
+				what = fmt.Sprintf("room for %s more pods by the nodes' pod limit", limitFree.String())
+			}
+			if bySum > holds {
+				what += fmt.Sprintf(", split over nodes so that only %d fit", holds)
+			}
+			parts = append(parts, what)
+		}
+	}
+	for _, why := range sortedNames(whyCount) {
+		parts = append(parts, fmt.Sprintf("%d %s: %s", whyCount[why], plural(whyCount[why], "node", "nodes"), why))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// sortedResources orders a request's resources by name.
+func sortedResources(l v1.ResourceList) []v1.ResourceName {
+	out := make([]v1.ResourceName, 0, len(l))
+	for r := range l {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

@@ -1,0 +1,71 @@
+package placement
+
+import (
+	"sort"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+)
+
+// Capacities returns how many of the request's pending members each usable HyperNode, and the
+// virtual root, can host after the ledger: the numbers the search compares with the demand.
+// Tools that explain a plan use it to show what the planner saw.
+func Capacities(req Request) map[string]int {
+	p := &planner{req: req, capacity: map[string]int{}}
+	p.computeCapacity()
+	delete(p.capacity, looseKey)
+	return p.capacity
+}
+
+// computeCapacity sums node capacities bottom-up, after the ledger.
+func (p *planner) computeCapacity() {
+	tree := p.req.Tree
+	inLeaf := map[string]bool{}
+	var walk func(string) int
+	walk = func(name string) int {
+		info, ok := tree.HyperNode(name)
+		if !ok || info.Excluded {
+			return 0
+		}
+		total := 0
+		if info.Leaf {
+			for _, n := range info.Nodes {
+				inLeaf[n] = true
+				total += p.req.Nodes[n].Capacity
+			}
+			total = max(total-p.req.Promised[name], 0)
+		} else {
+			for _, c := range info.Children {
+				total += walk(c)
+			}
+		}
+		p.capacity[name] = total
+		return total
+	}
+	rootTotal := 0
+	for _, c := range tree.Root().Children {
+		rootTotal += walk(c)
+	}
+	looseTotal := 0
+	for n, node := range p.req.Nodes {
+		if !inLeaf[n] {
+			p.loose = append(p.loose, n)
+			looseTotal += node.Capacity
+		}
+	}
+	sort.Strings(p.loose)
+	looseTotal = max(looseTotal-p.req.Promised[LooseLeaf], 0)
+	p.capacity[looseKey] = looseTotal
+	p.capacity[hypernode.VirtualRootName] = rootTotal + looseTotal
+}
+
+// LooseNodes returns the nodes of the request that are in no usable leaf, sorted.
+func LooseNodes(tree *hypernode.Snapshot, nodes map[string]Node) []string {
+	var out []string
+	for n := range nodes {
+		if _, ok := tree.LeafOf(n); !ok {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,225 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+)
+
+// place plans the job into domain: each sub-group first, in order, inside its own smallest
+// HyperNode within the domain, then the members in no sub-group. It returns the plan and the
+// sum of the sub-groups' scores, or nil and the reason when a sub-group does not fit.
+// Capacities are restored afterwards.
+func (p *planner) place(domain string, tier int) (*Plan, float64, string) {
+	if len(p.req.SubGroups) == 0 {
+		return p.assign(domain, tier), 0, ""
+	}
+	saved := make(map[string]int, len(p.capacity))
+	for k, v := range p.capacity {
+		saved[k] = v
+	}
+	defer func() { p.capacity = saved }()
+	plan := &Plan{Domain: domain, Tier: tier, PodLeaf: map[string]string{}, LeafPods: map[string][]string{}}
+	total := 0.0
+	inSubGroup := map[string]bool{}
+	for _, sg := range p.req.SubGroups {
+		for _, pod := range sg.Pending {
+			inSubGroup[pod] = true
+		}
+		if len(sg.Pending) == 0 {
+			continue
+		}
+		home, score, ok := p.subGroupHome(domain, sg)
+		if !ok {
+			return nil, 0, fmt.Sprintf("in %s: sub-group %s (%s) fits no HyperNode for its %d pods", domain, sg.ID, sg.Constraint, len(sg.Pending))
+		}
+		total += score
+		p.fill(plan, home, sg.Pending)
+	}
+	var rest []string
+	for _, pod := range p.req.Pending {
+		if !inSubGroup[pod] {
+			rest = append(rest, pod)
+		}
+	}
+	if len(rest) > 0 {
+		if p.capacity[domain] < len(rest) {
+			return nil, 0, fmt.Sprintf("in %s: no room left for the %d members outside the sub-groups", domain, len(rest))
+		}
+		p.fill(plan, domain, rest)
+	}
+	return plan, total, ""
+}
+
+// subGroupHome finds the HyperNode for a sub-group inside domain: the lowest tier its
+// constraint allows with a HyperNode that holds its placed members and can host its pending
+// ones; among those, more placed members inside first, then the strategy's highest score
+// (seed 003's sub-job preference), then the name. It returns the HyperNode and its score.
+func (p *planner) subGroupHome(domain string, sg SubGroup) (string, float64, bool) {
+	tree := p.req.Tree
+	domainInfo, _ := tree.HyperNode(domain)
+	placedIn := LowestCommon(tree, sg.Placed)
+	inside := func(h string) bool {
+		lca, ok := tree.LCA(h, domain)
+		return ok && lca == domain
+	}
+	demand := len(sg.Pending)
+	for _, tier := range tree.Tiers() {
+		if tier > domainInfo.Tier || (tier > sg.MaxTier && !sg.Soft) {
+			break
+		}
+		best, bestScore, bestPlaced := "", 0.0, -1
+		for _, h := range tree.Candidates(tier) {
+			if !inside(h) || p.capacity[h] < demand {
+				continue
+			}
+			if placedIn != "" {
+				if lca, ok := tree.LCA(h, placedIn); !ok || lca != h {
+					continue
+				}
+			}
+			placed := 0
+			for _, n := range sg.Placed {
+				if leaf, ok := tree.LeafOf(n); ok {
+					if lca, _ := tree.LCA(leaf, h); lca == h {
+						placed++
+					}
+				}
+			}
+			score := p.score(h, demand)
+			if best == "" || placed > bestPlaced || (placed == bestPlaced && score > bestScore) {
+				best, bestScore, bestPlaced = h, score, placed
+			}
+		}
+		if best != "" {
+			return best, bestScore, true
+		}
+	}
+	if (sg.Soft || sg.MaxTier >= domainInfo.Tier) && p.capacity[domain] >= demand {
+		return domain, p.score(domain, demand), true
+	}
+	return "", 0, false
+}
+
+// fill spreads pods (in order) below home, records them in plan, and takes their slots.
+func (p *planner) fill(plan *Plan, home string, pods []string) {
+	var counts []leafCount
+	p.spread(home, len(pods), &counts)
+	next := 0
+	for _, lc := range counts {
+		for range lc.count {
+			pod := pods[next]
+			next++
+			plan.PodLeaf[pod] = lc.leaf
+			plan.LeafPods[lc.leaf] = append(plan.LeafPods[lc.leaf], pod)
+		}
+		p.consume(lc.leaf, lc.count)
+	}
+}
+
+// consume takes n slots of a leaf (and of its ancestors up to the virtual root).
+func (p *planner) consume(leaf string, n int) {
+	if leaf == LooseLeaf {
+		p.capacity[looseKey] -= n
+		p.capacity[hypernode.VirtualRootName] -= n
+		return
+	}
+	p.capacity[leaf] -= n
+	for _, a := range p.req.Tree.Ancestors(leaf) {
+		p.capacity[a] -= n
+	}
+}
+
+func firstN(s []string, n int) []string {
+	return s[:min(n, len(s))]
+}
+
+// assign spreads the pending members over the domain.
+func (p *planner) assign(domain string, tier int) *Plan {
+	plan := &Plan{Domain: domain, Tier: tier, PodLeaf: map[string]string{}, LeafPods: map[string][]string{}}
+	var counts []leafCount
+	p.spread(domain, len(p.req.Pending), &counts)
+	next := 0
+	for _, lc := range counts {
+		for range lc.count {
+			pod := p.req.Pending[next]
+			next++
+			plan.PodLeaf[pod] = lc.leaf
+			plan.LeafPods[lc.leaf] = append(plan.LeafPods[lc.leaf], pod)
+		}
+	}
+	return plan
+}
+
+type leafCount struct {
+	leaf  string
+	count int
+}
+
+// spread distributes count members below name over as few children as possible, appending the
+// leaves it uses in tree order.
+func (p *planner) spread(name string, count int, out *[]leafCount) {
+	if count <= 0 {
+		return
+	}
+	info, _ := p.req.Tree.HyperNode(name)
+	if info.Leaf {
+		*out = append(*out, leafCount{leaf: name, count: count})
+		return
+	}
+	children := append([]string(nil), info.Children...)
+	caps := map[string]int{}
+	for _, c := range children {
+		caps[c] = p.capacity[c]
+	}
+	if name == hypernode.VirtualRootName {
+		children = append(children, looseKey)
+		caps[looseKey] = p.capacity[looseKey]
+	}
+	// Fewest children: the children holding placed members first (to stay next to them),
+	// then the largest capacity; the nodes in no HyperNode always last.
+	placed := map[string]int{}
+	for _, c := range children {
+		if c != looseKey {
+			placed[c] = p.placedInside(c)
+		}
+	}
+	byCapacity := append([]string(nil), children...)
+	sort.SliceStable(byCapacity, func(i, j int) bool {
+		a, b := byCapacity[i], byCapacity[j]
+		if (a == looseKey) != (b == looseKey) {
+			return b == looseKey
+		}
+		if placed[a] != placed[b] {
+			return placed[a] > placed[b]
+		}
+		return caps[a] > caps[b]
+	})
+	chosen := map[string]bool{}
+	covered := 0
+	for _, c := range byCapacity {
+		if covered >= count {
+			break
+		}
+		if caps[c] == 0 {
+			continue
+		}
+		chosen[c] = true
+		covered += caps[c]
+	}
+	// Fill the chosen children in tree order, so consecutive ranks share a subtree.
+	remaining := count
+	for _, c := range children {
+		if !chosen[c] || remaining == 0 {
+			continue
+		}
+		n := min(caps[c], remaining)
+		remaining -= n
+		if c == looseKey {
+			*out = append(*out, leafCount{leaf: LooseLeaf, count: n})
+			continue
+		}
+		p.spread(c, n, out)
+	}
+}

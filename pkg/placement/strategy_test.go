@@ -1,0 +1,139 @@
+package placement
+
+import (
+	"fmt"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+)
+
+// TestStrategies: seed 004 example 1 (spine-0 has 5 free nodes, spine-1 exactly 4). Both
+// strategies choose spine-1 for 4 pods; with spine-0 already fuller, BinPack prefers it.
+func TestStrategies(t *testing.T) {
+	nodes := map[string]labels.Set{}
+	for i := range 12 {
+		nodes[fmt.Sprintf("node-%d", i)] = labels.Set{}
+	}
+	tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
+		hntesting.MakeHyperNode("block-0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj(),
+		hntesting.MakeHyperNode("block-1").Tier(1).Nodes("node-3", "node-4").Obj(),
+		hntesting.MakeHyperNode("block-2").Tier(1).Nodes("node-5", "node-6").Obj(),
+		hntesting.MakeHyperNode("block-3").Tier(1).Nodes("node-7", "node-8").Obj(),
+		hntesting.MakeHyperNode("block-4").Tier(1).Nodes("node-9", "node-10", "node-11").Obj(),
+		hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
+		hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
+		hntesting.MakeHyperNode("spine-2").Tier(2).Children("block-4").Obj(),
+	}).Snapshot()
+	free := func(used8 ...string) map[string]Node {
+		out := map[string]Node{}
+		for n := range nodes {
+			out[n] = Node{Capacity: 1, Used: []float64{0}, Allocatable: []float64{8}}
+		}
+		for _, n := range used8 {
+			out[n] = Node{Capacity: 0, Used: []float64{8}, Allocatable: []float64{8}}
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		strategy Strategy
+		nodes    map[string]Node
+		want     string
+	}{
+		{"BinPack, empty cluster", BinPack, free(), "spine-1"},
+		{"LeastWaste, empty cluster", LeastWaste, free(), "spine-1"},
+		// spine-0 has one busy node: 4 free of 5. Both are full after placement (40/40 and
+		// 32/32) with zero waste: a tie for both strategies, broken by name.
+		{"BinPack, tie broken by name", BinPack, free("node-0"), "spine-0"},
+		{"LeastWaste, tie broken by name", LeastWaste, free("node-0"), "spine-0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4),
+				Nodes: tc.nodes, Strategy: tc.strategy, Weights: []float64{1}, PodRequest: []float64{8}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Domain != tc.want {
+				t.Errorf("domain = %s, want %s", got.Domain, tc.want)
+			}
+		})
+	}
+}
+
+func TestBinPackScore(t *testing.T) {
+	tests := []struct {
+		name                 string
+		used, alloc, request []float64
+		count                float64
+		weights              []float64
+		want                 float64
+	}{
+		{"one resource", []float64{2}, []float64{8}, []float64{2}, 1, []float64{1}, 0.5},
+		{"weighted", []float64{0, 0}, []float64{4, 4}, []float64{4, 2}, 1, []float64{3, 1}, (3*1.0 + 1*0.5) / 4},
+		{"overflow scores 0", []float64{7}, []float64{8}, []float64{2}, 1, []float64{1}, 0},
+		{"requested but not allocatable", []float64{0}, []float64{0}, []float64{1}, 1, []float64{1}, 0},
+		{"zero weight ignored", []float64{0, 100}, []float64{4, 1}, []float64{4, 0}, 1, []float64{1, 0}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := BinPackScore(tc.used, tc.alloc, tc.request, tc.count, tc.weights); got != tc.want {
+				t.Errorf("score = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestStrategiesDisagree: spine-0 offers 5 slots on nodes 3/8 used, spine-1 exactly 4 slots on
+// nodes 2/8 used; the pods take 4 CPUs. BinPack prefers the fuller spine-0 after placement
+// ((15+16)/40 = 0.775 > (8+16)/32 = 0.75); LeastWaste the exact fit, spine-1 (surplus 0 < 1).
+func TestStrategiesDisagree(t *testing.T) {
+	nodes := map[string]labels.Set{}
+	capacity := map[string]Node{}
+	for i := range 9 {
+		name := fmt.Sprintf("node-%d", i)
+		nodes[name] = labels.Set{}
+		used := 2.0
+		if i < 5 {
+			used = 3
+		}
+		capacity[name] = Node{Capacity: 1, Used: []float64{used}, Allocatable: []float64{8}}
+	}
+	tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
+		hntesting.MakeHyperNode("block-0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj(),
+		hntesting.MakeHyperNode("block-1").Tier(1).Nodes("node-3", "node-4").Obj(),
+		hntesting.MakeHyperNode("block-2").Tier(1).Nodes("node-5", "node-6").Obj(),
+		hntesting.MakeHyperNode("block-3").Tier(1).Nodes("node-7", "node-8").Obj(),
+		hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
+		hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
+	}).Snapshot()
+	for strategy, want := range map[Strategy]string{BinPack: "spine-0", LeastWaste: "spine-1"} {
+		got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4),
+			Nodes: capacity, Strategy: strategy, Weights: []float64{1}, PodRequest: []float64{4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Domain != want {
+			t.Errorf("%s chose %s, want %s", strategy, got.Domain, want)
+		}
+	}
+}
+
+// TestTieBreakPrefersPlacedMembers: two leaves score the same; the one holding a placed
+// member of the gang wins over the one whose name comes first.
+func TestTieBreakPrefersPlacedMembers(t *testing.T) {
+	tree := seed001()
+	got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(1),
+		Placed: []string{"node-3"}, Nodes: capacities(map[string]int{"node-1": 1, "node-2": 1}),
+		Strategy: LeastWaste, Weights: []float64{1}, PodRequest: []float64{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Domain != "s1" {
+		t.Errorf("domain = %s, want s1 (it holds the placed member); s0 only wins by name", got.Domain)
+	}
+}

@@ -1,0 +1,55 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// PreFilter refuses members of a group whose minResources exceed what the whole cluster can
+// allocate: no placement can ever work until nodes are added.
+func (g *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	info := g.registry.Info(key)
+	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if short := shortfall(info.PodGroup.Spec.MinResources, g.registry.ClusterAllocatable()); short != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("PodGroup %s needs minResources the whole cluster cannot allocate: %s", key, short))
+	}
+	return nil, fwk.NewStatus(fwk.Skip)
+}
+
+// shortfall describes the resources of want that exceed have, or "".
+func shortfall(want, have v1.ResourceList) string {
+	var parts []string
+	for name, q := range want {
+		h := have[name]
+		if q.Cmp(h) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s (cluster allocatable %s)", name, q.String(), quantityString(h)))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func quantityString(q resource.Quantity) string {
+	if q.IsZero() {
+		return "0"
+	}
+	return q.String()
+}
+
+// PreFilterExtensions returns nil: the plugin keeps no per-node state.
+func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }

@@ -1,0 +1,169 @@
+package gang
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// TestPermitAllOrNothing: members wait until minMember are reserved, then all are allowed at
+// once; the pending members are activated when the first one waits.
+func TestPermitAllOrNothing(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 3, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	// The third member made the group ready: the registry's listener activated them all.
+	e.activator.mu.Lock()
+	if diff := cmp.Diff([]string{"team/p0", "team/p1", "team/p2"}, sorted(e.activator.activated)); diff != "" {
+		t.Errorf("activated when the group became ready (-want,+got):\n%s", diff)
+	}
+	e.activator.activated = nil
+	e.activator.mu.Unlock()
+	for _, p := range pods[:2] {
+		if s := e.reserveAndPermit(t, p); s.Code() != fwk.Wait {
+			t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)
+		}
+	}
+	e.activator.mu.Lock()
+	// The first waiting member activates the other two, once for the round.
+	if diff := cmp.Diff([]string{"team/p1", "team/p2"}, sorted(e.activator.activated)); diff != "" {
+		t.Errorf("activated pods (-want,+got):\n%s", diff)
+	}
+	e.activator.mu.Unlock()
+	if s := e.reserveAndPermit(t, pods[2]); !s.IsSuccess() {
+		t.Fatalf("Permit of the last member = %v, want Success", s)
+	}
+	for _, p := range pods[:2] {
+		if s := e.fw.WaitOnPermit(e.ctx, p); !s.IsSuccess() {
+			t.Errorf("waiting member %s: %v, want allowed", p.Name, s)
+		}
+	}
+	if diff := cmp.Diff([]string{
+		"Normal GangWaiting gang team/train: members are reserved and wait in Permit for the rest of the gang (minMember 3, timeout 1m0s)",
+		"Normal GangScheduled gang team/train: 3 of 3 (minMember) members reserved or bound; 2 waiting members allowed to bind",
+	}, drain(e.recorder.Events)); diff != "" {
+		t.Errorf("events (-want,+got):\n%s", diff)
+	}
+}
+
+// TestUnreserveRejectsWaitingSiblings: one member's Unreserve rejects every waiting sibling at
+// once, with a message that names the gang and the member.
+func TestUnreserveRejectsWaitingSiblings(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 3, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	for _, p := range pods[:2] {
+		e.reserveAndPermit(t, p)
+	}
+	if got := e.registry.Info(podgroup.Key{Namespace: ns, Name: "train"}).Scheduled; got != 2 {
+		t.Fatalf("scheduled = %d, want 2", got)
+	}
+	state := framework.NewCycleState()
+	e.fw.RunReservePluginsReserve(e.ctx, state, pods[2], "node-1")
+	e.fw.RunReservePluginsUnreserve(e.ctx, state, pods[2], "node-1")
+	for _, p := range pods[:2] {
+		s := e.fw.WaitOnPermit(e.ctx, p)
+		if s.Code() != fwk.Unschedulable || s.Message() != "gang team/train rejected: member p2 was unreserved" {
+			t.Errorf("waiting member %s: %v", p.Name, s)
+		}
+		// The framework unreserves rejected members.
+		e.fw.RunReservePluginsUnreserve(e.ctx, framework.NewCycleState(), p, "node-1")
+	}
+	if got := e.registry.Info(podgroup.Key{Namespace: ns, Name: "train"}).Scheduled; got != 0 {
+		t.Errorf("scheduled after the rejection = %d, want 0", got)
+	}
+	events := drain(e.recorder.Events)
+	if want := "Warning GangRejected gang team/train: member p2 was unreserved; 2 waiting members rejected and their resources released"; !contains(events, want) {
+		t.Errorf("events %q do not contain %q", events, want)
+	}
+}
+
+// TestPermitTimeout: the wait is bounded by the PodGroup's scheduleTimeoutSeconds (else the
+// default arg); when it expires the members are rejected and the gang reports the timeout.
+func TestPermitTimeout(t *testing.T) {
+	e := newEnv(t, 60)
+	key := podgroup.Key{Namespace: ns, Name: "train"}
+	e.podGroup("train", 2, nil)
+	if got := e.plugin.timeout(e.registry.Info(key)); got != time.Minute {
+		t.Errorf("default timeout = %v, want 1m", got)
+	}
+	e.podGroup("train", 2, ptr.To[int32](1))
+	if got := e.plugin.timeout(e.registry.Info(key)); got != time.Second {
+		t.Errorf("PodGroup timeout = %v, want 1s", got)
+	}
+	p0 := member("p0", "train")
+	e.registry.SetPod(nil, p0)
+	e.registry.SetPod(nil, member("p1", "train"))
+	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+		t.Fatalf("Permit = %v, want Wait", s)
+	}
+	s := e.fw.WaitOnPermit(e.ctx, p0)
+	if s.Code() != fwk.Unschedulable {
+		t.Fatalf("after the timeout: %v, want Unschedulable", s)
+	}
+	e.fw.RunReservePluginsUnreserve(e.ctx, framework.NewCycleState(), p0, "node-1")
+	events := drain(e.recorder.Events)
+	if want := "Warning GangTimedOut gang team/train: timed out after 1s waiting for 2 members (minMember); 1 were reserved or bound; 0 waiting members rejected and their resources released"; !contains(events, want) {
+		t.Errorf("events %q do not contain %q", events, want)
+	}
+}
+
+// TestPermitTwoLevels: a job of minMember 4 with partitions of 2 (minSubGroups 2 of 3). The
+// job is released when 4 members of 2 complete partitions are reserved; a member of the third
+// partition then waits for its own partition only, and its failure rejects only its partition.
+func TestPermitTwoLevels(t *testing.T) {
+	e := newEnv(t, 60)
+	pods := e.partitionedJob(`[{"name":"tp","subGroupSize":2,"minSubGroups":2,"matchLabelKeys":["partition"]}]`, 4, 6, 2)
+	for _, i := range []int{0, 2, 1} {
+		if s := e.reserveAndPermit(t, pods[i]); s.Code() != fwk.Wait {
+			t.Fatalf("Permit(p%d) = %v, want Wait", i, s)
+		}
+	}
+	if s := e.reserveAndPermit(t, pods[3]); !s.IsSuccess() {
+		t.Fatalf("Permit of the member completing 2 partitions = %v, want Success", s)
+	}
+	for _, i := range []int{0, 1, 2} {
+		if s := e.fw.WaitOnPermit(e.ctx, pods[i]); !s.IsSuccess() {
+			t.Errorf("p%d: %v, want allowed", i, s)
+		}
+	}
+	// The job is complete; p4 waits for its own partition.
+	if s := e.reserveAndPermit(t, pods[4]); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p4) = %v, want Wait for partition tp-2", s)
+	}
+	// p5 fails: only partition tp-2's waiting member is rejected.
+	state := framework.NewCycleState()
+	_, status := e.plugin.PostFilter(e.ctx, state, pods[5], framework.NewDefaultNodeToStatus())
+	if want := "gang team/job: sub-group tp-2: this member cannot be placed, so no member of the sub-group binds; 1 waiting members released"; status.Message() != want {
+		t.Errorf("PostFilter message %q, want %q", status.Message(), want)
+	}
+	if s := e.fw.WaitOnPermit(e.ctx, pods[4]); s.Code() != fwk.Unschedulable || s.Message() != "gang team/job rejected: sub-group tp-2: member p5 cannot be placed" {
+		t.Errorf("p4: %v", s)
+	}
+}
+
+// TestPermitCountsOnlyBindableMembers: members of incomplete sub-groups cannot bind, so they do
+// not count toward minMember: with 4 members of a complete partition and 2 + 2 of incomplete
+// ones, a job of minMember 8 is not complete.
+func TestPermitCountsOnlyBindableMembers(t *testing.T) {
+	e := newEnv(t, 60)
+	pods := e.partitionedJob(`[{"name":"tp","subGroupSize":4,"minSubGroups":1,"matchLabelKeys":["partition"]}]`, 8, 12, 4)
+	for _, i := range []int{0, 1, 2, 3, 4, 5, 8, 9} {
+		if s := e.reserveAndPermit(t, pods[i]); s.Code() != fwk.Wait {
+			t.Fatalf("Permit(p%d) = %v, want Wait: only 4 members can bind", i, s)
+		}
+	}
+}

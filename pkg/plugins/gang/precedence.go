@@ -1,0 +1,205 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// PostFilter runs when a member fits nowhere. If other gangs' waiting members, of lower
+// precedence, hold resources without which the member would fit, those gangs yield: their
+// waiting members are rejected. Otherwise this gang cannot complete now, and its own waiting
+// members are rejected so that their resources serve others.
+func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	logger := klog.FromContext(ctx)
+	info := g.registry.Info(key)
+	if yielded := g.makeRoom(ctx, state, pod, key, info, statuses); len(yielded) > 0 {
+		g.activatePending(logger, key)
+		msg := fmt.Sprintf("gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room; retrying", key, strings.Join(yielded, ", "))
+		logger.V(3).Info("Lower-precedence gangs yielded", "pod", klog.KObj(pod), "podGroup", key, "yielded", yielded)
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	}
+	why := fmt.Sprintf("member %s cannot be placed", pod.Name)
+	if reasons := g.failureReasons(statuses); reasons != "" {
+		why += " (" + reasons + ")"
+	}
+	only, subGroup := g.rejectionScope(key, info, pod)
+	if subGroup != "" {
+		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
+	}
+	g.mu.Lock()
+	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
+	g.mu.Unlock()
+	if info.PodGroup != nil {
+		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangRejected,
+			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
+	}
+	// The pod's own condition already carries the Filter reasons (kube-scheduler puts them
+	// before this message) and names the pod, so the status only adds what the gang did; the
+	// Event and the waiting siblings get the full story above.
+	msg := fmt.Sprintf("gang %s: this member cannot be placed, so no member binds", key)
+	if subGroup != "" {
+		msg = fmt.Sprintf("gang %s: sub-group %s: this member cannot be placed, so no member of the sub-group binds", key, subGroup)
+	}
+	if rejected > 0 {
+		msg += fmt.Sprintf("; %d waiting members released", rejected)
+	}
+	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// failureReasons summarises why the member fit no node, the way kube-scheduler's own message
+// does: the most frequent node statuses first, e.g. "3 Insufficient cpu, 1 node(s) had
+// untolerated taint(s)". O(nodes), on the failure path only.
+func (g *Gang) failureReasons(statuses fwk.NodeToStatusReader) string {
+	nodes, err := g.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return ""
+	}
+	counts := map[string]int{}
+	for _, ni := range nodes {
+		st := statuses.Get(ni.Node().Name)
+		if st == nil || st.IsSuccess() {
+			continue
+		}
+		for _, r := range st.Reasons() {
+			counts[r]++
+		}
+	}
+	reasons := make([]string, 0, len(counts))
+	for r := range counts {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if counts[reasons[i]] != counts[reasons[j]] {
+			return counts[reasons[i]] > counts[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	const shown = 3
+	parts := make([]string, 0, shown)
+	for _, r := range reasons[:min(shown, len(reasons))] {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rank orders gangs: higher pod priority first, then the older PodGroup, then by name.
+type rank struct {
+	priority int32
+	created  metav1.Time
+	key      string
+}
+
+func (r rank) before(o rank) bool {
+	if r.priority != o.priority {
+		return r.priority > o.priority
+	}
+	if !r.created.Equal(&o.created) {
+		return r.created.Before(&o.created)
+	}
+	return r.key < o.key
+}
+
+func (g *Gang) rankOf(pod *v1.Pod, key podgroup.Key, pg *schedulingv1alpha1.PodGroup) rank {
+	r := rank{key: key.String()}
+	if pod.Spec.Priority != nil {
+		r.priority = *pod.Spec.Priority
+	}
+	if pg != nil {
+		r.created = pg.CreationTimestamp
+	}
+	return r
+}
+
+// makeRoom rejects the waiting members of lower-precedence gangs when, without them, the pod
+// would fit on one of their nodes. It returns the gangs that yielded. It only considers nodes
+// where the pod failed Filter with a resolvable status: a pod refused by a PreFilter plugin
+// (its gang cannot fit its topology, its minResources exceed the cluster) or by a node's
+// unresolvable property must not evict anybody.
+func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, statuses fwk.NodeToStatusReader) []string {
+	resolvable, err := statuses.NodesForStatusCode(g.handle.SnapshotSharedLister().NodeInfos(), fwk.Unschedulable)
+	if err != nil || len(resolvable) == 0 {
+		return nil
+	}
+	candidates := make(map[string]bool, len(resolvable))
+	for _, ni := range resolvable {
+		candidates[ni.Node().Name] = true
+	}
+	mine := g.rankOf(pod, key, info.PodGroup)
+	// Waiting members of lower-precedence gangs, by node.
+	byNode := map[string][]*v1.Pod{}
+	victimGroups := map[podgroup.Key]bool{}
+	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		p := wp.GetPod()
+		k, ok := podgroup.KeyOf(p)
+		if !ok || k == key || !candidates[p.Spec.NodeName] {
+			return
+		}
+		if other := g.rankOf(p, k, g.registry.Info(k).PodGroup); mine.before(other) {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	})
+	if len(byNode) == 0 {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	fits := false
+	for node, victims := range byNode {
+		nodeInfo, err := g.handle.SnapshotSharedLister().NodeInfos().Get(node)
+		if err != nil {
+			continue
+		}
+		trial := nodeInfo.Snapshot()
+		trialState := state.Clone()
+		for _, v := range victims {
+			pi, err := framework.NewPodInfo(v)
+			if err != nil {
+				continue
+			}
+			if err := trial.RemovePod(logger, v); err != nil {
+				continue
+			}
+			if s := g.handle.RunPreFilterExtensionRemovePod(ctx, trialState, pod, pi, trial); !s.IsSuccess() {
+				continue
+			}
+		}
+		if g.handle.RunFilterPluginsWithNominatedPods(ctx, trialState, pod, trial).IsSuccess() {
+			fits = true
+			for _, v := range victims {
+				k, _ := podgroup.KeyOf(v)
+				victimGroups[k] = true
+			}
+			break
+		}
+	}
+	if !fits {
+		return nil
+	}
+	var yielded []string
+	for k := range victimGroups {
+		g.mu.Lock()
+		n := g.rejectRoundLocked(k, fmt.Sprintf("gang %s rejected: it yields its reserved resources to gang %s, which takes precedence", k, key), nil)
+		g.mu.Unlock()
+		if pg := g.registry.Info(k).PodGroup; pg != nil {
+			g.events.Record(pg, v1.EventTypeWarning, EventGangRejected,
+				fmt.Sprintf("gang %s: yielded to gang %s, which takes precedence (priority, then age); %d waiting members rejected", k, key, n))
+		}
+		yielded = append(yielded, k.String())
+	}
+	sort.Strings(yielded)
+	return yielded
+}
