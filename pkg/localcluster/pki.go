@@ -12,6 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // pki holds the files of the local cluster's certificate authority and keys.
@@ -118,4 +122,15 @@ func writeECKey(path string, key *ecdsa.PrivateKey) error {
 		return err
 	}
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+func writeKubeconfig(path, server string, caPEM []byte, auth func(*clientcmdapi.AuthInfo)) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	user := clientcmdapi.NewAuthInfo()
+	auth(user)
+	cfg.AuthInfos["local"] = user
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "local"}
+	cfg.CurrentContext = "local"
+	return clientcmd.WriteToFile(*cfg, path)
 }

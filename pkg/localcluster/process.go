@@ -3,9 +3,11 @@ package localcluster
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -97,4 +99,27 @@ func (p *Process) Kill() error {
 func (p *Process) GroupAlive() bool {
 	err := syscall.Kill(-p.Pid(), 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// firstLineContaining returns the first line of the file that contains substr ("" if none).
+func firstLineContaining(path, substr string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, substr) {
+			return line
+		}
+	}
+	return ""
 }

@@ -8,8 +8,6 @@
 package podgroup
 
 import (
-	"context"
-	"fmt"
 	"sort"
 	"sync"
 
@@ -18,16 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/informers"
-	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
-	schedinformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
-
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
 )
 
 // EventResource is the kube-scheduler event resource of scheduler-plugins PodGroups
@@ -76,87 +67,6 @@ type group struct {
 	// members and scheduled (bound or reserved) members, kept up to date on every change.
 	memberSub map[types.UID]SubGroup
 	subCounts map[string]*SubGroupState
-}
-
-// SubGroupState is what the plugins need to know about one sub-group.
-type SubGroupState struct {
-	SubGroup
-	Members, Scheduled int
-}
-
-func (g *group) scheduled(uid types.UID) bool {
-	_, reserved := g.assumed[uid]
-	return g.bound.Has(uid) || reserved
-}
-
-// track updates the sub-group counts around a change of one member: call it with the member's
-// state before the change, then apply the change, then call the returned function.
-func (g *group) track(uid types.UID) func() {
-	sub, inSub := g.memberSub[uid]
-	_, wasMember := g.members[uid]
-	wasScheduled := g.scheduled(uid)
-	return func() {
-		if !inSub {
-			return
-		}
-		c := g.subCounts[sub.ID]
-		if c == nil {
-			return
-		}
-		_, isMember := g.members[uid]
-		if wasMember && !isMember {
-			c.Members--
-		}
-		if now := g.scheduled(uid); now != wasScheduled {
-			if now {
-				c.Scheduled++
-			} else {
-				c.Scheduled--
-			}
-		}
-	}
-}
-
-// assignSubGroupLocked puts a member in its sub-group.
-func (g *group) assignSubGroupLocked(uid types.UID, pod *v1.Pod) {
-	sub, ok := SubGroupOf(g.subGroups, pod)
-	if !ok {
-		return
-	}
-	g.memberSub[uid] = sub
-	c := g.subCounts[sub.ID]
-	if c == nil {
-		c = &SubGroupState{SubGroup: sub}
-		g.subCounts[sub.ID] = c
-	}
-	c.Members++
-	if g.scheduled(uid) {
-		c.Scheduled++
-	}
-}
-
-// unassignSubGroupLocked takes a member out of its sub-group's counts.
-func (g *group) unassignSubGroupLocked(uid types.UID) {
-	sub, ok := g.memberSub[uid]
-	if !ok {
-		return
-	}
-	if c := g.subCounts[sub.ID]; c != nil {
-		c.Members--
-		if g.scheduled(uid) {
-			c.Scheduled--
-		}
-	}
-	delete(g.memberSub, uid)
-}
-
-// rebuildSubGroupsLocked recomputes every member's sub-group (the policies changed).
-func (g *group) rebuildSubGroupsLocked() {
-	g.memberSub = map[types.UID]SubGroup{}
-	g.subCounts = map[string]*SubGroupState{}
-	for uid, p := range g.members {
-		g.assignSubGroupLocked(uid, p)
-	}
 }
 
 // Info is what the plugins need to know about a group at one moment.
@@ -480,42 +390,4 @@ func (r *Registry) setNodeLocked(name string, alloc v1.ResourceList) {
 		r.nodeAllocatable[name] = alloc
 	}
 	r.clusterAllocatable = total
-}
-
-// HasSynced reports whether the informers feeding the registry delivered their initial lists.
-func (r *Registry) HasSynced() bool {
-	for _, s := range r.synced {
-		if !s() {
-			return false
-		}
-	}
-	return true
-}
-
-// Run feeds the registry from the pod and node informers of factory (started by its owner)
-// and from a PodGroup informer of its own, which it starts with ctx.
-func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) error {
-	podReg, err := factory.Core().V1().Pods().Informer().AddEventHandler(informerutil.Handlers(r.SetPod, r.DeletePod))
-	if err != nil {
-		return fmt.Errorf("watching pods for the PodGroup registry: %w", err)
-	}
-	nodeReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(informerutil.Handlers(
-		func(_, n *v1.Node) { r.SetNode(n) }, func(n *v1.Node) { r.DeleteNode(n.Name) }))
-	if err != nil {
-		return fmt.Errorf("watching nodes for the PodGroup registry: %w", err)
-	}
-	client, err := schedclientset.NewForConfig(crdclient.JSONConfig(config))
-	if err != nil {
-		return fmt.Errorf("building the PodGroup client: %w", err)
-	}
-	pgFactory := schedinformers.NewSharedInformerFactory(client, 0)
-	pgReg, err := pgFactory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(informerutil.Handlers(
-		func(_, pg *schedulingv1alpha1.PodGroup) { r.SetPodGroup(pg) },
-		func(pg *schedulingv1alpha1.PodGroup) { r.DeletePodGroup(pg.Namespace, pg.Name) }))
-	if err != nil {
-		return fmt.Errorf("watching PodGroups: %w", err)
-	}
-	r.synced = []cache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, pgReg.HasSynced}
-	pgFactory.Start(ctx.Done())
-	return nil
 }

@@ -1,0 +1,55 @@
+package podgroup
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+	schedinformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
+)
+
+// HasSynced reports whether the informers feeding the registry delivered their initial lists.
+func (r *Registry) HasSynced() bool {
+	for _, s := range r.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run feeds the registry from the pod and node informers of factory (started by its owner)
+// and from a PodGroup informer of its own, which it starts with ctx.
+func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) error {
+	podReg, err := factory.Core().V1().Pods().Informer().AddEventHandler(informerutil.Handlers(r.SetPod, r.DeletePod))
+	if err != nil {
+		return fmt.Errorf("watching pods for the PodGroup registry: %w", err)
+	}
+	nodeReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(informerutil.Handlers(
+		func(_, n *v1.Node) { r.SetNode(n) }, func(n *v1.Node) { r.DeleteNode(n.Name) }))
+	if err != nil {
+		return fmt.Errorf("watching nodes for the PodGroup registry: %w", err)
+	}
+	client, err := schedclientset.NewForConfig(crdclient.JSONConfig(config))
+	if err != nil {
+		return fmt.Errorf("building the PodGroup client: %w", err)
+	}
+	pgFactory := schedinformers.NewSharedInformerFactory(client, 0)
+	pgReg, err := pgFactory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(informerutil.Handlers(
+		func(_, pg *schedulingv1alpha1.PodGroup) { r.SetPodGroup(pg) },
+		func(pg *schedulingv1alpha1.PodGroup) { r.DeletePodGroup(pg.Namespace, pg.Name) }))
+	if err != nil {
+		return fmt.Errorf("watching PodGroups: %w", err)
+	}
+	r.synced = []cache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, pgReg.HasSynced}
+	pgFactory.Start(ctx.Done())
+	return nil
+}

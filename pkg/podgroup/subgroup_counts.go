@@ -1,0 +1,87 @@
+package podgroup
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// SubGroupState is what the plugins need to know about one sub-group.
+type SubGroupState struct {
+	SubGroup
+	Members, Scheduled int
+}
+
+func (g *group) scheduled(uid types.UID) bool {
+	_, reserved := g.assumed[uid]
+	return g.bound.Has(uid) || reserved
+}
+
+// track updates the sub-group counts around a change of one member: call it with the member's
+// state before the change, then apply the change, then call the returned function.
+func (g *group) track(uid types.UID) func() {
+	sub, inSub := g.memberSub[uid]
+	_, wasMember := g.members[uid]
+	wasScheduled := g.scheduled(uid)
+	return func() {
+		if !inSub {
+			return
+		}
+		c := g.subCounts[sub.ID]
+		if c == nil {
+			return
+		}
+		_, isMember := g.members[uid]
+		if wasMember && !isMember {
+			c.Members--
+		}
+		if now := g.scheduled(uid); now != wasScheduled {
+			if now {
+				c.Scheduled++
+			} else {
+				c.Scheduled--
+			}
+		}
+	}
+}
+
+// assignSubGroupLocked puts a member in its sub-group.
+func (g *group) assignSubGroupLocked(uid types.UID, pod *v1.Pod) {
+	sub, ok := SubGroupOf(g.subGroups, pod)
+	if !ok {
+		return
+	}
+	g.memberSub[uid] = sub
+	c := g.subCounts[sub.ID]
+	if c == nil {
+		c = &SubGroupState{SubGroup: sub}
+		g.subCounts[sub.ID] = c
+	}
+	c.Members++
+	if g.scheduled(uid) {
+		c.Scheduled++
+	}
+}
+
+// unassignSubGroupLocked takes a member out of its sub-group's counts.
+func (g *group) unassignSubGroupLocked(uid types.UID) {
+	sub, ok := g.memberSub[uid]
+	if !ok {
+		return
+	}
+	if c := g.subCounts[sub.ID]; c != nil {
+		c.Members--
+		if g.scheduled(uid) {
+			c.Scheduled--
+		}
+	}
+	delete(g.memberSub, uid)
+}
+
+// rebuildSubGroupsLocked recomputes every member's sub-group (the policies changed).
+func (g *group) rebuildSubGroupsLocked() {
+	g.memberSub = map[types.UID]SubGroup{}
+	g.subCounts = map[string]*SubGroupState{}
+	for uid, p := range g.members {
+		g.assignSubGroupLocked(uid, p)
+	}
+}
