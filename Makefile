@@ -6,6 +6,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := $(CURDIR)/bin
 KWOK_VERSION ?= v0.8.0
+STATICCHECK_VERSION ?= v0.8.2
 # Integration tests share one apiserver per package; give slow machines room.
 TEST_TIMEOUT ?= 25m
 
@@ -74,9 +75,13 @@ local-up: build
 generate:
 	./hack/update-codegen.sh
 
-## verify: formatting, vet, and generated code and CRDs up to date
-verify:
+## verify: formatting, vet, staticcheck, and generated code and CRDs up to date
+verify: bin/staticcheck
 	./hack/verify.sh
+
+# The linter, built from the module proxy like kwok (its own module and dependency graph).
+bin/staticcheck:
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 clean:
 	rm -rf $(BIN)

@@ -23,7 +23,7 @@ type NetworkTopologyAwareArgs struct {
 	metav1.TypeMeta
 
 	// HyperNodeBinPack weighs the resources in the bin-pack score of candidate HyperNodes
-	// (seed 000 section 4): score = sum_r w_r*(used_r+req_r)/alloc_r / sum_r w_r.
+	// (docs/design.md): score = sum_r w_r*(used_r+req_r)/alloc_r / sum_r w_r.
 	HyperNodeBinPack HyperNodeBinPackArgs
 	// NormalPod configures the scoring of pods without a topology constraint.
 	NormalPod NormalPodArgs

@@ -152,8 +152,6 @@ func NewRunner(c *localcluster.Cluster, out io.Writer) (*Runner, error) {
 	return &Runner{Cluster: c, Clients: inspect.Clients{Kube: c.Kube, Topology: topo, Scheduling: sched}, Out: out, Timeout: 90 * time.Second}, nil
 }
 
-func (r *Runner) printf(format string, args ...any) { _, _ = fmt.Fprintf(r.Out, format, args...) }
-
 // Setup creates the scene's namespace, nodes and HyperNodes.
 func (r *Runner) Setup(ctx context.Context, s Scene) error {
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace}}

@@ -83,8 +83,8 @@ func GangRequest(tree *hypernode.Snapshot, gang podgroup.Gang) (Request, error) 
 	}, nil
 }
 
-// subGroupRequests splits the pending members by sub-group, in seed 003's order (see
-// docs/design.md, sub-groups), each with its resolved constraint and its placed members'
+// subGroupRequests splits the pending members by sub-group, in planning order (see
+// docs/design.md, "Sub-groups"), each with its resolved constraint and its placed members'
 // nodes. A sub-group without a tier of its own may use anything inside the job's domain.
 func subGroupRequests(tree *hypernode.Snapshot, gang podgroup.Gang, job *podgroup.NetworkTopology, jobMaxTier int) ([]SubGroup, error) {
 	policies := gang.Info.SubGroupPolicies

@@ -31,7 +31,7 @@ type Strategy string
 
 const (
 	// BinPack prefers the candidate whose weighted resource use, with the gang added, is the
-	// highest (seed 000 section 4).
+	// highest (docs/design.md, "Topology placement").
 	BinPack Strategy = "BinPack"
 	// LeastWaste prefers the candidate whose capacity exceeds the demand the least.
 	LeastWaste Strategy = "LeastWaste"
@@ -156,7 +156,7 @@ func Make(req Request) (*Plan, error) {
 				fitting = append(fitting, c)
 			}
 		}
-		// Without sub-groups the strategy's best candidate wins. With sub-groups, seed 003's
+		// Without sub-groups the strategy's best candidate wins. With sub-groups, the
 		// job-level preference: every candidate that holds the job and its sub-groups is
 		// scored by the sum of its sub-groups' best scores; the highest sum wins, ties going
 		// to the strategy's order.

@@ -55,7 +55,7 @@ func (p *planner) place(domain string, tier int) (*Plan, float64, string) {
 // subGroupHome finds the HyperNode for a sub-group inside domain: the lowest tier its
 // constraint allows with a HyperNode that holds its placed members and can host its pending
 // ones; among those, more placed members inside first, then the strategy's highest score
-// (seed 003's sub-job preference), then the name. It returns the HyperNode and its score.
+// (the sub-job preference of docs/design.md, "Sub-groups"), then the name. It returns the HyperNode and its score.
 func (p *planner) subGroupHome(domain string, sg SubGroup) (string, float64, bool) {
 	tree := p.req.Tree
 	domainInfo, _ := tree.HyperNode(domain)

@@ -146,7 +146,8 @@ func SubGroupOf(policies []SubGroupPolicy, pod *v1.Pod) (SubGroup, bool) {
 	return SubGroup{}, false
 }
 
-// SortSubGroups orders sub-groups as seed 003 does: by index ascending, then by id.
+// SortSubGroups orders sub-groups by index ascending, then by id: the order in which they are
+// planned (docs/design.md, "Sub-groups").
 func SortSubGroups(groups []SubGroup) {
 	sort.Slice(groups, func(i, j int) bool {
 		if groups[i].Index != groups[j].Index {

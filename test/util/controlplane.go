@@ -31,7 +31,7 @@ import (
 )
 
 // RepoRoot is the root of this repository, found from this source file's location (test
-// binaries are built without -trimpath, see ARCHITECTURE.md).
+// binaries are built without -trimpath, see docs/design.md, "Tests").
 func RepoRoot() string {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
@@ -47,10 +47,9 @@ type ControlPlane struct {
 	// Kubeconfig is the path of a kubeconfig file with the same credentials.
 	Kubeconfig string
 
-	dir      string
-	etcd     *embed.Etcd
-	apiStop  func()
-	tbCloser func()
+	dir     string
+	etcd    *embed.Etcd
+	apiStop func()
 }
 
 // StartControlPlane starts etcd and kube-apiserver and installs the CRDs of manifests/crds.

@@ -4,7 +4,8 @@
 // PreFilter plans a constrained gang once (pkg/placement) and narrows every member to the
 // nodes of its planned leaf; Filter enforces the same set; Reserve/Unreserve keep the ledger
 // of promised slots; Score ranks nodes by their distance (LCA tier) to the gang's members, or,
-// for pods without a constraint, by the tier-weighted fading bin-pack of seed 000.
+// for pods without a constraint, by the tier-weighted fading bin-pack (docs/design.md,
+// "Topology placement").
 package networktopology
 
 import (

@@ -123,7 +123,7 @@ func (p *NetworkTopologyAware) Score(_ context.Context, state fwk.CycleState, po
 
 // scoreMember: (maxTier - tier(LCA(leaf(node), reference))) / (maxTier - minTier), full in the
 // reference leaf itself; 90% of the score, the other 10% the share of the gang already in the
-// node's leaf (seed 000 section 5.2).
+// node's leaf (docs/design.md, "Topology placement").
 func (p *NetworkTopologyAware) scoreMember(s *preScoreState, node string) int64 {
 	tree := s.tree
 	leaf, ok := tree.LeafOf(node)
@@ -144,11 +144,11 @@ func (p *NetworkTopologyAware) scoreMember(s *preScoreState, node string) int64 
 		}
 	}
 	share := float64(s.placedByLeaf[leaf]) / float64(s.members)
-	return int64(math.Round(float64(fwk.MaxNodeScore) * (0.9*tierScore + 0.1*share)))
+	return int64(math.Round(float64(fwk.MaxScore) * (0.9*tierScore + 0.1*share)))
 }
 
 // scoreNormal: sum_t w_t * binpack(HyperNode of tier t holding the node) / sum_t w_t, with 1
-// for a tier where no HyperNode holds the node (seed 000 section 5.1).
+// for a tier where no HyperNode holds the node (docs/design.md, "Topology placement").
 func (p *NetworkTopologyAware) scoreNormal(s *preScoreState, node string) int64 {
 	tree := s.tree
 	byTier := map[int]float64{}
@@ -171,8 +171,8 @@ func (p *NetworkTopologyAware) scoreNormal(s *preScoreState, node string) int64 
 	if weightSum == 0 {
 		return 0
 	}
-	return int64(math.Round(float64(fwk.MaxNodeScore) * total / weightSum))
+	return int64(math.Round(float64(fwk.MaxScore) * total / weightSum))
 }
 
-// ScoreExtensions returns nil: scores are already in [0, MaxNodeScore].
+// ScoreExtensions returns nil: scores are already in [0, MaxScore].
 func (p *NetworkTopologyAware) ScoreExtensions() fwk.ScoreExtensions { return nil }
