@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/util/retry"
+
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -338,12 +340,17 @@ func TestGangSurvivesSchedulerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = second.Stop() })
-	pod, err := e.c.kube.CoreV1().Pods(e.ns).Get(context.Background(), "train-2", metav1.GetOptions{})
+	// The new scheduler may write the gated pod's status meanwhile: retry on conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod, err := e.c.kube.CoreV1().Pods(e.ns).Get(context.Background(), "train-2", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pod.Spec.SchedulingGates = nil
+		_, err = e.c.kube.CoreV1().Pods(e.ns).Update(context.Background(), pod, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Spec.SchedulingGates = nil
-	if _, err := e.c.kube.CoreV1().Pods(e.ns).Update(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitBound(names)
