@@ -13,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,18 +58,17 @@ type Gang struct {
 	conditions *conditionWriter
 	events     *podgroup.EventLog
 
-	// mu serialises every decision about a group's waiting members: the quorum check with
-	// the Allow of the waiting members (Permit) and their rejection (Unreserve, PostFilter),
-	// so a rejection can never interleave with an allowance and bind part of a gang.
+	// mu serialises every decision about a gang's reserved members: Reserve, the quorum
+	// check with the Allow of the waiting members (Permit), their rejection (Unreserve,
+	// PostFilter, the round's deadline) and the PreBind barrier, so a rejection can never
+	// interleave with an allowance and bind part of a gang.
 	mu sync.Mutex
-	// waitingSince is when the first member of a group's current round entered Permit; it
-	// tells a timeout from another rejection in Unreserve.
-	waitingSince map[podgroup.Key]time.Time
-	// round numbers a group's attempts; it advances when a round is rejected. roundOf
-	// records the round each reserved member belongs to, so that a late Unreserve of a
-	// member of a rejected round does not reject the members of the next one.
-	round   map[podgroup.Key]int
-	roundOf map[types.UID]int
+	// rounds are the gangs' current rounds; memberRound the round each reserved member
+	// belongs to (a member whose round was rejected is no longer in it), memberBatch the
+	// batch each allowed member binds with.
+	rounds      map[podgroup.Key]*round
+	memberRound map[types.UID]*round
+	memberBatch map[types.UID]*batch
 }
 
 var (
@@ -79,6 +77,8 @@ var (
 	_ fwk.PostFilterPlugin  = &Gang{}
 	_ fwk.ReservePlugin     = &Gang{}
 	_ fwk.PermitPlugin      = &Gang{}
+	_ fwk.PreBindPlugin     = &Gang{}
+	_ fwk.PostBindPlugin    = &Gang{}
 	_ fwk.EnqueueExtensions = &Gang{}
 	_ fwk.SignPlugin        = &Gang{}
 )
@@ -99,16 +99,25 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, registry *p
 // newPlugin builds the plugin around a registry (the process's shared one, or a test's).
 func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, registry *podgroup.Registry) *Gang {
 	g := &Gang{
-		args:         args,
-		handle:       handle,
-		registry:     registry,
-		conditions:   newConditionWriter(handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister()),
-		events:       podgroup.NewEventLog(handle.EventRecorder(), eventAction),
-		waitingSince: map[podgroup.Key]time.Time{},
-		round:        map[podgroup.Key]int{},
-		roundOf:      map[types.UID]int{},
+		args:        args,
+		handle:      handle,
+		registry:    registry,
+		conditions:  newConditionWriter(handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister()),
+		events:      podgroup.NewEventLog(handle.EventRecorder(), eventAction),
+		rounds:      map[podgroup.Key]*round{},
+		memberRound: map[types.UID]*round{},
+		memberBatch: map[types.UID]*batch{},
 	}
 	g.conditions.run(ctx)
+	go func() {
+		// Rounds' deadlines must not outlive the scheduler.
+		<-ctx.Done()
+		g.mu.Lock()
+		for _, r := range g.rounds {
+			r.stop()
+		}
+		g.mu.Unlock()
+	}()
 	// The registry and kube-scheduler's queue watch the same objects through different
 	// informers with no ordering between them: when the registry sees a group become ready,
 	// the held-back members are activated so that PreEnqueue looks again.

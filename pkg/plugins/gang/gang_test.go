@@ -76,6 +76,8 @@ func newEnv(t *testing.T, defaultTimeout int64) *env {
 			Bind:      schedconfig.PluginSet{Enabled: []schedconfig.Plugin{{Name: "DefaultBinder"}}},
 			Reserve:   enabled,
 			Permit:    enabled,
+			PreBind:   enabled,
+			PostBind:  enabled,
 		},
 		PluginConfig: []schedconfig.PluginConfig{{Name: Name, Args: &config.GangArgs{DefaultScheduleTimeoutSeconds: defaultTimeout}}},
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -13,90 +14,99 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// permitMargin is how close to the round's timeout the last member may complete a gang:
-// closer than this, a waiting member's timer may fire while the gang is being allowed, so
-// the round is rejected instead (members time out at their own Permit time + timeout, never
-// earlier than the round's start + timeout).
-const permitMargin = time.Second
-
-// Reserve records the member as reserved.
+// Reserve records the member as reserved in its gang's current round.
 func (g *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return nil
 	}
-	g.registry.Reserve(pod, nodeName)
 	g.mu.Lock()
-	g.roundOf[pod.UID] = g.round[key]
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	r := g.rounds[key]
+	if r == nil {
+		r = &round{members: map[types.UID]*v1.Pod{}}
+		g.rounds[key] = r
+	}
+	r.members[pod.UID] = pod
+	g.memberRound[pod.UID] = r
+	g.registry.Reserve(pod, nodeName)
 	return nil
 }
 
-// Unreserve releases the member and, if it belongs to the group's current round, rejects its
-// waiting siblings at once, so that a gang never keeps resources for members that can no
-// longer complete it. A member of an already rejected round only releases itself.
+// Unreserve releases the member. A member of the current round rejects the round (or its
+// sub-group's part of it), so that a gang never keeps resources for members that can no
+// longer complete it; a member that was allowed fails its batch, so that none of the batch
+// binds; a member of an already rejected round only releases itself.
 func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return
 	}
-	g.registry.Unreserve(pod)
-	info := g.registry.Info(key)
-	timeout := g.timeout(info)
+	logger := klog.FromContext(ctx)
 	g.mu.Lock()
-	podRound, reserved := g.roundOf[pod.UID]
-	delete(g.roundOf, pod.UID)
-	if !reserved || podRound != g.round[key] {
+	g.registry.Unreserve(pod)
+	if b := g.memberBatch[pod.UID]; b != nil {
+		delete(g.memberBatch, pod.UID)
+		b.fail(fmt.Sprintf("gang %s: member %s was allowed with this one but did not bind", key, pod.Name))
+	}
+	r := g.memberRound[pod.UID]
+	delete(g.memberRound, pod.UID)
+	if r == nil || r != g.rounds[key] || r.members[pod.UID] == nil {
 		g.mu.Unlock()
-		klog.FromContext(ctx).V(4).Info("Member of an earlier gang round unreserved", "pod", klog.KObj(pod), "podGroup", key)
+		logger.V(4).Info("Member of an earlier gang round unreserved", "pod", klog.KObj(pod), "podGroup", key)
 		return
 	}
-	since, waiting := g.waitingSince[key]
-	reason, why := EventGangRejected, fmt.Sprintf("member %s was unreserved", pod.Name)
-	if waiting && time.Since(since) >= timeout {
-		reason, why = EventGangTimedOut, fmt.Sprintf("timed out after %s waiting for %d members (minMember); %d were reserved or bound", timeout, info.MinMember(), info.Scheduled+1)
-	}
+	delete(r.members, pod.UID)
+	info := g.registry.Info(key)
+	why := fmt.Sprintf("member %s was unreserved", pod.Name)
 	only, subGroup := g.rejectionScope(key, info, pod)
 	if subGroup != "" {
 		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
 	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
 	g.mu.Unlock()
-	if info.PodGroup != nil && (rejected > 0 || reason == EventGangTimedOut) {
-		g.events.Record(info.PodGroup, v1.EventTypeWarning, reason,
+	if info.PodGroup != nil && rejected > 0 {
+		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangRejected,
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
 	}
-	klog.FromContext(ctx).V(3).Info("Gang member unreserved", "pod", klog.KObj(pod), "podGroup", key, "rejectedSiblings", rejected)
+	logger.V(3).Info("Gang member unreserved", "pod", klog.KObj(pod), "podGroup", key, "rejectedSiblings", rejected)
 }
 
 // Permit makes members wait until the job is complete: minMember members reserved or bound
 // and, for each sub-group policy, minSubGroups complete sub-groups; a member of a sub-group
-// also waits until its own sub-group is complete (all or nothing at subGroupSize).
+// also waits until its own sub-group is complete (all or nothing at subGroupSize). The
+// decision and the Allow of the waiting members happen under the gang lock, on counts that
+// hold only the bound members, the allowed ones and the current round.
 func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return nil, 0
 	}
 	logger := klog.FromContext(ctx)
+	g.mu.Lock()
+	r := g.memberRound[pod.UID]
+	if r == nil || r != g.rounds[key] {
+		g.mu.Unlock()
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: the round this member was reserved in was rejected", key)), 0
+	}
 	info := g.registry.Info(key)
 	if info.PodGroup == nil {
+		g.mu.Unlock()
 		// Deleted while this member was being scheduled.
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s does not exist", key)), 0
 	}
-	minMember := info.MinMember()
+	minMember, timeout := info.MinMember(), g.timeout(info)
 	states, sub, inSub := g.registry.SubGroups(key, pod)
 	complete := completeSubGroups(info, states)
-	jobDone := g.jobComplete(info, states, complete)
-	if !jobDone || (inSub && !complete.Has(sub.ID)) {
-		g.mu.Lock()
-		_, roundStarted := g.waitingSince[key]
-		if !roundStarted {
-			g.waitingSince[key] = time.Now()
+	if !g.jobComplete(info, states, complete) || (inSub && !complete.Has(sub.ID)) {
+		started := !r.waitingSince.IsZero()
+		if !started {
+			r.start(timeout, func() { g.expire(logger, key, r) })
 		}
 		g.mu.Unlock()
-		if !roundStarted {
+		if !started {
 			g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangWaiting,
-				fmt.Sprintf("gang %s: members are reserved and wait in Permit for the rest of the gang (minMember %d, timeout %s)", key, minMember, g.timeout(info)))
+				fmt.Sprintf("gang %s: members are reserved and wait in Permit for the rest of the gang (minMember %d, timeout %s)", key, minMember, timeout))
 			// Once per round, not per member: activating the pending members costs
 			// O(members), and they stay in the active queue once there.
 			g.activatePending(logger, key)
@@ -106,38 +116,47 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		if inSub {
 			msg += fmt.Sprintf("; sub-group %s complete: %v", sub.ID, complete.Has(sub.ID))
 		}
-		return fwk.NewStatus(fwk.Wait, msg), g.timeout(info)
+		// The round's own deadline rejects it under the gang lock; the framework's timer only
+		// backs it up, so that it can never fire while the round is being allowed.
+		return fwk.NewStatus(fwk.Wait, msg), timeout + waitSlack
 	}
-	g.mu.Lock()
-	since, wasWaiting := g.waitingSince[key]
-	if wasWaiting && time.Since(since) > g.timeout(info)-permitMargin {
-		// Too late to allow the round safely: a waiting member may be timing out now.
-		rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: the last member arrived at the end of the %s timeout", key, g.timeout(info)), nil)
-		g.mu.Unlock()
-		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangTimedOut,
-			fmt.Sprintf("gang %s: the last member arrived at the end of the %s timeout; %d waiting members rejected and their resources released", key, g.timeout(info), rejected))
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: the round timed out while the last member was being scheduled", key)), 0
-	}
-	// Allow every waiting member of the job whose sub-group (if any) is complete.
-	allowed := 0
+	// Allow this member and every waiting member of the round whose sub-group (if any) is
+	// complete, as one batch.
+	var allow []fwk.WaitingPod
 	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		p := wp.GetPod()
-		if k, ok := podgroup.KeyOf(p); !ok || k != key {
+		if p.UID == pod.UID || g.memberRound[p.UID] != r {
 			return
 		}
 		if s, ok := podgroup.SubGroupOf(info.SubGroupPolicies, p); ok && !complete.Has(s.ID) {
 			return
 		}
-		wp.Allow(Name)
-		allowed++
+		allow = append(allow, wp)
 	})
-	delete(g.waitingSince, key)
-	g.mu.Unlock()
-	if wasWaiting || allowed > 0 {
-		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
-			fmt.Sprintf("gang %s: %d of %d (minMember) members reserved or bound; %d waiting members allowed to bind", key, info.Scheduled, minMember, allowed))
+	b := newBatch(len(allow) + 1)
+	for _, wp := range append(allow, nil) {
+		uid := pod.UID
+		if wp != nil {
+			uid = wp.GetPod().UID
+		}
+		delete(r.members, uid)
+		delete(g.memberRound, uid)
+		g.memberBatch[uid] = b
 	}
-	logger.V(3).Info("Gang complete", "podGroup", key, "scheduled", info.Scheduled, "allowed", allowed)
+	wasWaiting := !r.waitingSince.IsZero()
+	if len(r.members) == 0 {
+		r.stop()
+		delete(g.rounds, key)
+	}
+	for _, wp := range allow {
+		wp.Allow(Name)
+	}
+	g.mu.Unlock()
+	if wasWaiting || len(allow) > 0 {
+		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
+			fmt.Sprintf("gang %s: %d of %d (minMember) members reserved or bound; %d waiting members allowed to bind", key, info.Scheduled, minMember, len(allow)))
+	}
+	logger.V(3).Info("Gang complete", "podGroup", key, "scheduled", info.Scheduled, "allowed", len(allow))
 	return nil, 0
 }
 
@@ -221,26 +240,4 @@ func (g *Gang) timeout(info podgroup.Info) time.Duration {
 		return time.Duration(*info.PodGroup.Spec.ScheduleTimeoutSeconds) * time.Second
 	}
 	return time.Duration(g.args.DefaultScheduleTimeoutSeconds) * time.Second
-}
-
-// rejectRoundLocked ends the group's current round: every waiting member (or, with only, every
-// waiting member only selects) is rejected (and
-// will be unreserved by the framework) and later Unreserves of this round's members do not
-// reject the next round. It returns how many members were waiting. g.mu must be held.
-func (g *Gang) rejectRoundLocked(key podgroup.Key, msg string, only func(*v1.Pod) bool) int {
-	var waiting []fwk.WaitingPod
-	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if k, ok := podgroup.KeyOf(wp.GetPod()); ok && k == key && (only == nil || only(wp.GetPod())) {
-			waiting = append(waiting, wp)
-		}
-	})
-	g.round[key]++
-	delete(g.waitingSince, key)
-	rejected := 0
-	for _, wp := range waiting {
-		if wp.Reject(Name, msg) {
-			rejected++
-		}
-	}
-	return rejected
 }

@@ -116,7 +116,7 @@ func TestPermitTimeout(t *testing.T) {
 	}
 	e.fw.RunReservePluginsUnreserve(e.ctx, framework.NewCycleState(), p0, "node-1")
 	events := drain(e.recorder.Events)
-	if want := "Warning GangTimedOut gang team/train: timed out after 1s waiting for 2 members (minMember); 1 were reserved or bound; 0 waiting members rejected and their resources released"; !contains(events, want) {
+	if want := "Warning GangTimedOut gang team/train: timed out after 1s waiting for 2 members (minMember); 1 were reserved or bound; 1 waiting members rejected and their resources released"; !contains(events, want) {
 		t.Errorf("events %q do not contain %q", events, want)
 	}
 }

@@ -100,7 +100,16 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	fw.AddWaitingPod(waiter, map[string]time.Duration{Name: time.Minute})
+	// The waiter goes through Reserve and Permit, as the scheduling cycle takes it there.
+	// (Only Gang's Reserve: the other plugins' Reserve needs their PreFilter state.)
+	if s := g.Reserve(ctx, framework.NewCycleState(), waiter, "node-1"); !s.IsSuccess() {
+		t.Fatalf("Reserve(waiter): %v", s)
+	}
+	waits, s := fw.RunPermitPlugins(ctx, framework.NewCycleState(), waiter, "node-1")
+	if s.Code() != fwk.Wait {
+		t.Fatalf("Permit(waiter) = %v, want Wait", s)
+	}
+	fw.AddWaitingPod(waiter, waits)
 	return ctx, fw, g, waiter, failer
 }
 

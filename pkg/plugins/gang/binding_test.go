@@ -1,0 +1,130 @@
+package gang
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
+)
+
+// The tests below drive, step by step, the interleavings in which a gang used to bind below
+// minMember: a member's Unreserve (run by its binding goroutine) comes after the next
+// member's Permit. Each asserts that the next member is not allowed alone.
+
+// unreserve runs the framework's Unreserve of a member, as its binding goroutine does after
+// WaitOnPermit failed.
+func (e *env) unreserve(pod *v1.Pod) {
+	e.fw.RunReservePluginsUnreserve(e.ctx, framework.NewCycleState(), pod, "node-1")
+}
+
+// TestRejectedRoundIsNotCounted: a sibling's failure rejects the round; the next member's
+// Permit comes before the rejected member's Unreserve and must not count it.
+func TestRejectedRoundIsNotCounted(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, nil)
+	p0, p1 := member("p0", "train"), member("p1", "train")
+	e.registry.SetPod(nil, p0)
+	e.registry.SetPod(nil, p1)
+	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	// p1 reserves, then fails in a later plugin: the framework unreserves it.
+	if s := e.fw.RunReservePluginsReserve(e.ctx, framework.NewCycleState(), p1, "node-1"); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	e.unreserve(p1)
+	// p1 is retried before p0's binding goroutine has unreserved p0.
+	if s := e.reserveAndPermit(t, p1); s.Code() != fwk.Wait {
+		t.Errorf("Permit(p1) after the round was rejected = %v, want Wait (p0 was rejected)", s)
+	}
+	if s := e.fw.WaitOnPermit(e.ctx, p0); s.Code() != fwk.Unschedulable {
+		t.Errorf("p0 = %v, want rejected", s)
+	}
+}
+
+// TestTimedOutRoundIsNotCounted: the round's deadline rejects the waiting member; a member
+// arriving after it, before the rejected member's Unreserve, starts a new round.
+func TestTimedOutRoundIsNotCounted(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, ptr.To[int32](1))
+	p0, p1 := member("p0", "train"), member("p1", "train")
+	e.registry.SetPod(nil, p0)
+	e.registry.SetPod(nil, p1)
+	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	// Returns when the deadline has rejected p0; its Unreserve is not run yet.
+	if s := e.fw.WaitOnPermit(e.ctx, p0); s.Code() != fwk.Unschedulable {
+		t.Fatalf("p0 = %v, want rejected at the deadline", s)
+	}
+	if s := e.reserveAndPermit(t, p1); s.Code() != fwk.Wait {
+		t.Errorf("Permit(p1) after the deadline = %v, want Wait", s)
+	}
+}
+
+// TestPreemptedWaiterFailsItsBatch: a waiting member is preempted after the quorum counted
+// it (its Allow comes too late); the member allowed with it must not bind alone.
+func TestPreemptedWaiterFailsItsBatch(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, nil)
+	p0, p1 := member("p0", "train"), member("p1", "train")
+	e.registry.SetPod(nil, p0)
+	e.registry.SetPod(nil, p1)
+	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	// Preemption stops the waiting member before the last member's Permit allows it.
+	if !e.fw.GetWaitingPod(p0.UID).Preempt("DefaultPreemption", "preempted") {
+		t.Fatal("could not preempt the waiting member")
+	}
+	if s := e.reserveAndPermit(t, p1); !s.IsSuccess() {
+		t.Fatalf("Permit(p1) = %v, want Success (p0's Unreserve has not run)", s)
+	}
+	done := make(chan *fwk.Status)
+	go func() { done <- e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), p1, "node-1") }()
+	if s := e.fw.WaitOnPermit(e.ctx, p0); s.IsSuccess() {
+		t.Fatalf("p0 = %v, want preempted", s)
+	}
+	e.unreserve(p0)
+	s := <-done
+	want := "gang team/train: member p0 was allowed with this one but did not bind"
+	if s.Code() != fwk.Unschedulable || s.Message() != want {
+		t.Errorf("PreBind(p1) = %v, want Unschedulable %q", s, want)
+	}
+}
+
+// TestBatchBindsWhenEveryMemberArrives: PreBind lets a batch through once all of it arrived.
+func TestBatchBindsWhenEveryMemberArrives(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, nil)
+	p0, p1 := member("p0", "train"), member("p1", "train")
+	e.registry.SetPod(nil, p0)
+	e.registry.SetPod(nil, p1)
+	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	if s := e.reserveAndPermit(t, p1); !s.IsSuccess() {
+		t.Fatalf("Permit(p1) = %v, want Success", s)
+	}
+	if s := e.fw.WaitOnPermit(e.ctx, p0); !s.IsSuccess() {
+		t.Fatalf("p0 = %v, want allowed", s)
+	}
+	done := make(chan *fwk.Status)
+	go func() { done <- e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), p0, "node-1") }()
+	if s := e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), p1, "node-1"); !s.IsSuccess() {
+		t.Errorf("PreBind(p1) = %v", s)
+	}
+	if s := <-done; !s.IsSuccess() {
+		t.Errorf("PreBind(p0) = %v", s)
+	}
+	for _, p := range []*v1.Pod{p0, p1} {
+		e.fw.RunPostBindPlugins(e.ctx, framework.NewCycleState(), p, "node-1")
+	}
+	e.plugin.mu.Lock()
+	defer e.plugin.mu.Unlock()
+	if len(e.plugin.memberBatch) != 0 || len(e.plugin.memberRound) != 0 || len(e.plugin.rounds) != 0 {
+		t.Errorf("state left after binding: %d batches, %d member rounds, %d rounds", len(e.plugin.memberBatch), len(e.plugin.memberRound), len(e.plugin.rounds))
+	}
+}
