@@ -10,6 +10,7 @@ package podgroup
 import (
 	"sort"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -63,6 +64,13 @@ type group struct {
 	// subGroups are the PodGroup's sub-group policies; subGroupErr says why they are unusable.
 	subGroups   []SubGroupPolicy
 	subGroupErr error
+	// revision counts the changes of what scheduling reads from the PodGroup (its spec and
+	// constraint annotations), so a remembered decision can tell it is out of date.
+	revision int
+	// requeued is the member that a cluster event last requeued for the whole gang, and
+	// when (see ClaimRequeue).
+	requeued   types.UID
+	requeuedAt time.Time
 	// memberSub maps the members in a sub-group to it; subCounts counts each sub-group's
 	// members and scheduled (bound or reserved) members, kept up to date on every change.
 	memberSub map[types.UID]SubGroup
@@ -73,8 +81,11 @@ type group struct {
 type Info struct {
 	// PodGroup is nil when the object does not exist (yet). It must not be modified.
 	PodGroup *schedulingv1alpha1.PodGroup
-	// Members is the number of existing, non-terminal member pods.
-	Members int
+	// Revision changes whenever what scheduling reads from the PodGroup changes.
+	Revision int
+	// Members is the number of existing, non-terminal member pods; Bound the number of them
+	// bound to a node.
+	Members, Bound int
 	// Scheduled is the number of members bound or reserved by this scheduler.
 	Scheduled int
 	// Topology is the PodGroup's network topology constraint (nil: none). TopologyErr says
@@ -152,7 +163,7 @@ func (r *Registry) Info(key Key) Info {
 
 func (g *group) infoLocked() Info {
 	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
-	return Info{PodGroup: g.podGroup, Members: len(g.members), Scheduled: g.bound.Len() + len(g.assumed),
+	return Info{PodGroup: g.podGroup, Revision: g.revision, Members: len(g.members), Bound: g.bound.Len(), Scheduled: g.bound.Len() + len(g.assumed),
 		Topology: g.topology, TopologyErr: g.topologyErr, SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr}
 }
 
@@ -269,6 +280,9 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	changed := g.podGroup == nil || g.podGroup.Spec.MinMember != pg.Spec.MinMember ||
 		g.podGroup.Annotations[SubGroupPolicyAnnotation] != pg.Annotations[SubGroupPolicyAnnotation] ||
 		g.podGroup.Annotations[NetworkTopologyAnnotation] != pg.Annotations[NetworkTopologyAnnotation]
+	if g.podGroup == nil || SchedulingChanged(g.podGroup, pg) {
+		g.revision++
+	}
 	// The policies' validity depends on the job's constraint too: rebuild on either change.
 	policiesChanged := changed
 	g.podGroup, g.topology, g.topologyErr = pg, parsed.Topology, parsed.TopologyErr

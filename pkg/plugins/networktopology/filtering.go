@@ -45,8 +45,13 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 
+	// This member's attempt is running: the next cluster event may requeue the gang again.
+	p.registry.RequeueDone(key)
 	plan := p.currentPlan(key, tree, pod.Name)
 	if plan == nil {
+		if status := p.reuseFailure(klog.FromContext(ctx), key, info, tree, pod); status != nil {
+			return nil, status
+		}
 		var status *fwk.Status
 		plan, status = p.makePlan(ctx, pod, key, info, tree, nodes)
 		if !status.IsSuccess() {

@@ -11,15 +11,17 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// promisedByOthers sums the ledger of every other gang's plan. Plans older than planTTL, and
-// plans of gangs whose PodGroup is gone, are dropped first.
-func (p *NetworkTopologyAware) promisedByOthers(key podgroup.Key) map[string]int {
+// promisedByOthers sums the ledger of every other gang's plan. Plans unused for planTTL, and
+// plans of gangs whose PodGroup is gone, are dropped first; if they still promised slots, the
+// gangs waiting for room are retried.
+func (p *NetworkTopologyAware) promisedByOthers(logger klog.Logger, key podgroup.Key) map[string]int {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	out := map[string]int{}
+	released := false
 	for k, plan := range p.plans {
-		if time.Since(plan.created) > planTTL || p.registry.Info(k).PodGroup == nil {
+		if time.Since(plan.lastUsed) > planTTL || p.registry.Info(k).PodGroup == nil {
 			delete(p.plans, k)
+			released = released || plan.pending() > 0
 			continue
 		}
 		if k == key {
@@ -28,6 +30,10 @@ func (p *NetworkTopologyAware) promisedByOthers(key podgroup.Key) map[string]int
 		for leaf, n := range plan.promised {
 			out[leaf] += n
 		}
+	}
+	p.mu.Unlock()
+	if released {
+		p.promisesReleased(logger)
 	}
 	return out
 }
@@ -42,6 +48,7 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 	p.mu.Lock()
 	wakeDeferred := false
 	if plan := p.plans[key]; plan != nil && !plan.reserved.Has(pod.Name) {
+		plan.lastUsed = time.Now()
 		if leaf, ok := plan.podLeaf[pod.Name]; ok && plan.promised[leaf] > 0 {
 			plan.promised[leaf]--
 			plan.reserved.Insert(pod.Name)

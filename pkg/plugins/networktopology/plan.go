@@ -20,7 +20,8 @@ import (
 // gangPlan is a gang's current plan. It is replaced, never modified, except for the
 // bookkeeping of reservations (promised, reserved, placedByLeaf), under the plugin's lock.
 type gangPlan struct {
-	created time.Time
+	// lastUsed is when a member last used the plan (planTTL counts from it).
+	lastUsed time.Time
 	domain  string
 	tier    int
 	podLeaf map[string]string
@@ -40,8 +41,8 @@ type gangPlan struct {
 	deferred sets.Set[string]
 }
 
-// planTTL bounds how long a plan's promises are honoured: a gang that stopped scheduling
-// (deleted, its members gone) must not hold slots forever.
+// planTTL bounds how long an unused plan's promises are honoured: a gang that stopped
+// scheduling (its members gone or stuck) must not hold slots forever.
 const planTTL = 10 * time.Minute
 
 // pending returns the promised slots that are still open.
@@ -74,6 +75,7 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 			return nil
 		}
 	}
+	plan.lastUsed = time.Now()
 	return plan
 }
 
@@ -82,24 +84,28 @@ func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) 
 	p.mu.Lock()
 	plan := p.plans[key]
 	delete(p.plans, key)
-	released := plan != nil && plan.pending() > 0
 	p.mu.Unlock()
-	if released {
-		p.activateUnsatisfied(logger)
+	if plan != nil && plan.pending() > 0 {
+		p.promisesReleased(logger)
 	}
 }
 
-// activateUnsatisfied retries the gangs whose planning failed, after promised slots were
-// released.
-func (p *NetworkTopologyAware) activateUnsatisfied(logger klog.Logger) {
+// promisesReleased retries the gangs that failed or deferred sub-groups, since the slots
+// another gang had promised are free again and no cluster event announces that: their
+// failures go stale, and one member of each is activated (its Permit brings the others).
+func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
 	p.mu.Lock()
-	keys := p.unsatisfied.UnsortedList()
-	p.unsatisfied.Clear()
+	keys := p.deferring.UnsortedList()
+	p.deferring.Clear()
+	for k, f := range p.failures {
+		f.stale = true
+		keys = append(keys, k)
+	}
 	p.mu.Unlock()
 	pods := map[string]*v1.Pod{}
 	for _, k := range keys {
-		for _, m := range p.registry.PendingMembers(k) {
-			pods[m.Namespace+"/"+m.Name] = m
+		if pending := p.registry.PendingMembers(k); len(pending) > 0 {
+			pods[pending[0].Namespace+"/"+pending[0].Name] = pending[0]
 		}
 	}
 	if len(pods) > 0 {
@@ -111,6 +117,7 @@ func (p *NetworkTopologyAware) activateUnsatisfied(logger klog.Logger) {
 func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, nodes []fwk.NodeInfo) (*gangPlan, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
+	p.plansMade.Add(1)
 	gang := p.registry.Gang(key).Including(pod)
 	req, err := placement.GangRequest(tree, gang)
 	if err != nil {
@@ -122,7 +129,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	if !status.IsSuccess() {
 		return nil, status
 	}
-	req.Promised = p.promisedByOthers(key)
+	req.Promised = p.promisedByOthers(logger, key)
 	req.Strategy = placement.Strategy(p.args.CandidateScoringStrategy)
 	req.PodRequest = p.podRequest(pod)
 	req.Weights = p.weights
@@ -168,16 +175,16 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	if err != nil {
 		var unsat *placement.Unsatisfiable
 		if errors.As(err, &unsat) {
-			p.mu.Lock()
-			p.unsatisfied.Insert(key)
-			p.mu.Unlock()
+			status := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
+			p.recordFailure(key, status, tree, info, p.possibleDomains(tree, pod, nodes, len(names), req.MaxTier, req.Soft || req.MaxTier >= tree.RootTier()))
 			p.events.Record(info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
-			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
+			logger.V(2).Info("Gang cannot be planned", "podGroup", key, "pending", len(names), "simulatedNodes", simulated, "duration", time.Since(start), "reason", unsat.Message)
+			return nil, status
 		}
 		return nil, fwk.AsStatus(err)
 	}
 	plan := &gangPlan{
-		created:      time.Now(),
+		lastUsed:     time.Now(),
 		domain:       result.Domain,
 		tier:         result.Tier,
 		podLeaf:      result.PodLeaf,
@@ -207,11 +214,12 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	}
 	p.mu.Lock()
 	p.plans[key] = plan
+	p.forgetFailureLocked(key)
 	if len(deferred) == 0 {
-		p.unsatisfied.Delete(key)
+		p.deferring.Delete(key)
 	} else {
 		// Retried when another gang releases promised slots.
-		p.unsatisfied.Insert(key)
+		p.deferring.Insert(key)
 	}
 	p.mu.Unlock()
 	leaves := make([]string, 0, len(result.LeafPods))

@@ -32,6 +32,7 @@ import (
 // default profile plus NetworkTopologyAware, with gangs of 1-CPU pods hard at tier 1.
 type planEnv struct {
 	ctx      context.Context
+	cache    *hypernode.Cache
 	fw       framework.Framework
 	plugin   *NetworkTopologyAware
 	registry *podgroup.Registry
@@ -61,7 +62,7 @@ func newPlanEnvWith(t *testing.T, gangs map[string]int, changeNode func(*v1.Node
 	for l := range 4 {
 		cache.SetHyperNode(hntesting.MakeHyperNode(fmt.Sprintf("s%d", l)).Tier(1).Nodes(fmt.Sprintf("node-%d", 2*l), fmt.Sprintf("node-%d", 2*l+1)).Obj())
 	}
-	e := &planEnv{ctx: ctx, registry: podgroup.New(), snapshot: internalcache.NewSnapshot(nil, nodes)}
+	e := &planEnv{ctx: ctx, cache: cache, registry: podgroup.New(), snapshot: internalcache.NewSnapshot(nil, nodes)}
 	for name, size := range gangs {
 		e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("pg-" + name),

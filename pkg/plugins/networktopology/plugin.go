@@ -18,7 +18,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
@@ -70,9 +69,13 @@ type NetworkTopologyAware struct {
 
 	mu    sync.Mutex
 	plans map[podgroup.Key]*gangPlan
-	// unsatisfied are the gangs whose last plan failed; they are activated when another
-	// gang's promised slots are released, since no cluster event announces that.
-	unsatisfied sets.Set[podgroup.Key]
+	// failures are the gangs whose last plan failed (see planFailure).
+	failures map[podgroup.Key]*planFailure
+	// deferring are the gangs with sub-groups deferred for lack of room; they are activated
+	// when another gang's promised slots are released, since no cluster event announces that.
+	deferring sets.Set[podgroup.Key]
+	// plansMade and failuresReused count plans computed and failed plans reused.
+	plansMade, failuresReused atomic.Int64
 	// lastSimulated is how many nodes the latest plan ran the Filter plugins on.
 	lastSimulated atomic.Int64
 }
@@ -98,18 +101,23 @@ func New(_ context.Context, obj runtime.Object, handle fwk.Handle, cache *hypern
 	if err := validation.ValidateNetworkTopologyAwareArgs(nil, args); err != nil {
 		return nil, err
 	}
-	return newPlugin(*args, handle, cache, registry), nil
+	p := newPlugin(*args, handle, cache, registry)
+	if err := p.watchCapacity(handle.SharedInformerFactory()); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) *NetworkTopologyAware {
 	p := &NetworkTopologyAware{
-		args:        args,
-		handle:      handle,
-		cache:       cache,
-		registry:    registry,
-		events:      podgroup.NewEventLog(handle.EventRecorder(), eventAction),
-		plans:       map[podgroup.Key]*gangPlan{},
-		unsatisfied: sets.New[podgroup.Key](),
+		args:      args,
+		handle:    handle,
+		cache:     cache,
+		registry:  registry,
+		events:    podgroup.NewEventLog(handle.EventRecorder(), eventAction),
+		plans:     map[podgroup.Key]*gangPlan{},
+		failures:  map[podgroup.Key]*planFailure{},
+		deferring: sets.New[podgroup.Key](),
 	}
 	add := func(name v1.ResourceName, w int64) {
 		if w > 0 {
@@ -164,22 +172,4 @@ func (p *NetworkTopologyAware) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.Si
 		return nil, fwk.NewStatus(fwk.Unschedulable, "a topology-constrained gang member is planned individually")
 	}
 	return []fwk.SignFragment{{Key: "hypernode.dev/NetworkTopologyAware", Value: "unconstrained"}}, nil
-}
-
-// EventsToRegister returns the events that can make a member that failed here schedulable.
-func (p *NetworkTopologyAware) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: p.isConstrainedMember},
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isConstrainedMember},
-		{Event: fwk.ClusterEvent{Resource: hypernode.EventResource, ActionType: fwk.All}, QueueingHintFn: p.isConstrainedMember},
-		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Update}, QueueingHintFn: p.isConstrainedMember},
-	}, nil
-}
-
-// isConstrainedMember requeues only the pods this plugin can have rejected.
-func (p *NetworkTopologyAware) isConstrainedMember(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
-	if _, _, ok := p.constraint(pod); ok {
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
 }

@@ -16,18 +16,23 @@ import (
 // (tier 2), spine-0 (tier 3); the virtual root is tier 4.
 func seedTree() *hypernode.Snapshot {
 	nodes := map[string]labels.Set{"outside": {}}
+	for i := range 8 {
+		nodes[fmt.Sprintf("node-%d", i)] = labels.Set{}
+	}
+	return hypernode.Build(nodes, seedHyperNodes()).Snapshot()
+}
+
+// seedHyperNodes are the HyperNodes of seedTree.
+func seedHyperNodes() []*topologyv1alpha1.HyperNode {
 	var hns []*topologyv1alpha1.HyperNode
 	for r := range 4 {
-		a, b := fmt.Sprintf("node-%d", 2*r), fmt.Sprintf("node-%d", 2*r+1)
-		nodes[a], nodes[b] = labels.Set{}, labels.Set{}
-		hns = append(hns, hntesting.MakeHyperNode(fmt.Sprintf("rack-%d", r)).Tier(1).Nodes(a, b).Obj())
+		hns = append(hns, hntesting.MakeHyperNode(fmt.Sprintf("rack-%d", r)).Tier(1).Nodes(fmt.Sprintf("node-%d", 2*r), fmt.Sprintf("node-%d", 2*r+1)).Obj())
 	}
-	hns = append(hns,
+	return append(hns,
 		hntesting.MakeHyperNode("tor-0").Tier(2).Children("rack-0", "rack-1").Obj(),
 		hntesting.MakeHyperNode("tor-1").Tier(2).Children("rack-2", "rack-3").Obj(),
 		hntesting.MakeHyperNode("spine-0").Tier(3).Children("tor-0", "tor-1").Obj(),
 	)
-	return hypernode.Build(nodes, hns).Snapshot()
 }
 
 // TestScoreMember: seed 000 section 5.2 with the job's members in rack-0. Same rack: full;

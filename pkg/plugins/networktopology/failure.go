@@ -1,0 +1,251 @@
+package networktopology
+
+import (
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// planFailure is a gang's last failed plan. The gang's members reuse it instead of planning
+// again until something that can change the answer happens: the tree or the PodGroup changed
+// (PreFilter compares their generations), or a node was added or changed, or capacity was
+// freed in a HyperNode that could host the gang, or promised slots were released (these
+// mark it stale). Even then a new plan waits out a back-off that doubles with each failure in
+// a row, so a gang that keeps failing under churn costs one plan per back-off period.
+type planFailure struct {
+	status   *fwk.Status
+	tree     uint64
+	revision int
+	stale    bool
+	// failures counts the failed plans in a row; no new plan is made before retryAt.
+	failures int
+	retryAt  time.Time
+	// possible are the HyperNodes (the virtual root for the whole cluster) that could host
+	// the gang if they were empty: capacity freed anywhere else cannot help it.
+	possible sets.Set[string]
+	// wake activates a member when the back-off ends, armed when a change arrives during it.
+	wake *time.Timer
+}
+
+const (
+	failureBackoffBase = time.Second
+	failureBackoffMax  = 30 * time.Second
+)
+
+// backoff is the wait before the next plan after failures failed plans in a row.
+func backoff(failures int) time.Duration {
+	d := failureBackoffBase
+	for i := 1; i < failures && d < failureBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, failureBackoffMax)
+}
+
+// reuseFailure returns the gang's remembered failure while nothing relevant changed, or
+// while its back-off runs (then pod is activated when it ends); nil means plan again.
+func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, pod *v1.Pod) *fwk.Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.failures[key]
+	if f == nil {
+		return nil
+	}
+	changed := f.stale || f.tree != tree.Generation() || f.revision != info.Revision
+	if !changed {
+		p.failuresReused.Add(1)
+		return f.status
+	}
+	if wait := time.Until(f.retryAt); wait > 0 {
+		if f.wake == nil {
+			f.wake = time.AfterFunc(wait, func() {
+				p.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+			})
+		}
+		p.failuresReused.Add(1)
+		return f.status
+	}
+	return nil
+}
+
+// recordFailure remembers a failed plan of the gang.
+func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, status *fwk.Status, tree *hypernode.Snapshot, info podgroup.Info, possible sets.Set[string]) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	failures := 1
+	if old := p.failures[key]; old != nil {
+		failures = old.failures + 1
+		old.stopWake()
+	}
+	p.failures[key] = &planFailure{status: status, tree: tree.Generation(), revision: info.Revision,
+		failures: failures, retryAt: time.Now().Add(backoff(failures)), possible: possible}
+}
+
+// forgetFailure drops the gang's failure (it planned, or it is gone). p.mu must be held.
+func (p *NetworkTopologyAware) forgetFailureLocked(key podgroup.Key) {
+	if f := p.failures[key]; f != nil {
+		f.stopWake()
+		delete(p.failures, key)
+	}
+}
+
+func (f *planFailure) stopWake() {
+	if f.wake != nil {
+		f.wake.Stop()
+	}
+}
+
+// freedOn marks stale the failures of gangs that capacity freed on node can help, and says
+// whether key's gang is one of them (or has no failure: then anything may help it).
+func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key) bool {
+	tree := p.cache.Snapshot()
+	chain := []string{hypernode.VirtualRootName}
+	if leaf, ok := tree.LeafOf(node); ok {
+		chain = append(append(chain, leaf), tree.Ancestors(leaf)...)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	relevant := p.failures[key] == nil
+	for k, f := range p.failures {
+		for _, h := range chain {
+			if f.possible.Has(h) {
+				f.stale = true
+				relevant = relevant || k == key
+				break
+			}
+		}
+	}
+	return relevant
+}
+
+// markStale marks every failure stale: a node was added or changed in a way that can help.
+func (p *NetworkTopologyAware) markAllStale() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.failures {
+		f.stale = true
+	}
+}
+
+// possibleDomains returns the HyperNodes up to maxTier (and the virtual root when the gang
+// may span the whole cluster) whose nodes could hold demand copies of pod if they were
+// empty, judged by allocatable resources and pod slots alone.
+func (p *NetworkTopologyAware) possibleDomains(tree *hypernode.Snapshot, pod *v1.Pod, nodes []fwk.NodeInfo, demand, maxTier int, wholeCluster bool) sets.Set[string] {
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	perLeaf := map[string]int{}
+	total := 0
+	for _, ni := range nodes {
+		if ni.Node() == nil {
+			continue
+		}
+		n := emptyNodeBound(ni, reqs, demand)
+		total += n
+		if leaf, ok := tree.LeafOf(ni.Node().Name); ok {
+			perLeaf[leaf] += n
+		}
+	}
+	out := sets.New[string]()
+	if wholeCluster && total >= demand {
+		out.Insert(hypernode.VirtualRootName)
+	}
+	sums := map[string]int{}
+	for leaf, n := range perLeaf {
+		for _, h := range append([]string{leaf}, tree.Ancestors(leaf)...) {
+			sums[h] += n
+		}
+	}
+	for h, n := range sums {
+		if info, ok := tree.HyperNode(h); ok && h != hypernode.VirtualRootName && info.Tier <= maxTier && n >= demand {
+			out.Insert(h)
+		}
+	}
+	return out
+}
+
+// emptyNodeBound is how many copies of a pod with reqs an empty node could hold, capped.
+func emptyNodeBound(ni fwk.NodeInfo, reqs v1.ResourceList, limit int) int {
+	allocatable := ni.GetAllocatable()
+	limit = min(limit, int(allocatable.GetAllowedPodNumber()))
+	for name, q := range reqs {
+		var have, want int64
+		switch name {
+		case v1.ResourceCPU:
+			have, want = allocatable.GetMilliCPU(), q.MilliValue()
+		case v1.ResourceMemory:
+			have, want = allocatable.GetMemory(), q.Value()
+		case v1.ResourceEphemeralStorage:
+			have, want = allocatable.GetEphemeralStorage(), q.Value()
+		default:
+			have, want = allocatable.GetScalarResources()[name], q.Value()
+			if have == 0 {
+				// Not in allocatable: possibly provided through DRA. Unknown, so no bound.
+				continue
+			}
+		}
+		if want > 0 {
+			limit = min(limit, int(have/want))
+		}
+	}
+	return max(limit, 0)
+}
+
+// watchCapacity marks failures stale from the informers themselves: the queueing hints see
+// only the members waiting in the unschedulable pool, and a change that arrives while every
+// member is in back-off must still reach the gang's next attempt.
+func (p *NetworkTopologyAware) watchCapacity(factory informers.SharedInformerFactory) error {
+	freed := func(pod *v1.Pod) {
+		if pod.Spec.NodeName == "" {
+			return
+		}
+		key, _ := podgroup.KeyOf(pod)
+		p.freedOn(pod.Spec.NodeName, key)
+	}
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*v1.Pod)
+			pod, ok2 := newObj.(*v1.Pod)
+			if ok1 && ok2 && !terminal(old) && terminal(pod) {
+				freed(pod)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if pod, ok := informerutil.Tombstoned[*v1.Pod](obj); ok && !terminal(pod) {
+				freed(pod)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("watching pods for freed capacity: %w", err)
+	}
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(informerutil.Handlers(
+		func(old, node *v1.Node) {
+			if old == nil || nodeCapacityChanged(old, node) {
+				p.markAllStale()
+			}
+		}, func(*v1.Node) {})); err != nil {
+		return fmt.Errorf("watching nodes for added capacity: %w", err)
+	}
+	return nil
+}
+
+func terminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// nodeCapacityChanged reports a node update that can make room for a gang.
+func nodeCapacityChanged(old, node *v1.Node) bool {
+	return !equality.Semantic.DeepEqual(old.Status.Allocatable, node.Status.Allocatable) ||
+		!equality.Semantic.DeepEqual(old.Labels, node.Labels) ||
+		!equality.Semantic.DeepEqual(old.Spec.Taints, node.Spec.Taints) ||
+		old.Spec.Unschedulable != node.Spec.Unschedulable
+}

@@ -1,0 +1,86 @@
+package networktopology
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// TestFailedPlanIsReused: a gang that cannot fit is planned once; its other members reuse the
+// failure until something that can change the answer happens, and even then only after the
+// back-off. Capacity freed where the gang could never fit changes nothing.
+func TestFailedPlanIsReused(t *testing.T) {
+	// Leaves of two 1-CPU nodes: a hard tier-1 gang of three never fits, even in an empty leaf.
+	e := newPlanEnv(t, map[string]int{"big": 3, "other": 1})
+	key := podgroup.Key{Namespace: "ns", Name: "big"}
+	const want = "hard topology (tier<=1): no HyperNode can host 3 pods; tier 1: s0 2/3, s1 2/3 (+2 more)"
+	preFilter := func(i int) {
+		t.Helper()
+		_, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("big", i))
+		if status.IsSuccess() || status.Message() != want {
+			t.Fatalf("PreFilter(big-%d) = %v, want %q", i, status, want)
+		}
+	}
+	counts := func(wantPlans, wantReused int64) {
+		t.Helper()
+		if got, reused := e.plugin.plansMade.Load(), e.plugin.failuresReused.Load(); got != wantPlans || reused != wantReused {
+			t.Errorf("plans made %d, failures reused %d; want %d and %d", got, reused, wantPlans, wantReused)
+		}
+	}
+	for i := range 3 {
+		preFilter(i)
+	}
+	counts(1, 2)
+
+	// Room freed in a leaf that could never hold three members: not a reason to plan.
+	e.plugin.freedOn("node-0", podgroup.Key{Namespace: "ns", Name: "other"})
+	e.plugin.mu.Lock()
+	if e.plugin.failures[key].stale {
+		t.Error("freed capacity in s0 made the failure stale, though no leaf can hold the gang")
+	}
+	e.plugin.mu.Unlock()
+	preFilter(0)
+	counts(1, 3)
+
+	// A node added can help, but the back-off is still running: the failure is reused and
+	// the member is woken when the back-off ends.
+	e.plugin.markAllStale()
+	preFilter(1)
+	counts(1, 4)
+	e.plugin.mu.Lock()
+	f := e.plugin.failures[key]
+	if f.wake == nil {
+		t.Error("no wake-up armed for the end of the back-off")
+	}
+	f.retryAt = time.Now().Add(-time.Millisecond) // the back-off is over
+	e.plugin.mu.Unlock()
+	preFilter(1)
+	counts(2, 4)
+	e.plugin.mu.Lock()
+	if f := e.plugin.failures[key]; f.failures != 2 || time.Until(f.retryAt) <= time.Second {
+		t.Errorf("after two failures in a row: %d failures, retry in %v; want 2 and a 2s back-off", f.failures, time.Until(f.retryAt))
+	}
+	f = e.plugin.failures[key]
+	f.retryAt = time.Now().Add(-time.Millisecond)
+	e.plugin.mu.Unlock()
+
+	// Nothing changed since: reused even after the back-off.
+	preFilter(2)
+	counts(2, 5)
+	// A tree change can change the answer (this one does not: the new spine is above tier 1).
+	e.cache.SetHyperNode(hntesting.MakeHyperNode("spine").Tier(2).Children("s0", "s1").Obj())
+	preFilter(2)
+	counts(3, 5)
+}
+
+func TestBackoff(t *testing.T) {
+	for failures, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 5: 16 * time.Second, 6: 30 * time.Second, 40: 30 * time.Second} {
+		if got := backoff(failures); got != want {
+			t.Errorf("backoff(%d) = %v, want %v", failures, got, want)
+		}
+	}
+}

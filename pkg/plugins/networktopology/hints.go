@@ -1,0 +1,111 @@
+package networktopology
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// EventsToRegister returns the events that can make a member that failed here schedulable.
+// Each hint requeues a gang only when the event can change its answer, and then only one of
+// its members (registry.ClaimRequeue): a gang is retried once per event, not once per member.
+func (p *NetworkTopologyAware) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: p.isSchedulableAfterNodeChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodDeleted},
+		{Event: fwk.ClusterEvent{Resource: hypernode.EventResource, ActionType: fwk.All}, QueueingHintFn: p.isSchedulableAfterHyperNodeChange},
+		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Update}, QueueingHintFn: p.isSchedulableAfterPodGroupChange},
+	}, nil
+}
+
+// requeue queues the pod if it is the one member its gang requeues for this change.
+func (p *NetworkTopologyAware) requeue(logger klog.Logger, pod *v1.Pod, key podgroup.Key, why string) fwk.QueueingHint {
+	if !p.registry.ClaimRequeue(key, pod.UID, time.Now()) {
+		return fwk.QueueSkip
+	}
+	logger.V(5).Info("Gang requeued", "pod", klog.KObj(pod), "podGroup", key, "event", why)
+	return fwk.Queue
+}
+
+// isSchedulableAfterNodeChange: a node added, or one whose allocatable, labels or taints
+// changed, can make room anywhere.
+func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	key, _, ok := p.constraint(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	p.markAllStale()
+	return p.requeue(logger, pod, key, "node"), nil
+}
+
+// isSchedulableAfterPodDeleted: room freed on a node of a HyperNode that could host the gang.
+// The gang's own members (kube-scheduler reports each rejected reservation as a deletion) do
+// not count.
+func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	key, _, ok := p.constraint(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	deleted, _, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if theirs, ok := podgroup.KeyOf(deleted); ok && theirs == key {
+		return fwk.QueueSkip, nil
+	}
+	if !p.freedOn(deleted.Spec.NodeName, key) {
+		return fwk.QueueSkip, nil
+	}
+	return p.requeue(logger, pod, key, "pod deleted"), nil
+}
+
+// isSchedulableAfterHyperNodeChange: a HyperNode added or deleted, or its spec or labels
+// changed; status-only updates (the controller's) do not change the tree.
+func (p *NetworkTopologyAware) isSchedulableAfterHyperNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	key, _, ok := p.constraint(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	if oldObj != nil && newObj != nil && !hyperNodeSpecChanged(oldObj, newObj) {
+		return fwk.QueueSkip, nil
+	}
+	return p.requeue(logger, pod, key, "HyperNode"), nil
+}
+
+// isSchedulableAfterPodGroupChange: the gang's own PodGroup changed what scheduling reads.
+func (p *NetworkTopologyAware) isSchedulableAfterPodGroupChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	obj, ok := newObj.(metav1.Object)
+	if !ok || obj.GetNamespace() != key.Namespace || obj.GetName() != key.Name || !podgroup.SchedulingChanged(oldObj, newObj) {
+		return fwk.QueueSkip, nil
+	}
+	return p.requeue(logger, pod, key, "PodGroup"), nil
+}
+
+// hyperNodeSpecChanged compares the spec and labels of two HyperNode event objects (typed, or
+// unstructured from kube-scheduler's dynamic informer).
+func hyperNodeSpecChanged(oldObj, newObj any) bool {
+	switch o := oldObj.(type) {
+	case *topologyv1alpha1.HyperNode:
+		n, ok := newObj.(*topologyv1alpha1.HyperNode)
+		return !ok || !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(o.Labels, n.Labels)
+	case *unstructured.Unstructured:
+		n, ok := newObj.(*unstructured.Unstructured)
+		return !ok || !equality.Semantic.DeepEqual(o.Object["spec"], n.Object["spec"]) || !equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels())
+	}
+	return true
+}

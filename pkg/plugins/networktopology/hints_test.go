@@ -1,0 +1,160 @@
+package networktopology
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// newTestPlugin is the plugin without a framework, over seed 000's rack/tor/spine tree, with
+// a hard tier-1 gang "hard" (members hard-0..hard-2) and a gang "plain" without constraint.
+func newTestPlugin(t *testing.T) (*NetworkTopologyAware, *podgroup.Registry) {
+	t.Helper()
+	registry := podgroup.New()
+	registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hard", Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`}},
+	})
+	registry.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain"}})
+	for i := range 3 {
+		registry.SetPod(nil, member("hard", i))
+	}
+	cache := hypernode.NewCache(klog.Background(), nil)
+	tree := seedTree()
+	for _, n := range append(tree.Nodes(hypernode.VirtualRootName), "outside") {
+		cache.SetNode(st.MakeNode().Name(n).Obj())
+	}
+	for _, hn := range seedHyperNodes() {
+		cache.SetHyperNode(hn)
+	}
+	p := &NetworkTopologyAware{registry: registry, cache: cache, failures: map[podgroup.Key]*planFailure{},
+		args: config.NetworkTopologyAwareArgs{NormalPod: config.NormalPodArgs{Enable: true, Fading: 0.8}}}
+	return p, registry
+}
+
+func member(group string, i int) *v1.Pod {
+	name := group + "-" + string(rune('0'+i))
+	return st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, group).Obj()
+}
+
+func gangPod(group string) *v1.Pod { return member(group, 0) }
+
+func TestSignPod(t *testing.T) {
+	p, _ := newTestPlugin(t)
+	for _, tc := range []struct {
+		pod  *v1.Pod
+		want bool
+	}{
+		{gangPod("hard"), false},
+		{gangPod("plain"), true},
+		{st.MakePod().Namespace("ns").Name("solo").Obj(), true},
+	} {
+		if _, status := p.SignPod(context.Background(), tc.pod); status.IsSuccess() != tc.want {
+			t.Errorf("SignPod(%s): %v, want signed %v", tc.pod.Name, status, tc.want)
+		}
+	}
+}
+
+// TestHints: each event requeues a constrained gang only when it can change the gang's
+// answer, and then one member per gang until that member's attempt ran.
+func TestHints(t *testing.T) {
+	hyperNode := func(tier int64, status string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": "rack-0"},
+			"spec":     map[string]any{"tier": tier},
+			"status":   map[string]any{"nodeCount": status},
+		}}
+	}
+	podGroup := func(name, annotation, phase string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"namespace": "ns", "name": name},
+			"spec":     map[string]any{"minMember": int64(3)},
+			"status":   map[string]any{"phase": phase},
+		}}
+		u.SetAnnotations(map[string]string{podgroup.NetworkTopologyAnnotation: annotation})
+		return u
+	}
+	onNode := func(pod *v1.Pod, node string) *v1.Pod {
+		pod = pod.DeepCopy()
+		pod.Spec.NodeName = node
+		return pod
+	}
+	other := st.MakePod().Namespace("ns").Name("web").Obj()
+	tests := []struct {
+		name string
+		// possible, when set, records a failure of gang "hard" that only these HyperNodes could fix.
+		possible []string
+		hint     func(p *NetworkTopologyAware) fwk.QueueingHintFn
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		{name: "node added", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterNodeChange },
+			new: st.MakeNode().Name("node-9").Obj(), want: fwk.Queue},
+		{name: "pod deleted where the gang could fit", possible: []string{"rack-0"},
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  onNode(other, "node-1"), want: fwk.Queue},
+		{name: "pod deleted where the gang can never fit", possible: []string{"rack-0"},
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  onNode(other, "node-5"), want: fwk.QueueSkip},
+		{name: "pod deleted, no failure remembered",
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  onNode(other, "node-5"), want: fwk.Queue},
+		{name: "a rejected reservation of the gang itself",
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  onNode(member("hard", 2), "node-0"), want: fwk.QueueSkip},
+		{name: "HyperNode status update", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterHyperNodeChange },
+			old: hyperNode(1, "2"), new: hyperNode(1, "3"), want: fwk.QueueSkip},
+		{name: "HyperNode spec update", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterHyperNodeChange },
+			old: hyperNode(1, "2"), new: hyperNode(2, "2"), want: fwk.Queue},
+		{name: "HyperNode added", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterHyperNodeChange },
+			new: hyperNode(1, "2"), want: fwk.Queue},
+		{name: "own PodGroup status update", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodGroupChange },
+			old: podGroup("hard", `{"highestTierAllowed":1}`, "Pending"), new: podGroup("hard", `{"highestTierAllowed":1}`, "Scheduling"), want: fwk.QueueSkip},
+		{name: "own PodGroup constraint changed", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodGroupChange },
+			old: podGroup("hard", `{"highestTierAllowed":1}`, "Pending"), new: podGroup("hard", `{"highestTierAllowed":2}`, "Pending"), want: fwk.Queue},
+		{name: "another PodGroup changed", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodGroupChange },
+			old: podGroup("other", "", "Pending"), new: podGroup("other", `{"highestTierAllowed":2}`, "Pending"), want: fwk.QueueSkip},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, registry := newTestPlugin(t)
+			key := podgroup.Key{Namespace: "ns", Name: "hard"}
+			if tc.possible != nil {
+				p.failures[key] = &planFailure{possible: sets.New(tc.possible...)}
+			}
+			hint := tc.hint(p)
+			got, err := hint(klog.Background(), member("hard", 0), tc.old, tc.new)
+			if err != nil || got != tc.want {
+				t.Fatalf("hint = %v, %v; want %v", got, err, tc.want)
+			}
+			// Pods outside constrained gangs are never requeued by this plugin.
+			for _, pod := range []*v1.Pod{gangPod("plain"), other} {
+				if got, _ := hint(klog.Background(), pod, tc.old, tc.new); got != fwk.QueueSkip {
+					t.Errorf("hint for %s = %v, want QueueSkip", pod.Name, got)
+				}
+			}
+			if tc.want != fwk.Queue {
+				return
+			}
+			// One member per gang: the siblings wait for the requeued member's attempt.
+			if got, _ := hint(klog.Background(), member("hard", 1), tc.old, tc.new); got != fwk.QueueSkip {
+				t.Errorf("a sibling was requeued too: %v", got)
+			}
+			registry.RequeueDone(key)
+			if got, _ := hint(klog.Background(), member("hard", 1), tc.old, tc.new); got != fwk.Queue {
+				t.Errorf("after the requeued member's attempt, the next event requeued nobody: %v", got)
+			}
+		})
+	}
+}
