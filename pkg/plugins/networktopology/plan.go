@@ -22,9 +22,9 @@ import (
 type gangPlan struct {
 	// lastUsed is when a member last used the plan (planTTL counts from it).
 	lastUsed time.Time
-	domain  string
-	tier    int
-	podLeaf map[string]string
+	domain   string
+	tier     int
+	podLeaf  map[string]string
 	// leafInfos are the planned leaves as the tree described them: the plan holds while
 	// every one of them is unchanged (the tree shares unchanged HyperNodes between
 	// snapshots, so pointer equality says "unchanged").
