@@ -20,6 +20,8 @@ func (g *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ [
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	// This member's attempt is running: the next cluster event may requeue the gang again.
+	g.registry.RequeueDone(key)
 	info := g.registry.Info(key)
 	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)

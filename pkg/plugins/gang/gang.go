@@ -15,13 +15,10 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/util"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
@@ -184,71 +181,4 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 func (g *Gang) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	key, _ := podgroup.KeyOf(pod)
 	return []fwk.SignFragment{{Key: "hypernode.dev/gang.PodGroup", Value: key.String()}}, nil
-}
-
-// EventsToRegister returns the events that can make a rejected or held-back member
-// schedulable, each with a hint that requeues only the members it concerns.
-func (g *Gang) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
-		// A new member can complete the group's member count.
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: g.isSchedulableAfterMemberAdded},
-		// The PodGroup appearing or changing (minMember, timeout, minResources).
-		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.isSchedulableAfterPodGroupChange},
-		// Freed or added capacity can let a rejected gang complete.
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.isSchedulableAfterCapacityChange},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: g.isSchedulableAfterCapacityChange},
-	}, nil
-}
-
-func (g *Gang) isSchedulableAfterMemberAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	_, added, err := util.As[*v1.Pod](oldObj, newObj)
-	if err != nil {
-		return fwk.Queue, err
-	}
-	mine, ok := podgroup.KeyOf(pod)
-	if !ok {
-		return fwk.QueueSkip, nil
-	}
-	if theirs, ok := podgroup.KeyOf(added); ok && theirs == mine {
-		logger.V(5).Info("A member of the gang was added", "pod", klog.KObj(pod), "added", klog.KObj(added))
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
-}
-
-func (g *Gang) isSchedulableAfterPodGroupChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	mine, ok := podgroup.KeyOf(pod)
-	if !ok {
-		return fwk.QueueSkip, nil
-	}
-	namespace, name, err := objectName(newObj)
-	if err != nil {
-		return fwk.Queue, err
-	}
-	if (podgroup.Key{Namespace: namespace, Name: name}) == mine {
-		logger.V(5).Info("The gang's PodGroup changed", "pod", klog.KObj(pod), "podGroup", mine)
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
-}
-
-// objectName reads the namespace and name of a PodGroup event object, which kube-scheduler's
-// dynamic informer delivers as unstructured.
-func objectName(obj any) (string, string, error) {
-	switch o := obj.(type) {
-	case *unstructured.Unstructured:
-		return o.GetNamespace(), o.GetName(), nil
-	case *schedulingv1alpha1.PodGroup:
-		return o.Namespace, o.Name, nil
-	case metav1.Object:
-		return o.GetNamespace(), o.GetName(), nil
-	}
-	return "", "", fmt.Errorf("unexpected PodGroup event object %T", obj)
-}
-
-func (g *Gang) isSchedulableAfterCapacityChange(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
-	if _, ok := podgroup.KeyOf(pod); !ok {
-		return fwk.QueueSkip, nil
-	}
-	return fwk.Queue, nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -188,46 +187,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func TestQueueingHints(t *testing.T) {
-	e := newEnv(t, 60)
-	pg := func(namespace, name string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetNamespace(namespace)
-		u.SetName(name)
-		return u
-	}
-	waiting := member("p0", "train")
-	solo := st.MakePod().Namespace(ns).Name("solo").Obj()
-	tests := []struct {
-		name string
-		fn   fwk.QueueingHintFn
-		pod  *v1.Pod
-		obj  any
-		want fwk.QueueingHint
-	}{
-		{"member of the same gang added", e.plugin.isSchedulableAfterMemberAdded, waiting, member("p1", "train"), fwk.Queue},
-		{"member of another gang added", e.plugin.isSchedulableAfterMemberAdded, waiting, member("q1", "other"), fwk.QueueSkip},
-		{"same name in another namespace", e.plugin.isSchedulableAfterMemberAdded, waiting, st.MakePod().Namespace("elsewhere").Name("p1").Label(schedulingv1alpha1.PodGroupLabel, "train").Obj(), fwk.QueueSkip},
-		{"pod outside any gang added", e.plugin.isSchedulableAfterMemberAdded, waiting, solo, fwk.QueueSkip},
-		{"the gang's PodGroup changed", e.plugin.isSchedulableAfterPodGroupChange, waiting, pg(ns, "train"), fwk.Queue},
-		{"another PodGroup changed", e.plugin.isSchedulableAfterPodGroupChange, waiting, pg(ns, "other"), fwk.QueueSkip},
-		{"PodGroup change for a pod outside any gang", e.plugin.isSchedulableAfterPodGroupChange, solo, pg(ns, "train"), fwk.QueueSkip},
-		{"capacity freed for a member", e.plugin.isSchedulableAfterCapacityChange, waiting, nil, fwk.Queue},
-		{"capacity freed for a pod outside any gang", e.plugin.isSchedulableAfterCapacityChange, solo, nil, fwk.QueueSkip},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.fn(klog.Background(), tc.pod, nil, tc.obj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tc.want {
-				t.Errorf("hint = %v, want %v", got, tc.want)
-			}
-		})
-	}
 }
 
 // partitionedJob creates the PodGroup "job" with the given sub-group policy and minMember, and
