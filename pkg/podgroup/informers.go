@@ -34,7 +34,7 @@ func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFact
 		return fmt.Errorf("watching pods for the PodGroup registry: %w", err)
 	}
 	nodeReg, err := factory.Core().V1().Nodes().Informer().AddEventHandler(informerutil.Handlers(
-		func(_, n *v1.Node) { r.SetNode(n) }, func(n *v1.Node) { r.DeleteNode(n.Name) }))
+		r.SetNode, func(n *v1.Node) { r.DeleteNode(n.Name) }))
 	if err != nil {
 		return fmt.Errorf("watching nodes for the PodGroup registry: %w", err)
 	}

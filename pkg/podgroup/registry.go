@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,6 +72,8 @@ type group struct {
 	// when (see ClaimRequeue).
 	requeued   types.UID
 	requeuedAt time.Time
+	// blocker is a member that fits no node (see Blocker).
+	blocker *Blocker
 	// memberSub maps the members in a sub-group to it; subCounts counts each sub-group's
 	// members and scheduled (bound or reserved) members, kept up to date on every change.
 	memberSub map[types.UID]SubGroup
@@ -83,6 +86,8 @@ type Info struct {
 	PodGroup *schedulingv1alpha1.PodGroup
 	// Revision changes whenever what scheduling reads from the PodGroup changes.
 	Revision int
+	// Blocker is the member that fits no node, if any.
+	Blocker *Blocker
 	// Members is the number of existing, non-terminal member pods; Bound the number of them
 	// bound to a node.
 	Members, Bound int
@@ -163,7 +168,7 @@ func (r *Registry) Info(key Key) Info {
 
 func (g *group) infoLocked() Info {
 	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
-	return Info{PodGroup: g.podGroup, Revision: g.revision, Members: len(g.members), Bound: g.bound.Len(), Scheduled: g.bound.Len() + len(g.assumed),
+	return Info{PodGroup: g.podGroup, Revision: g.revision, Blocker: g.blocker, Members: len(g.members), Bound: g.bound.Len(), Scheduled: g.bound.Len() + len(g.assumed),
 		Topology: g.topology, TopologyErr: g.topologyErr, SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr}
 }
 
@@ -282,6 +287,7 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 		g.podGroup.Annotations[NetworkTopologyAnnotation] != pg.Annotations[NetworkTopologyAnnotation]
 	if g.podGroup == nil || SchedulingChanged(g.podGroup, pg) {
 		g.revision++
+		changed = g.unblockLocked() || changed
 	}
 	// The policies' validity depends on the job's constraint too: rebuild on either change.
 	policiesChanged := changed
@@ -332,6 +338,7 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		// Its sub-group may have changed: take it out, and back in below.
 		g.unassignSubGroupLocked(pod.UID)
 	}
+	unblocked := known && g.blockerChangedLocked(&Member{Pod: old}, &Member{Pod: pod}) && g.unblockLocked()
 	done := g.track(pod.UID)
 	g.members[pod.UID] = pod
 	if pod.Spec.NodeName != "" {
@@ -344,7 +351,7 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	}
 	reachedMinMember := !known && g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
 	r.mu.Unlock()
-	if reachedMinMember {
+	if reachedMinMember || unblocked {
 		r.notify(key)
 	}
 }
@@ -356,7 +363,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		return
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	unblocked := false
 	if g := r.groups[key]; g != nil {
 		done := g.track(pod.UID)
 		delete(g.members, pod.UID)
@@ -364,15 +371,36 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		delete(g.assumed, pod.UID)
 		done()
 		delete(g.memberSub, pod.UID)
+		if g.blocker != nil && g.blocker.UID == pod.UID {
+			unblocked = g.unblockLocked()
+		}
 		r.forgetIfEmptyLocked(key)
+	}
+	r.mu.Unlock()
+	if unblocked {
+		// The other members were held back for this one: let them try without it.
+		r.notify(key)
 	}
 }
 
 // SetNode records a node's allocatable resources.
-func (r *Registry) SetNode(node *v1.Node) {
+func (r *Registry) SetNode(old, node *v1.Node) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.setNodeLocked(node.Name, node.Status.Allocatable)
+	if old == nil || NodeCapacityChanged(old, node) {
+		// A blocker may fit now; kube-scheduler's own hints retry it.
+		r.unblockAllLocked()
+	}
+}
+
+// NodeCapacityChanged reports a node update that can make room for a pod that did not fit:
+// allocatable resources, labels, taints or schedulability changed.
+func NodeCapacityChanged(old, node *v1.Node) bool {
+	return !equality.Semantic.DeepEqual(old.Status.Allocatable, node.Status.Allocatable) ||
+		!equality.Semantic.DeepEqual(old.Labels, node.Labels) ||
+		!equality.Semantic.DeepEqual(old.Spec.Taints, node.Spec.Taints) ||
+		old.Spec.Unschedulable != node.Spec.Unschedulable
 }
 
 // DeleteNode forgets a node.

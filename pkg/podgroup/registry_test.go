@@ -37,7 +37,7 @@ func TestRegistryCounts(t *testing.T) {
 	bound.Spec.NodeName = "node-1"
 	r.SetPod(member("b", "g"), bound)
 	r.Reserve(bound, "node-1") // a bound member is not counted twice
-	if diff := cmp.Diff(Info{PodGroup: pg, Members: 3, Scheduled: 2}, r.Info(key)); diff != "" {
+	if diff := cmp.Diff(Info{PodGroup: pg, Revision: 1, Members: 3, Bound: 1, Scheduled: 2}, r.Info(key)); diff != "" {
 		t.Errorf("reserved and bound (-want,+got):\n%s", diff)
 	}
 	if got := names(r.PendingMembers(key)); !cmp.Equal(got, []string{"c"}) {
@@ -52,7 +52,7 @@ func TestRegistryCounts(t *testing.T) {
 	moved := member("c", "g")
 	moved.Labels[schedulingv1alpha1.PodGroupLabel] = "other"
 	r.SetPod(member("c", "g"), moved)
-	if diff := cmp.Diff(Info{PodGroup: pg, Members: 1, Scheduled: 0}, r.Info(key)); diff != "" {
+	if diff := cmp.Diff(Info{PodGroup: pg, Revision: 1, Members: 1, Scheduled: 0}, r.Info(key)); diff != "" {
 		t.Errorf("after unreserve, completion and relabel (-want,+got):\n%s", diff)
 	}
 	if got := r.Info(Key{Namespace: "ns", Name: "other"}).Members; got != 1 {
@@ -74,10 +74,10 @@ func TestClusterAllocatable(t *testing.T) {
 	node := func(name, cpu string) *v1.Node {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}}
 	}
-	r.SetNode(node("a", "4"))
-	r.SetNode(node("b", "8"))
+	r.SetNode(nil, node("a", "4"))
+	r.SetNode(nil, node("b", "8"))
 	before := r.ClusterAllocatable()
-	r.SetNode(node("a", "2"))
+	r.SetNode(nil, node("a", "2"))
 	r.DeleteNode("b")
 	if got := r.ClusterAllocatable()[v1.ResourceCPU]; got.Cmp(resource.MustParse("2")) != 0 {
 		t.Errorf("cluster cpu = %s, want 2", got.String())

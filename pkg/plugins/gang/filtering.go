@@ -13,8 +13,9 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// PreFilter refuses members of a group whose minResources exceed what the whole cluster can
-// allocate: no placement can ever work until nodes are added.
+// PreFilter refuses the members of a gang blocked by a member that fits no node (all but
+// that member, which keeps probing), and of a gang whose minResources exceed what the whole
+// cluster can allocate: no placement can work until that changes.
 func (g *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
@@ -23,6 +24,9 @@ func (g *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ [
 	// This member's attempt is running: the next cluster event may requeue the gang again.
 	g.registry.RequeueDone(key)
 	info := g.registry.Info(key)
+	if b := info.Blocker; b != nil && b.UID != pod.UID {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, b.Message(key))
+	}
 	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}

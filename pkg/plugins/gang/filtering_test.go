@@ -17,8 +17,8 @@ import (
 // refused in PreFilter with the shortfall; otherwise the check is skipped.
 func TestMinResources(t *testing.T) {
 	e := newEnv(t, 60)
-	e.registry.SetNode(st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "8", "nvidia.com/gpu": "8"}).Obj())
-	e.registry.SetNode(st.MakeNode().Name("n2").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "8", "nvidia.com/gpu": "8"}).Obj())
+	e.registry.SetNode(nil, st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "8", "nvidia.com/gpu": "8"}).Obj())
+	e.registry.SetNode(nil, st.MakeNode().Name("n2").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "8", "nvidia.com/gpu": "8"}).Obj())
 	set := func(min v1.ResourceList) {
 		e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "uid-train"},

@@ -33,9 +33,13 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		logger.V(3).Info("Lower-precedence gangs yielded", "pod", klog.KObj(pod), "podGroup", key, "yielded", yielded)
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
+	reasons := g.failureReasons(statuses)
 	why := fmt.Sprintf("member %s cannot be placed", pod.Name)
-	if reasons := g.failureReasons(statuses); reasons != "" {
+	if reasons != "" {
 		why += " (" + reasons + ")"
+	}
+	if g.fitsNowhere(statuses) {
+		g.block(logger, key, info, pod, reasons)
 	}
 	only, subGroup := g.rejectionScope(key, info, pod)
 	if subGroup != "" {
@@ -202,4 +206,39 @@ func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	}
 	sort.Strings(yielded)
 	return yielded
+}
+
+// fitsNowhere reports whether the member was tried on every node of the cluster and refused
+// on each for a reason no other pod's departure can fix, by plugins other than the gang's own
+// (whose refusals depend on the gang, not on the member).
+func (g *Gang) fitsNowhere(statuses fwk.NodeToStatusReader) bool {
+	nodes, err := g.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil || len(nodes) == 0 {
+		return false
+	}
+	for _, ni := range nodes {
+		st := statuses.Get(ni.Node().Name)
+		if st == nil || st.Code() != fwk.UnschedulableAndUnresolvable {
+			return false
+		}
+		// No plugin: the node was left out by a PreFilter result (a plan), not tried.
+		if p := st.Plugin(); p == "" || p == Name || p == topologyPluginName {
+			return false
+		}
+	}
+	return true
+}
+
+// topologyPluginName is NetworkTopologyAware's name (not imported: the plugins are peers).
+const topologyPluginName = "NetworkTopologyAware"
+
+// block records that the member fits no node, so that the gang's other members wait for it
+// instead of reserving and being rejected again and again, and reports it once.
+func (g *Gang) block(logger klog.Logger, key podgroup.Key, info podgroup.Info, pod *v1.Pod, reasons string) {
+	b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
+	if !g.registry.SetBlocked(key, b) || info.PodGroup == nil {
+		return
+	}
+	g.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))
+	logger.V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
 }

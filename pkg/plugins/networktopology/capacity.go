@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -251,4 +254,60 @@ func (p *NetworkTopologyAware) podRequest(pod *v1.Pod) []float64 {
 		}
 	}
 	return out
+}
+
+// fitsSomewhere runs the Filter plugins for pod on every node of the cluster, as if it were
+// not planned, until one passes. When none does it returns the most frequent reasons, in
+// kube-scheduler's words ("8 node(s) didn't match Pod's node affinity/selector").
+func (p *NetworkTopologyAware) fitsSomewhere(ctx context.Context, pod *v1.Pod) (string, bool) {
+	state, status := p.simulationState(ctx, pod)
+	if !status.IsSuccess() {
+		return status.Message(), false
+	}
+	nodes, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return "", true // cannot tell: assume it fits
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var fits atomic.Bool
+	reasons := make([][]string, len(nodes))
+	p.handle.Parallelizer().Until(ctx, len(nodes), func(i int) {
+		st := p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, nodes[i])
+		if st.IsSuccess() {
+			fits.Store(true)
+			cancel()
+			return
+		}
+		reasons[i] = st.Reasons()
+	}, Name)
+	if fits.Load() {
+		return "", true
+	}
+	counts := map[string]int{}
+	for _, rs := range reasons {
+		for _, r := range rs {
+			counts[r]++
+		}
+	}
+	return summarizeReasons(counts, 3), false
+}
+
+// summarizeReasons lists the most frequent reasons first, with their counts.
+func summarizeReasons(counts map[string]int, shown int) string {
+	reasons := make([]string, 0, len(counts))
+	for r := range counts {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if counts[reasons[i]] != counts[reasons[j]] {
+			return counts[reasons[i]] > counts[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	parts := make([]string, 0, shown)
+	for _, r := range reasons[:min(shown, len(reasons))] {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -229,7 +228,7 @@ func (p *NetworkTopologyAware) watchCapacity(factory informers.SharedInformerFac
 	}
 	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(informerutil.Handlers(
 		func(old, node *v1.Node) {
-			if old == nil || nodeCapacityChanged(old, node) {
+			if old == nil || podgroup.NodeCapacityChanged(old, node) {
 				p.markAllStale()
 			}
 		}, func(*v1.Node) {})); err != nil {
@@ -240,12 +239,4 @@ func (p *NetworkTopologyAware) watchCapacity(factory informers.SharedInformerFac
 
 func terminal(pod *v1.Pod) bool {
 	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
-}
-
-// nodeCapacityChanged reports a node update that can make room for a gang.
-func nodeCapacityChanged(old, node *v1.Node) bool {
-	return !equality.Semantic.DeepEqual(old.Status.Allocatable, node.Status.Allocatable) ||
-		!equality.Semantic.DeepEqual(old.Labels, node.Labels) ||
-		!equality.Semantic.DeepEqual(old.Spec.Taints, node.Spec.Taints) ||
-		old.Spec.Unschedulable != node.Spec.Unschedulable
 }

@@ -87,10 +87,29 @@ func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, p
 }
 
 // PostFilter drops the plan of a member's gang when the member fits nowhere in it, so the
-// next attempt plans again from the cluster as it is.
-func (p *NetworkTopologyAware) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if key, _, ok := p.constraint(pod); ok {
-		p.invalidate(klog.FromContext(ctx), key)
+// next attempt plans again from the cluster as it is. When nothing in its planned leaf could
+// ever take it (every node refused it for a reason no departure fixes), the member is tried
+// on every node of the cluster: if it fits none, it blocks its gang (see podgroup.Blocker)
+// instead of making its siblings reserve and be rejected again and again.
+func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	key, info, ok := p.constraint(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	logger := klog.FromContext(ctx)
+	p.invalidate(logger, key)
+	if readState[*preFilterState](state, preFilterStateKey) == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if resolvable, err := statuses.NodesForStatusCode(p.handle.SnapshotSharedLister().NodeInfos(), fwk.Unschedulable); err != nil || len(resolvable) > 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if reasons, fits := p.fitsSomewhere(ctx, pod); !fits {
+		b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
+		if p.registry.SetBlocked(key, b) && info.PodGroup != nil {
+			p.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))
+			logger.V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
+		}
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }

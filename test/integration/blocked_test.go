@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+	"github.com/hypernode-dev/hypernode-scheduler/test/util"
+)
+
+// TestGangBlockedByMemberThatFitsNoNode: a member whose node selector no node matches blocks
+// its gang (plain, and placed by topology): the PodGroup says which member and why, the other
+// members wait with that reason instead of reserving and being rejected in a loop, and
+// labelling a node so that the member fits lets the whole gang bind.
+func TestGangBlockedByMemberThatFitsNoNode(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		annotation string
+	}{
+		{name: "plain gang"},
+		{name: "hard tier 1", annotation: `{"mode":"hard","highestTierAllowed":1}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTopoEnv(t, nodesWithCPU("4", "node-0", "node-1"), nil,
+				hntesting.MakeHyperNode("leaf").Tier(1).Nodes("node-0", "node-1").Obj())
+			startScheduler(t, nil)
+			var annotations map[string]string
+			if tc.annotation != "" {
+				annotations = map[string]string{podgroup.NetworkTopologyAnnotation: tc.annotation}
+			}
+			pg := util.PodGroup(e.ns, "train", 3, annotations)
+			if err := util.CreatePodGroup(context.Background(), e.c.scheduling, pg); err != nil {
+				t.Fatal(err)
+			}
+			pods := util.GangPods(e.ns, "train", plugins.SchedulerName, "1", 3)
+			pods[2].Spec.NodeSelector = map[string]string{"accelerator": "h100"}
+			names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			created, err := e.c.scheduling.SchedulingV1alpha1().PodGroups(e.ns).Get(context.Background(), "train", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "gang " + e.ns + "/train is blocked: its member train-2 fits no node (2 node(s) didn't match Pod's node affinity/selector)"
+			waitForObjectEvent(t, e.c, e.ns, "PodGroup", created.UID, podgroup.EventGangBlocked, plugins.SchedulerName, want)
+			// The siblings were released when the member failed, and say so; they are not
+			// tried again until something can change the answer.
+			for _, sibling := range names[:2] {
+				e.waitCondition(sibling, v1.PodReasonUnschedulable, "member train-2 cannot be placed (2 node(s) didn't match Pod's node affinity/selector)")
+			}
+			e.expectNoneBound()
+
+			// The member fits once a node carries the label: the gang binds, all of it.
+			node, err := e.c.kube.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			patch := []byte(`{"metadata":{"labels":{"accelerator":"h100"}}}`)
+			if _, err := e.c.kube.CoreV1().Nodes().Patch(context.Background(), node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			got := e.waitBound(names)
+			if got["train-2"] != "node-1" || len(got) != 3 {
+				t.Errorf("placements %v: want all three bound, train-2 on node-1", got)
+			}
+			if diff := cmp.Diff(got, e.bound()); diff != "" {
+				t.Errorf("(-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
