@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -40,6 +44,9 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 		return s.cache, s.registry, nil
 	}
 	logger := klog.FromContext(ctx)
+	if err := requireCRDs(ctx, handle.ClientSet().Discovery()); err != nil {
+		return nil, nil, err
+	}
 	cache := hypernode.NewCache(logger.WithName("hypernode-cache"), handle.EventRecorder())
 	if err := cache.Run(ctx, factory, handle.KubeConfig()); err != nil {
 		return nil, nil, err
@@ -51,4 +58,42 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 	logger.V(2).Info("HyperNode cache and PodGroup registry started")
 	s.factory, s.cache, s.registry = factory, cache, registry
 	return cache, registry, nil
+}
+
+// requiredCRDs are the custom resources the plugins watch, by group version.
+var requiredCRDs = []struct{ groupVersion, resource, crd string }{
+	{"topology.volcano.sh/v1alpha1", "hypernodes", "hypernodes.topology.volcano.sh"},
+	{"scheduling.x-k8s.io/v1alpha1", "podgroups", "podgroups.scheduling.x-k8s.io"},
+}
+
+// requireCRDs fails the scheduler's start with a clear error when a CRD the plugins watch is
+// not served: their informers would otherwise never sync and every gang would hang silently.
+// Errors other than "not found" are retried for a while (the apiserver may be starting).
+func requireCRDs(ctx context.Context, discovery discovery.DiscoveryInterface) error {
+	for _, want := range requiredCRDs {
+		var last error
+		err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 8}, func(context.Context) (bool, error) {
+			list, err := discovery.ServerResourcesForGroupVersion(want.groupVersion)
+			switch {
+			case apierrors.IsNotFound(err):
+				return false, fmt.Errorf("the CustomResourceDefinition %s is not installed (apply manifests/crds)", want.crd)
+			case err != nil:
+				last = err
+				return false, nil
+			}
+			for _, r := range list.APIResources {
+				if r.Name == want.resource {
+					return true, nil
+				}
+			}
+			return false, fmt.Errorf("the CustomResourceDefinition %s is not installed (apply manifests/crds)", want.crd)
+		})
+		if wait.Interrupted(err) && last != nil {
+			return fmt.Errorf("checking that the CustomResourceDefinition %s is installed: %w", want.crd, last)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

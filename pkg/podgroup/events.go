@@ -49,3 +49,17 @@ func (l *EventLog) Record(pg *schedulingv1alpha1.PodGroup, eventType, reason, me
 	}
 	l.recorder.Eventf(ref, nil, eventType, reason, l.action, "%s", message)
 }
+
+// Forget drops what the log remembers of a group (its PodGroup was deleted).
+func (l *EventLog) Forget(key Key) {
+	l.mu.Lock()
+	delete(l.last, key)
+	l.mu.Unlock()
+}
+
+// Len returns how many groups the log remembers.
+func (l *EventLog) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.last)
+}

@@ -3,8 +3,10 @@ package podgroup
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -18,12 +20,26 @@ import (
 
 // HasSynced reports whether the informers feeding the registry delivered their initial lists.
 func (r *Registry) HasSynced() bool {
-	for _, s := range r.synced {
+	r.mu.RLock()
+	synced := r.synced
+	r.mu.RUnlock()
+	for _, s := range synced {
 		if !s() {
 			return false
 		}
 	}
 	return true
+}
+
+// WaitForSync waits until HasSynced or ctx ends. After a restart, a gang planned before the
+// registry has seen its bound members would not be pinned to their domain.
+func (r *Registry) WaitForSync(ctx context.Context) error {
+	if r.HasSynced() {
+		return nil
+	}
+	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		return r.HasSynced(), nil
+	})
 }
 
 // Run feeds the registry from the pod and node informers of factory (started by its owner)
@@ -49,7 +65,9 @@ func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFact
 	if err != nil {
 		return fmt.Errorf("watching PodGroups: %w", err)
 	}
+	r.mu.Lock()
 	r.synced = []cache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, pgReg.HasSynced}
+	r.mu.Unlock()
 	pgFactory.Start(ctx.Done())
 	return nil
 }

@@ -50,6 +50,9 @@ type Registry struct {
 
 	synced    []cache.InformerSynced
 	listeners []func(Key)
+	// forgetters are called when a PodGroup is deleted, so that what plugins keep per gang
+	// does not outlive it.
+	forgetters []func(Key)
 }
 
 type group struct {
@@ -144,6 +147,14 @@ func (r *Registry) OnGroupChange(f func(Key)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.listeners = append(r.listeners, f)
+}
+
+// OnGroupDelete registers f to be called (outside the registry's lock) when a PodGroup is
+// deleted. Register before the informers start.
+func (r *Registry) OnGroupDelete(f func(Key)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgetters = append(r.forgetters, f)
 }
 
 func (r *Registry) notify(key Key) {
@@ -306,11 +317,24 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 func (r *Registry) DeletePodGroup(namespace, name string) {
 	key := Key{Namespace: namespace, Name: name}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if g := r.groups[key]; g != nil {
 		g.podGroup, g.topology, g.topologyErr = nil, nil, nil
+		g.subGroups, g.subGroupErr, g.blocker = nil, nil, nil
+		g.rebuildSubGroupsLocked()
 		r.forgetIfEmptyLocked(key)
 	}
+	forgetters := r.forgetters
+	r.mu.Unlock()
+	for _, f := range forgetters {
+		f(key)
+	}
+}
+
+// Len returns how many groups the registry knows (with a PodGroup or members).
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.groups)
 }
 
 // SetPod records a pod's current state; pods that are not members are ignored.

@@ -119,6 +119,7 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 	// informers with no ordering between them: when the registry sees a group become ready,
 	// the held-back members are activated so that PreEnqueue looks again.
 	registry.OnGroupChange(func(key podgroup.Key) { g.activateIfReady(klog.FromContext(ctx), key) })
+	registry.OnGroupDelete(g.forget)
 	return g
 }
 
@@ -181,4 +182,13 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 func (g *Gang) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	key, _ := podgroup.KeyOf(pod)
 	return []fwk.SignFragment{{Key: "hypernode.dev/gang.PodGroup", Value: key.String()}}, nil
+}
+
+// forget drops what the plugin keeps for a gang whose PodGroup was deleted; its waiting
+// members are rejected (nothing can complete them now).
+func (g *Gang) forget(key podgroup.Key) {
+	g.mu.Lock()
+	g.rejectRoundLocked(key, fmt.Sprintf("PodGroup %s was deleted", key), nil)
+	g.mu.Unlock()
+	g.events.Forget(key)
 }

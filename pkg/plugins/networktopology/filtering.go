@@ -38,6 +38,9 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	if err := p.cache.WaitForSync(ctx); err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("waiting for the HyperNode cache: %w", err))
 	}
+	if err := p.registry.WaitForSync(ctx); err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("waiting for the PodGroup registry: %w", err))
+	}
 	tree := p.cache.Snapshot()
 	if _, err := placement.MaxTier(tree, placement.JobTopology(info)); err != nil {
 		msg := fmt.Sprintf("PodGroup %s: annotation %s: %v", key, podgroup.NetworkTopologyAnnotation, err)

@@ -82,10 +82,10 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 // invalidate drops a gang's plan and its promises.
 func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) {
 	p.mu.Lock()
-	plan := p.plans[key]
+	released := p.plans[key] != nil && p.plans[key].pending() > 0
 	delete(p.plans, key)
 	p.mu.Unlock()
-	if plan != nil && plan.pending() > 0 {
+	if released {
 		p.promisesReleased(logger)
 	}
 }
@@ -213,6 +213,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		plan.placedByLeaf[leaf]++
 	}
 	p.mu.Lock()
+	releasedOld := p.plans[key] != nil && p.plans[key].pending() > 0
 	p.plans[key] = plan
 	p.forgetFailureLocked(key)
 	if len(deferred) == 0 {
@@ -222,6 +223,10 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		p.deferring.Insert(key)
 	}
 	p.mu.Unlock()
+	if releasedOld {
+		// Its old promises may have kept another gang out.
+		p.promisesReleased(logger)
+	}
 	leaves := make([]string, 0, len(result.LeafPods))
 	for leaf := range result.LeafPods {
 		leaves = append(leaves, leaf)
@@ -256,4 +261,19 @@ func withPending(req placement.Request, pending []string, n int) placement.Reque
 	req.Pending = pending
 	req.SubGroups = req.SubGroups[:n]
 	return req
+}
+
+// forget drops what the plugin keeps for a gang whose PodGroup was deleted; promises its plan
+// still held are released.
+func (p *NetworkTopologyAware) forget(key podgroup.Key) {
+	p.mu.Lock()
+	released := p.plans[key] != nil && p.plans[key].pending() > 0
+	delete(p.plans, key)
+	p.forgetFailureLocked(key)
+	p.deferring.Delete(key)
+	p.mu.Unlock()
+	p.events.Forget(key)
+	if released {
+		p.promisesReleased(klog.Background())
+	}
 }

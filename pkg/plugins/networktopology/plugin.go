@@ -119,6 +119,7 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		failures:  map[podgroup.Key]*planFailure{},
 		deferring: sets.New[podgroup.Key](),
 	}
+	registry.OnGroupDelete(p.forget)
 	add := func(name v1.ResourceName, w int64) {
 		if w > 0 {
 			p.resources = append(p.resources, name)
