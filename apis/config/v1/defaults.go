@@ -2,7 +2,7 @@ package v1
 
 import "k8s.io/utils/ptr"
 
-// Default values of the plugin args, as documented in the README.
+// Default values of the plugin args, as documented in docs/user-guide.md.
 const (
 	DefaultScheduleTimeoutSeconds   int64   = 60
 	DefaultBinPackCPUWeight         int64   = 1
