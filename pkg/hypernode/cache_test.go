@@ -3,9 +3,9 @@ package hypernode
 import (
 	"testing"
 
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
 	"github.com/google/go-cmp/cmp"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
@@ -38,7 +38,7 @@ func TestCacheEvents(t *testing.T) {
 	recorder := &events.FakeRecorder{Events: make(chan string, 100)}
 	c := NewCache(testLogger(t), recorder)
 	for _, name := range []string{"node-0", "node-1", "node-2", "node-3"} {
-		c.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		c.SetNode(st.MakeNode().Name(name).Obj())
 	}
 
 	// During the initial lists a parent can arrive before its children: no Event.

@@ -72,7 +72,7 @@ func TestRegistryCounts(t *testing.T) {
 func TestClusterAllocatable(t *testing.T) {
 	r := New()
 	node := func(name, cpu string) *v1.Node {
-		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}}
+		return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
 	}
 	r.SetNode(nil, node("a", "4"))
 	r.SetNode(nil, node("b", "8"))

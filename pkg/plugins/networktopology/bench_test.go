@@ -8,10 +8,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
@@ -25,6 +23,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
@@ -95,11 +94,8 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	var nodes []*v1.Node
 	cache := hypernode.NewCache(logger, nil)
 	for i := range benchNodes {
-		alloc := v1.ResourceList{
-			v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("512Gi"),
-			v1.ResourcePods: resource.MustParse("110"), "nvidia.com/gpu": resource.MustParse("8"),
-		}
-		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNodeName(i)}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}
+		n := st.MakeNode().Name(benchNodeName(i)).Capacity(map[v1.ResourceName]string{
+			v1.ResourceCPU: "64", v1.ResourceMemory: "512Gi", v1.ResourcePods: "110", "nvidia.com/gpu": "8"}).Obj()
 		nodes = append(nodes, n)
 		cache.SetNode(n)
 	}
@@ -135,28 +131,12 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	})
 	e := &benchEnv{ctx: ctx, snapshot: internalcache.NewSnapshot(nil, nodes)}
 	for i := range benchLeafGang {
-		pod := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("leafjob-%d", i), UID: types.UID(fmt.Sprintf("leafjob-%d", i)),
-				Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: "leafjob"}},
-			Spec: v1.PodSpec{SchedulerName: "with-topology", Containers: []v1.Container{{Name: "main", Image: "trainer",
-				Resources: v1.ResourceRequirements{
-					Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("32"), v1.ResourceMemory: resource.MustParse("256Gi"), "nvidia.com/gpu": resource.MustParse("8")},
-					Limits:   v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")},
-				}}}},
-		}
+		pod := benchMember("leafjob", i)
 		registry.SetPod(nil, pod)
 		e.leafMembers = append(e.leafMembers, pod)
 	}
 	for i := range benchGang {
-		pod := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("train-%d", i), UID: types.UID(fmt.Sprintf("train-%d", i)),
-				Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: "train"}},
-			Spec: v1.PodSpec{SchedulerName: "with-topology", Containers: []v1.Container{{Name: "main", Image: "trainer",
-				Resources: v1.ResourceRequirements{
-					Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("32"), v1.ResourceMemory: resource.MustParse("256Gi"), "nvidia.com/gpu": resource.MustParse("8")},
-					Limits:   v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")},
-				}}}},
-		}
+		pod := benchMember("train", i)
 		registry.SetPod(nil, pod)
 		e.members = append(e.members, pod)
 	}
@@ -308,3 +288,11 @@ func (noNominations) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingIn
 func (noNominations) DeleteNominatedPodIfExists(*v1.Pod)                            {}
 func (noNominations) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo)          {}
 func (noNominations) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
+
+// benchMember is member i of a benchmark gang: an 8-GPU trainer.
+func benchMember(group string, i int) *v1.Pod {
+	name := fmt.Sprintf("%s-%d", group, i)
+	return st.MakePod().Namespace(benchNamespace).Name(name).UID(name).SchedulerName("with-topology").
+		Label(schedulingv1alpha1.PodGroupLabel, group).
+		Req(map[v1.ResourceName]string{v1.ResourceCPU: "32", v1.ResourceMemory: "256Gi", "nvidia.com/gpu": "8"}).Obj()
+}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
@@ -51,8 +51,7 @@ func newPlanEnvWith(t *testing.T, gangs map[string]int, changeNode func(*v1.Node
 	cache := hypernode.NewCache(logger, nil)
 	var nodes []*v1.Node
 	for i := range 8 {
-		alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourcePods: resource.MustParse("10")}
-		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%d", i)}, Status: v1.NodeStatus{Allocatable: alloc, Capacity: alloc}}
+		n := st.MakeNode().Name(fmt.Sprintf("node-%d", i)).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "4Gi", v1.ResourcePods: "10"}).Obj()
 		if changeNode != nil {
 			changeNode(n)
 		}
@@ -88,12 +87,9 @@ func newPlanEnvWith(t *testing.T, gangs map[string]int, changeNode func(*v1.Node
 }
 
 func (e *planEnv) pod(group string, i int) *v1.Pod {
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("%s-%d", group, i), UID: types.UID(fmt.Sprintf("%s-%d", group, i)),
-			Labels: map[string]string{schedulingv1alpha1.PodGroupLabel: group}},
-		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "x",
-			Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}},
-	}
+	name := fmt.Sprintf("%s-%d", group, i)
+	return st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, group).
+		Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
 }
 
 // preFilter returns the nodes the member is narrowed to, sorted.
