@@ -3,11 +3,10 @@ package hypernode
 import (
 	"testing"
 
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
-
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
