@@ -124,6 +124,12 @@ func parseSpec(hn *topologyv1alpha1.HyperNode) *parsedSpec {
 						"member %d: labelMatch is not a valid label selector: %v", i, err))
 					continue
 				}
+				if len(sel.LabelMatch.MatchLabels) == 0 && len(sel.LabelMatch.MatchExpressions) == 0 {
+					// Said, not excluded: the HyperNode works with its other members.
+					warning := newProblem(ReasonInvalidMember, "member %d: labelMatch is empty and selects no node", i)
+					warning.Excludes = false
+					spec.problems = append(spec.problems, warning)
+				}
 				spec.patterns = append(spec.patterns, p)
 			}
 		default:

@@ -176,6 +176,14 @@ func TestSelectorSemantics(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("selected nodes (-want,+got):\n%s", diff)
 	}
+	// ... and says so on the HyperNode, without excluding it.
+	wantProblems := map[string][]Problem{"empty-labels": {{Reason: ReasonInvalidMember, Message: "member 0: labelMatch is empty and selects no node"}}}
+	if diff := cmp.Diff(wantProblems, s.Problems()); diff != "" {
+		t.Errorf("problems (-want,+got):\n%s", diff)
+	}
+	if info, _ := s.HyperNode("empty-labels"); info.Excluded {
+		t.Error("the HyperNode with an empty labelMatch is excluded")
+	}
 }
 
 // TestValidation adds one defect to the seed 001 tree (plus, where needed, objects of its

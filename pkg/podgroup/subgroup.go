@@ -156,3 +156,29 @@ func SortSubGroups(groups []SubGroup) {
 		return groups[i].ID < groups[j].ID
 	})
 }
+
+// SubGroupMembershipProblem says why a member whose labels match a policy's selector is in no
+// sub-group: it lacks a label of the policy's matchLabelKeys, or the rank its partitionSize
+// needs. "" when the member is in a sub-group or no policy selects it. Such a member is
+// reported, never silently put in the job's default group.
+func SubGroupMembershipProblem(policies []SubGroupPolicy, pod *v1.Pod) string {
+	if _, ok := SubGroupOf(policies, pod); ok {
+		return ""
+	}
+	for _, p := range policies {
+		if !p.selector.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		if p.PartitionSize != nil {
+			return fmt.Sprintf("sub-group policy %q needs its rank (label batch.kubernetes.io/job-completion-index or annotation %s), which it does not have", p.Name, RankAnnotation)
+		}
+		var missing []string
+		for _, k := range p.MatchLabelKeys {
+			if _, ok := pod.Labels[k]; !ok {
+				missing = append(missing, k)
+			}
+		}
+		return fmt.Sprintf("sub-group policy %q needs its label(s) %s, which it does not have", p.Name, strings.Join(missing, ", "))
+	}
+	return ""
+}

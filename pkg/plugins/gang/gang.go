@@ -42,6 +42,8 @@ const (
 	EventGangRejected = "GangRejected"
 	// EventGangTimedOut: the gang did not complete within its schedule timeout.
 	EventGangTimedOut = "GangTimedOut"
+	// EventInvalidSubGroupMember: a member matches a sub-group policy but lacks its keys.
+	EventInvalidSubGroupMember = "InvalidSubGroupMember"
 	// EventInvalidSubGroupPolicy: the PodGroup's sub-group annotation is unusable.
 	EventInvalidSubGroupPolicy = "InvalidSubGroupPolicy"
 	eventAction                = "Schedule"
@@ -162,6 +164,9 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	case info.SubGroupErr != nil:
 		msg = fmt.Sprintf("PodGroup %s: %v", key, info.SubGroupErr)
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidSubGroupPolicy, msg)
+	case podgroup.SubGroupMembershipProblem(info.SubGroupPolicies, pod) != "":
+		msg = fmt.Sprintf("PodGroup %s: member %s: %s", key, pod.Name, podgroup.SubGroupMembershipProblem(info.SubGroupPolicies, pod))
+		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidSubGroupMember, msg)
 	case info.Members < info.MinMember():
 		// The pod's condition says what it waits for without a count: a count would go stale
 		// as siblings arrive, and rewriting every waiting member's condition on every arrival

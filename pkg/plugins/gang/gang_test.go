@@ -141,6 +141,7 @@ func TestPreEnqueue(t *testing.T) {
 		podGroup  bool
 		minMember int32
 		members   int
+		policy    string
 		pod       *v1.Pod
 		want      *fwk.Status
 	}{
@@ -156,12 +157,35 @@ func TestPreEnqueue(t *testing.T) {
 			want: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for PodGroup team/train to have 3 members (minMember)"),
 		},
 		{name: "enough members", podGroup: true, minMember: 3, members: 3, pod: member("p0", "train")},
+		{
+			name: "member without the label its sub-group policy needs", podGroup: true, minMember: 3, members: 3,
+			policy: `[{"name":"tp","subGroupSize":2,"labelSelector":{"matchLabels":{"role":"worker"}},"matchLabelKeys":["partition"]}]`,
+			pod:    st.MakePod().Namespace(ns).Name("p0").UID("p0").Label(schedulingv1alpha1.PodGroupLabel, "train").Label("role", "worker").Obj(),
+			want:   fwk.NewStatus(fwk.UnschedulableAndUnresolvable, `PodGroup team/train: member p0: sub-group policy "tp" needs its label(s) partition, which it does not have`),
+		},
+		{
+			name: "member without the rank its sub-group policy needs", podGroup: true, minMember: 3, members: 3,
+			policy: `[{"name":"tp","subGroupSize":2,"partitionSize":2}]`,
+			pod:    member("p0", "train"),
+			want:   fwk.NewStatus(fwk.UnschedulableAndUnresolvable, `PodGroup team/train: member p0: sub-group policy "tp" needs its rank (label batch.kubernetes.io/job-completion-index or annotation hypernode.dev/rank), which it does not have`),
+		},
+		{
+			name: "member that no policy selects stays in the default group", podGroup: true, minMember: 3, members: 3,
+			policy: `[{"name":"tp","subGroupSize":2,"labelSelector":{"matchLabels":{"role":"worker"}},"matchLabelKeys":["partition"]}]`,
+			pod:    member("p0", "train"),
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 60)
 			if tc.podGroup {
 				e.podGroup("train", tc.minMember, nil)
+			}
+			if tc.policy != "" {
+				e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "uid-train", Annotations: map[string]string{podgroup.SubGroupPolicyAnnotation: tc.policy}},
+					Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: tc.minMember},
+				})
 			}
 			for i := range tc.members {
 				e.registry.SetPod(nil, member([]string{"p0", "p1", "p2", "p3"}[i], "train"))
