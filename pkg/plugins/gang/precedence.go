@@ -7,11 +7,9 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -101,34 +99,6 @@ func (g *Gang) failureReasons(statuses fwk.NodeToStatusReader) string {
 	return strings.Join(parts, ", ")
 }
 
-// rank orders gangs: higher pod priority first, then the older PodGroup, then by name.
-type rank struct {
-	priority int32
-	created  metav1.Time
-	key      string
-}
-
-func (r rank) before(o rank) bool {
-	if r.priority != o.priority {
-		return r.priority > o.priority
-	}
-	if !r.created.Equal(&o.created) {
-		return r.created.Before(&o.created)
-	}
-	return r.key < o.key
-}
-
-func (g *Gang) rankOf(pod *v1.Pod, key podgroup.Key, pg *schedulingv1alpha1.PodGroup) rank {
-	r := rank{key: key.String()}
-	if pod.Spec.Priority != nil {
-		r.priority = *pod.Spec.Priority
-	}
-	if pg != nil {
-		r.created = pg.CreationTimestamp
-	}
-	return r
-}
-
 // makeRoom rejects the waiting members of lower-precedence gangs when, without them, the pod
 // would fit on one of their nodes. It returns the gangs that yielded. It only considers nodes
 // where the pod failed Filter with a resolvable status: a pod refused by a PreFilter plugin
@@ -143,7 +113,7 @@ func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	for _, ni := range resolvable {
 		candidates[ni.Node().Name] = true
 	}
-	mine := g.rankOf(pod, key, info.PodGroup)
+	mine := podgroup.PrecedenceOf(pod, key, info.PodGroup)
 	// Waiting members of lower-precedence gangs, by node.
 	byNode := map[string][]*v1.Pod{}
 	victimGroups := map[podgroup.Key]bool{}
@@ -153,7 +123,7 @@ func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 		if !ok || k == key || !candidates[p.Spec.NodeName] {
 			return
 		}
-		if other := g.rankOf(p, k, g.registry.Info(k).PodGroup); mine.before(other) {
+		if other := podgroup.PrecedenceOf(p, k, g.registry.Info(k).PodGroup); mine.Before(other) {
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	})

@@ -257,8 +257,9 @@ func (p *NetworkTopologyAware) podRequest(pod *v1.Pod) []float64 {
 }
 
 // fitsSomewhere runs the Filter plugins for pod on every node of the cluster, as if it were
-// not planned, until one passes. When none does it returns the most frequent reasons, in
-// kube-scheduler's words ("8 node(s) didn't match Pod's node affinity/selector").
+// not planned, until one passes or refuses it only for a reason another pod's departure can
+// fix (resources). When none does it returns the most frequent reasons, in kube-scheduler's
+// words ("8 node(s) didn't match Pod's node affinity/selector").
 func (p *NetworkTopologyAware) fitsSomewhere(ctx context.Context, pod *v1.Pod) (string, bool) {
 	state, status := p.simulationState(ctx, pod)
 	if !status.IsSuccess() {
@@ -274,7 +275,7 @@ func (p *NetworkTopologyAware) fitsSomewhere(ctx context.Context, pod *v1.Pod) (
 	reasons := make([][]string, len(nodes))
 	p.handle.Parallelizer().Until(ctx, len(nodes), func(i int) {
 		st := p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, nodes[i])
-		if st.IsSuccess() {
+		if st.IsSuccess() || st.Code() == fwk.Unschedulable {
 			fits.Store(true)
 			cancel()
 			return

@@ -100,19 +100,29 @@ func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleSt
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	logger := klog.FromContext(ctx)
-	p.invalidate(logger, key)
 	if readState[*preFilterState](state, preFilterStateKey) == nil {
+		// Refused at PreFilter: no plan (it failed), or a plan this member waits for (its
+		// sub-group is deferred, the room is being released): nothing to drop.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	p.invalidate(logger, key)
 	if resolvable, err := statuses.NodesForStatusCode(p.handle.SnapshotSharedLister().NodeInfos(), fwk.Unschedulable); err != nil || len(resolvable) > 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if reasons, fits := p.fitsSomewhere(ctx, pod); !fits {
-		b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
-		if p.registry.SetBlocked(key, b) && info.PodGroup != nil {
-			p.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))
-			logger.V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
-		}
-	}
+	p.blockIfFitsNowhere(ctx, pod, key, info)
 	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// blockIfFitsNowhere makes the member its gang's blocker when no node of the cluster can ever
+// take it (see podgroup.Blocker).
+func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info) {
+	reasons, fits := p.fitsSomewhere(ctx, pod)
+	if fits {
+		return
+	}
+	b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
+	if p.registry.SetBlocked(key, b) && info.PodGroup != nil {
+		p.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))
+		klog.FromContext(ctx).V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -149,6 +150,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	// A job that needs fewer sub-groups than it has (minSubGroups, minMember) is planned with
 	// as many whole sub-groups as fit, dropping them from the last in order; the members of
 	// the dropped ones wait for room (Gang keeps them all or nothing).
+	original := req
 	var deferred []string
 	states, _, _ := p.registry.SubGroups(key, nil)
 	droppedPerPolicy := map[string]int{}
@@ -172,10 +174,23 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		req = withPending(req, kept, len(req.SubGroups)-1)
 		deferred = append(deferred, last.Pending...)
 	}
+	var yielded []string
+	if unsat := (*placement.Unsatisfiable)(nil); errors.As(err, &unsat) {
+		// Lower-precedence gangs waiting in Permit may give their room back: the gang is
+		// planned into it now, so that its promises keep the room while they release it.
+		if plan, trialNodes, names := p.yieldLowerGangs(ctx, simState, pod, key, info, nodes, original); plan != nil {
+			result, err, req, deferred, yielded = plan, nil, original, nil, names
+			req.Nodes = trialNodes
+		}
+	}
 	if err != nil {
 		var unsat *placement.Unsatisfiable
 		if errors.As(err, &unsat) {
 			status := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
+			if noCapacity(req.Nodes) {
+				// Perhaps not room: this member may fit no node at all.
+				p.blockIfFitsNowhere(ctx, pod, key, info)
+			}
 			p.recordFailure(key, status, tree, info, p.possibleDomains(tree, pod, nodes, len(names), req.MaxTier, req.Soft || req.MaxTier >= tree.RootTier()))
 			p.events.Record(info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
 			logger.V(2).Info("Gang cannot be planned", "podGroup", key, "pending", len(names), "simulatedNodes", simulated, "duration", time.Since(start), "reason", unsat.Message)
@@ -235,7 +250,14 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	msg := fmt.Sprintf("gang %s planned in %s (tier %d): %d pending members over leaves %v", key, result.Domain, result.Tier, len(names), leaves)
 	p.events.Record(info.PodGroup, v1.EventTypeNormal, EventPlanned, msg)
 	// V(2): once per gang (not per member), and the benchmark harness reads the duration.
-	logger.V(2).Info("Gang planned", "podGroup", key, "domain", result.Domain, "tier", result.Tier, "pending", len(names), "leaves", leaves, "simulatedNodes", simulated, "duration", time.Since(start))
+	logger.V(2).Info("Gang planned", "podGroup", key, "domain", result.Domain, "tier", result.Tier, "pending", len(names), "leaves", leaves, "simulatedNodes", simulated, "duration", time.Since(start), "yielded", yielded)
+	if len(yielded) > 0 {
+		// The yielding gangs' reservations are released asynchronously; the members retry on
+		// their deletion, and reuse this plan. Unresolvable: per-pod preemption must not
+		// evict anybody for a gang member.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+			"gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room in %s; retrying", key, strings.Join(yielded, ", "), result.Domain))
+	}
 	return plan, nil
 }
 
@@ -276,4 +298,14 @@ func (p *NetworkTopologyAware) forget(key podgroup.Key) {
 	if released {
 		p.promisesReleased(klog.Background())
 	}
+}
+
+// noCapacity reports whether no node could take a single member.
+func noCapacity(nodes map[string]placement.Node) bool {
+	for _, n := range nodes {
+		if n.Capacity > 0 {
+			return false
+		}
+	}
+	return true
 }
