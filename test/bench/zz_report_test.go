@@ -24,6 +24,7 @@ type Results struct {
 	BigGang    *BigGangResult    `json:"bigGang,omitempty"`
 	Quality    *QualityResult    `json:"quality,omitempty"`
 	Exhaustive *ExhaustiveResult `json:"exhaustive,omitempty"`
+	Blocked    *BlockedResult    `json:"blocked,omitempty"`
 }
 
 // Machine describes where the numbers were taken.
@@ -186,6 +187,18 @@ func summaryTable(r *Results) string {
 			fmt.Fprintf(&b, "| %s | %d | %d | %d/%d |\n", rp.Kind, rp.AdmittedBeforeFirstRejection, e.OptimalAdmittedBeforeFirstRejection, rp.GangsMatched, len(rp.Gangs))
 		}
 		b.WriteString("\n")
+	}
+	if bl := r.Blocked; bl != nil {
+		fmt.Fprintf(&b, "## Plain pods next to a blocked gang: %d plain pods in two waves (churn) on %d nodes; medians of %d runs each\n\n", bl.PlainPods, bl.Topology.Nodes, repeats())
+		b.WriteString("| blocked gang | plain pods/s | ratio to none | plans/min | failed gang cycles/min | scheduler CPU s | per run: pods/s |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, v := range bl.Variants {
+			var each []string
+			for _, x := range v.Runs {
+				each = append(each, fmt.Sprintf("%.0f", x))
+			}
+			fmt.Fprintf(&b, "| %s (%d pods) | %.0f | %.2f | %.1f | %.1f | %.1f | %s |\n", v.Name, v.GangPods, v.PodsPerSecond, v.Ratio, v.PlansPerMinute, v.CyclesPerMinute, v.CPUSeconds, strings.Join(each, ", "))
+		}
+		b.WriteString("\ntarget: ratio >= 0.9\n\n")
 	}
 	return b.String()
 }

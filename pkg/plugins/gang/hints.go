@@ -108,14 +108,20 @@ func (g *Gang) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, _, 
 	return g.isSchedulableAfterCapacityChange(logger, pod)
 }
 
-// isSchedulableAfterCapacityChange requeues one member of a ready gang per event (a held-back
-// gang waits for members, not room).
+// isSchedulableAfterCapacityChange requeues one member of a ready, unblocked gang per event (a
+// held-back gang waits for members, not room).
 func (g *Gang) isSchedulableAfterCapacityChange(logger klog.Logger, pod *v1.Pod) (fwk.QueueingHint, error) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
-	if info := g.registry.Info(key); info.PodGroup == nil || info.Members < info.MinMember() {
+	info := g.registry.Info(key)
+	if info.PodGroup == nil || info.Members < info.MinMember() {
+		return fwk.QueueSkip, nil
+	}
+	// A blocked gang waits for its blocker, which kube-scheduler's own hints retry; when it
+	// fits, its Permit brings the others.
+	if info.Blocker != nil {
 		return fwk.QueueSkip, nil
 	}
 	if !g.registry.ClaimRequeue(key, pod.UID, time.Now()) {

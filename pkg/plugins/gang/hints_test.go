@@ -40,6 +40,7 @@ func TestQueueingHints(t *testing.T) {
 		old, obj any
 		want     fwk.QueueingHint
 		onlyOnce bool
+		blocked  bool
 	}{
 		{name: "a member completes the gang", members: 2, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterMemberAdded },
 			pod: member("p0", "train"), obj: member("p1", "train"), want: fwk.Queue},
@@ -63,6 +64,8 @@ func TestQueueingHints(t *testing.T) {
 			pod: member("p0", "train"), old: onNode(member("p1", "train")), want: fwk.QueueSkip},
 		{name: "room freed for a gang held back for members", members: 1, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterPodDeleted },
 			pod: member("p0", "train"), old: onNode(solo), want: fwk.QueueSkip},
+		{name: "room freed for a blocked gang", members: 2, blocked: true, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterPodDeleted },
+			pod: member("p0", "train"), old: onNode(solo), want: fwk.QueueSkip},
 		{name: "node added", members: 2, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterNodeChange },
 			pod: member("p0", "train"), obj: st.MakeNode().Name("node-2").Obj(), want: fwk.Queue, onlyOnce: true},
 		{name: "node added, pod outside any gang", members: 2, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterNodeChange },
@@ -74,6 +77,9 @@ func TestQueueingHints(t *testing.T) {
 			e.podGroup("train", 2, nil)
 			for i := range tc.members {
 				e.registry.SetPod(nil, member([]string{"p0", "p1"}[i], "train"))
+			}
+			if tc.blocked {
+				e.registry.SetBlocked(podgroup.Key{Namespace: ns, Name: "train"}, podgroup.Blocker{UID: "p1", Name: "p1", Reason: "1 node(s) didn't match Pod's node affinity/selector"})
 			}
 			hint := tc.hint(e.plugin)
 			got, err := hint(klog.Background(), tc.pod, tc.old, tc.obj)

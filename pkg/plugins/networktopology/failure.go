@@ -61,21 +61,39 @@ func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key
 	if f == nil {
 		return nil
 	}
-	changed := f.stale || f.tree != tree.Generation() || f.revision != info.Revision
-	if !changed {
-		p.failuresReused.Add(1)
-		return f.status
+	if f.tree != tree.Generation() || f.revision != info.Revision {
+		// The tree or the PodGroup changed (an admin's fix): plan now.
+		return nil
 	}
-	if wait := time.Until(f.retryAt); wait > 0 {
-		if f.wake == nil {
-			f.wake = time.AfterFunc(wait, func() {
-				p.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
-			})
-		}
+	if !f.stale || p.inBackoffLocked(logger, f, pod) {
 		p.failuresReused.Add(1)
 		return f.status
 	}
 	return nil
+}
+
+// inBackoffLocked reports whether the failure's back-off still runs; if it does and the
+// failure went stale, pod is activated when it ends (once). p.mu must be held.
+func (p *NetworkTopologyAware) inBackoffLocked(logger klog.Logger, f *planFailure, pod *v1.Pod) bool {
+	wait := time.Until(f.retryAt)
+	if wait <= 0 {
+		return false
+	}
+	if f.stale && f.wake == nil {
+		f.wake = time.AfterFunc(wait, func() {
+			p.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+		})
+	}
+	return true
+}
+
+// waitsForBackoff reports whether the gang's failure is in its back-off: an event that can
+// help it then does not requeue it, the end of the back-off does (see inBackoffLocked).
+func (p *NetworkTopologyAware) waitsForBackoff(logger klog.Logger, key podgroup.Key, pod *v1.Pod) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.failures[key]
+	return f != nil && p.inBackoffLocked(logger, f, pod)
 }
 
 // recordFailure remembers a failed plan of the gang.

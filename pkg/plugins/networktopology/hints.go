@@ -46,6 +46,9 @@ func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, 
 		return fwk.QueueSkip, nil
 	}
 	p.markAllStale()
+	if p.waitsForBackoff(logger, key, pod) {
+		return fwk.QueueSkip, nil
+	}
 	return p.requeue(logger, pod, key, "node"), nil
 }
 
@@ -53,8 +56,9 @@ func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, 
 // The gang's own members (kube-scheduler reports each rejected reservation as a deletion) do
 // not count.
 func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	key, _, ok := p.constraint(pod)
-	if !ok {
+	key, info, ok := p.constraint(pod)
+	if !ok || info.Blocker != nil {
+		// A blocked gang waits for its blocker, which room freed elsewhere cannot help.
 		return fwk.QueueSkip, nil
 	}
 	deleted, _, err := util.As[*v1.Pod](oldObj, newObj)
@@ -64,7 +68,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, 
 	if theirs, ok := podgroup.KeyOf(deleted); ok && theirs == key {
 		return fwk.QueueSkip, nil
 	}
-	if !p.freedOn(deleted.Spec.NodeName, key) {
+	if !p.freedOn(deleted.Spec.NodeName, key) || p.waitsForBackoff(logger, key, pod) {
 		return fwk.QueueSkip, nil
 	}
 	return p.requeue(logger, pod, key, "pod deleted"), nil

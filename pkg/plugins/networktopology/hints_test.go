@@ -3,6 +3,7 @@ package networktopology
 import (
 	"context"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,6 +96,8 @@ func TestHints(t *testing.T) {
 		name string
 		// possible, when set, records a failure of gang "hard" that only these HyperNodes could fix.
 		possible []string
+		// backoff: the failure's back-off still runs.
+		backoff  bool
 		hint     func(p *NetworkTopologyAware) fwk.QueueingHintFn
 		old, new any
 		want     fwk.QueueingHint
@@ -104,6 +107,9 @@ func TestHints(t *testing.T) {
 		{name: "pod deleted where the gang could fit", possible: []string{"rack-0"},
 			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
 			old:  onNode(other, "node-1"), want: fwk.Queue},
+		{name: "pod deleted where the gang could fit, during its back-off", possible: []string{"rack-0"}, backoff: true,
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  onNode(other, "node-1"), want: fwk.QueueSkip},
 		{name: "pod deleted where the gang can never fit", possible: []string{"rack-0"},
 			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
 			old:  onNode(other, "node-5"), want: fwk.QueueSkip},
@@ -132,6 +138,9 @@ func TestHints(t *testing.T) {
 			key := podgroup.Key{Namespace: "ns", Name: "hard"}
 			if tc.possible != nil {
 				p.failures[key] = &planFailure{possible: sets.New(tc.possible...)}
+				if tc.backoff {
+					p.failures[key].retryAt = time.Now().Add(time.Hour)
+				}
 			}
 			hint := tc.hint(p)
 			got, err := hint(klog.Background(), member("hard", 0), tc.old, tc.new)
