@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"testing"
 
 	"k8s.io/component-base/cli"
@@ -52,7 +53,10 @@ func TestMain(m *testing.M) {
 		if err := plugins.SetFeatureDefaults(); err != nil {
 			panic(err)
 		}
-		os.Exit(cli.Run(app.NewSchedulerCommand(plugins.RegistryOptions()...)))
+		stop := startCPUProfile()
+		code := cli.Run(app.NewSchedulerCommand(plugins.RegistryOptions()...))
+		stop()
+		os.Exit(code)
 	case "vanilla":
 		// Exactly upstream's cmd/kube-scheduler main.
 		os.Exit(cli.Run(app.NewSchedulerCommand()))
@@ -89,4 +93,25 @@ func repeats() int {
 		return 3
 	}
 	return 1
+}
+
+// startCPUProfile writes the scheduler process's CPU profile to $BENCH_CPUPROFILE.<pid> when
+// that variable is set (hack/bench.sh passes it through), so that a run can be profiled
+// without changing the binary; it returns the function that stops and flushes it.
+func startCPUProfile() func() {
+	prefix := os.Getenv("BENCH_CPUPROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%d", prefix, os.Getpid()))
+	if err != nil {
+		panic(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		panic(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }
