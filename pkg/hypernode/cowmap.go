@@ -1,6 +1,9 @@
 package hypernode
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"reflect"
+)
 
 // cowShards is the number of shards of a cowMap. A write copies only the shards it touches, so
 // publishing a change to a few keys of a 10,000-key map copies a few dozen entries, not all;
@@ -109,4 +112,13 @@ func (w *cowWriter[V]) Map() cowMap[V] {
 	}
 	shards := w.shards
 	return cowMap[V]{shards: &shards, size: w.size}
+}
+
+// sameShard reports whether two shards are the same map: a writer replaces every shard it
+// touches with a copy, so an untouched shard is shared by identity between maps.
+func sameShard[V any](a, b map[string]V) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

@@ -121,7 +121,9 @@ func (t *Tree) derive(old *Snapshot, scope sets.Set[string]) map[string]*HyperNo
 	for n := range fresh {
 		place(n)
 	}
-	// Bottom-up: children, leaf nodes and node counts.
+	// Bottom-up: children, leaf nodes and node counts. TotalNodeCount follows every existing
+	// member, valid or not, except members on a membership cycle with the HyperNode (their
+	// sum would never end); every such member is in scope, so it is never read half-counted.
 	counted := sets.New[string]()
 	var count func(string)
 	count = func(n string) {
@@ -130,24 +132,25 @@ func (t *Tree) derive(old *Snapshot, scope sets.Set[string]) map[string]*HyperNo
 		}
 		counted.Insert(n)
 		i := fresh[n]
-		if i.Excluded {
-			return
-		}
 		st := t.hyperNodes[n]
 		if st.spec.leaf {
-			i.Nodes = sets.List(st.nodes)
-			i.NodeCount = len(i.Nodes)
+			i.TotalNodeCount = st.nodes.Len()
+			if !i.Excluded {
+				i.Nodes = sets.List(st.nodes)
+				i.NodeCount = len(i.Nodes)
+			}
 			return
 		}
 		for _, c := range st.spec.children {
-			if _, ok := t.hyperNodes[c]; !ok || t.claims[c].Len() != 1 {
+			if _, ok := t.hyperNodes[c]; !ok || slices.Contains(onCycle[n], c) {
 				continue
 			}
 			if _, inScope := fresh[c]; inScope {
 				count(c)
 			}
 			ci := info(c)
-			if ci.Excluded {
+			i.TotalNodeCount += ci.TotalNodeCount
+			if i.Excluded || t.claims[c].Len() != 1 || ci.Excluded {
 				continue
 			}
 			i.Children = append(i.Children, c)

@@ -27,6 +27,11 @@ type HyperNodeInfo struct {
 	Nodes []string
 	// NodeCount is the number of existing nodes below this HyperNode that placement may use.
 	NodeCount int
+	// TotalNodeCount is the number of existing nodes below this HyperNode by its spec,
+	// whether or not placement may use them: a leaf counts the nodes its members select, a
+	// parent sums the TotalNodeCount of its existing member HyperNodes (members on a
+	// membership cycle with it are not followed). It is what status.nodeCount reports.
+	TotalNodeCount int
 	// Depth is the distance from the virtual root (a top-level HyperNode has depth 1).
 	Depth int
 	// Excluded is true when placement must not use this HyperNode: it is invalid itself or
@@ -234,4 +239,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// ChangedSince calls f with the name of every HyperNode whose published info differs between
+// old and s: added, removed, or recomputed by a change in between (a recomputed info may hold
+// equal values). It compares only the shards of the snapshot that a change copied, so it costs
+// the number of HyperNodes in those shards, not in the tree. old must be an earlier snapshot
+// of the same Tree.
+func (s *Snapshot) ChangedSince(old *Snapshot, f func(name string)) {
+	for i := range s.infos.shards {
+		cur, prev := s.infos.shards[i], old.infos.shards[i]
+		if sameShard(cur, prev) {
+			continue
+		}
+		for name, info := range cur {
+			if p, ok := prev[name]; !ok || p != info {
+				f(name)
+			}
+		}
+		for name := range prev {
+			if _, ok := cur[name]; !ok {
+				f(name)
+			}
+		}
+	}
 }

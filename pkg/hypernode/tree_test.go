@@ -28,11 +28,11 @@ func TestSeed001Tree(t *testing.T) {
 		t.Errorf("root (-want,+got):\n%s", diff)
 	}
 	s4, _ := s.HyperNode("s4")
-	if diff := cmp.Diff(&HyperNodeInfo{Name: "s4", Tier: 2, Parent: "s6", Children: []string{"s0", "s1"}, NodeCount: 4, Depth: 2}, s4); diff != "" {
+	if diff := cmp.Diff(&HyperNodeInfo{Name: "s4", Tier: 2, Parent: "s6", Children: []string{"s0", "s1"}, NodeCount: 4, TotalNodeCount: 4, Depth: 2}, s4); diff != "" {
 		t.Errorf("s4 (-want,+got):\n%s", diff)
 	}
 	s2, _ := s.HyperNode("s2")
-	if diff := cmp.Diff(&HyperNodeInfo{Name: "s2", Tier: 1, Leaf: true, Parent: "s5", Nodes: []string{"node-4", "node-5"}, NodeCount: 2, Depth: 3}, s2); diff != "" {
+	if diff := cmp.Diff(&HyperNodeInfo{Name: "s2", Tier: 1, Leaf: true, Parent: "s5", Nodes: []string{"node-4", "node-5"}, NodeCount: 2, TotalNodeCount: 2, Depth: 3}, s2); diff != "" {
 		t.Errorf("s2 (-want,+got):\n%s", diff)
 	}
 	for node, leaf := range map[string]string{"node-0": "s0", "node-3": "s1", "node-4": "s2", "node-7": "s3"} {
