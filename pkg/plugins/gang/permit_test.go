@@ -1,11 +1,13 @@
 package gang
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -115,8 +117,13 @@ func TestPermitTimeout(t *testing.T) {
 		t.Fatalf("after the timeout: %v, want Unschedulable", s)
 	}
 	e.fw.RunReservePluginsUnreserve(e.ctx, framework.NewCycleState(), p0, "node-1")
-	events := drain(e.recorder.Events)
-	if want := "Warning GangTimedOut gang team/train: timed out after 1s waiting for 2 members (minMember); 1 were reserved or bound; 1 waiting members rejected and their resources released"; !contains(events, want) {
+	// The deadline records its Event after releasing the gang lock: poll for it.
+	want := "Warning GangTimedOut gang team/train: timed out after 1s waiting for 2 members (minMember); 1 were reserved or bound; 1 waiting members rejected and their resources released"
+	var events []string
+	if err := wait.PollUntilContextTimeout(e.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		events = append(events, drain(e.recorder.Events)...)
+		return contains(events, want), nil
+	}); err != nil {
 		t.Errorf("events %q do not contain %q", events, want)
 	}
 }
