@@ -24,17 +24,7 @@ func nodes(prefix string, count int) map[string]labels.Set {
 }
 
 // seed001 is the s0..s6 example of seed 001: four leaves of two nodes, two spines, one core.
-func seed001() []*topologyv1alpha1.HyperNode {
-	return []*topologyv1alpha1.HyperNode{
-		hntesting.MakeHyperNode("s0").Tier(1).Nodes("node-0", "node-1").Obj(),
-		hntesting.MakeHyperNode("s1").Tier(1).Nodes("node-2", "node-3").Obj(),
-		hntesting.MakeHyperNode("s2").Tier(1).Nodes("node-4", "node-5").Obj(),
-		hntesting.MakeHyperNode("s3").Tier(1).Nodes("node-6", "node-7").Obj(),
-		hntesting.MakeHyperNode("s4").Tier(2).Children("s0", "s1").Obj(),
-		hntesting.MakeHyperNode("s5").Tier(2).Children("s2", "s3").Obj(),
-		hntesting.MakeHyperNode("s6").Tier(3).Children("s4", "s5").Obj(),
-	}
-}
+func seed001() []*topologyv1alpha1.HyperNode { return hntesting.Seed001() }
 
 // view is a canonical, comparable rendering of a snapshot.
 type view struct {

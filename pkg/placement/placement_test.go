@@ -18,15 +18,7 @@ func seed001() *hypernode.Snapshot {
 	for i := range 8 {
 		nodes[fmt.Sprintf("node-%d", i)] = labels.Set{}
 	}
-	return hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
-		hntesting.MakeHyperNode("s0").Tier(1).Nodes("node-0", "node-1").Obj(),
-		hntesting.MakeHyperNode("s1").Tier(1).Nodes("node-2", "node-3").Obj(),
-		hntesting.MakeHyperNode("s2").Tier(1).Nodes("node-4", "node-5").Obj(),
-		hntesting.MakeHyperNode("s3").Tier(1).Nodes("node-6", "node-7").Obj(),
-		hntesting.MakeHyperNode("s4").Tier(2).Children("s0", "s1").Obj(),
-		hntesting.MakeHyperNode("s5").Tier(2).Children("s2", "s3").Obj(),
-		hntesting.MakeHyperNode("s6").Tier(3).Children("s4", "s5").Obj(),
-	}).Snapshot()
+	return hypernode.Build(nodes, hntesting.Seed001()).Snapshot()
 }
 
 func capacities(perNode map[string]int) map[string]Node {

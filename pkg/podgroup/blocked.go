@@ -2,6 +2,8 @@ package podgroup
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,4 +63,25 @@ func (r *Registry) unblockAllLocked() {
 	for _, g := range r.groups {
 		g.blocker = nil
 	}
+}
+
+// SummarizeReasons lists Filter failure reasons with their counts, the most frequent first, at
+// most shown of them, the way kube-scheduler words its own message: "3 Insufficient cpu, 1
+// node(s) had untolerated taint(s)".
+func SummarizeReasons(counts map[string]int, shown int) string {
+	reasons := make([]string, 0, len(counts))
+	for r := range counts {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if counts[reasons[i]] != counts[reasons[j]] {
+			return counts[reasons[i]] > counts[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	parts := make([]string, 0, shown)
+	for _, r := range reasons[:min(shown, len(reasons))] {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
+	}
+	return strings.Join(parts, ", ")
 }

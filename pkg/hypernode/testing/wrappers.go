@@ -95,3 +95,17 @@ func ChildMember(name string) topologyv1alpha1.MemberSpec {
 	return topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeHyperNode,
 		Selector: topologyv1alpha1.MemberSelector{ExactMatch: &topologyv1alpha1.ExactMatch{Name: name}}}
 }
+
+// Seed001 is the s0..s6 tree of the seed 001 example: leaves s0..s3 (tier 1) of two nodes
+// each (node-0..node-7), spines s4 and s5 (tier 2), core s6 (tier 3).
+func Seed001() []*topologyv1alpha1.HyperNode {
+	return []*topologyv1alpha1.HyperNode{
+		MakeHyperNode("s0").Tier(1).Nodes("node-0", "node-1").Obj(),
+		MakeHyperNode("s1").Tier(1).Nodes("node-2", "node-3").Obj(),
+		MakeHyperNode("s2").Tier(1).Nodes("node-4", "node-5").Obj(),
+		MakeHyperNode("s3").Tier(1).Nodes("node-6", "node-7").Obj(),
+		MakeHyperNode("s4").Tier(2).Children("s0", "s1").Obj(),
+		MakeHyperNode("s5").Tier(2).Children("s2", "s3").Obj(),
+		MakeHyperNode("s6").Tier(3).Children("s4", "s5").Obj(),
+	}
+}

@@ -19,17 +19,25 @@ func (e *env) unreserve(pod *v1.Pod) {
 	e.fw.RunReservePluginsUnreserve(e.ctx, framework.NewCycleState(), pod, "node-1")
 }
 
-// TestRejectedRoundIsNotCounted: a sibling's failure rejects the round; the next member's
-// Permit comes before the rejected member's Unreserve and must not count it.
-func TestRejectedRoundIsNotCounted(t *testing.T) {
-	e := newEnv(t, 60)
-	e.podGroup("train", 2, nil)
+// firstOfTwoWaits creates the gang "train" of two members (timeout in seconds, nil for the
+// default) and takes p0 through Reserve to Permit, where it waits.
+func (e *env) firstOfTwoWaits(t *testing.T, timeout *int32) (*v1.Pod, *v1.Pod) {
+	t.Helper()
+	e.podGroup("train", 2, timeout)
 	p0, p1 := member("p0", "train"), member("p1", "train")
 	e.registry.SetPod(nil, p0)
 	e.registry.SetPod(nil, p1)
 	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}
+	return p0, p1
+}
+
+// TestRejectedRoundIsNotCounted: a sibling's failure rejects the round; the next member's
+// Permit comes before the rejected member's Unreserve and must not count it.
+func TestRejectedRoundIsNotCounted(t *testing.T) {
+	e := newEnv(t, 60)
+	p0, p1 := e.firstOfTwoWaits(t, nil)
 	// p1 reserves, then fails in a later plugin: the framework unreserves it.
 	if s := e.fw.RunReservePluginsReserve(e.ctx, framework.NewCycleState(), p1, "node-1"); !s.IsSuccess() {
 		t.Fatal(s)
@@ -48,13 +56,7 @@ func TestRejectedRoundIsNotCounted(t *testing.T) {
 // arriving after it, before the rejected member's Unreserve, starts a new round.
 func TestTimedOutRoundIsNotCounted(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 2, ptr.To[int32](1))
-	p0, p1 := member("p0", "train"), member("p1", "train")
-	e.registry.SetPod(nil, p0)
-	e.registry.SetPod(nil, p1)
-	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
-		t.Fatalf("Permit(p0) = %v, want Wait", s)
-	}
+	p0, p1 := e.firstOfTwoWaits(t, ptr.To[int32](1))
 	// Returns when the deadline has rejected p0; its Unreserve is not run yet.
 	if s := e.fw.WaitOnPermit(e.ctx, p0); s.Code() != fwk.Unschedulable {
 		t.Fatalf("p0 = %v, want rejected at the deadline", s)
@@ -68,13 +70,7 @@ func TestTimedOutRoundIsNotCounted(t *testing.T) {
 // it (its Allow comes too late); the member allowed with it must not bind alone.
 func TestPreemptedWaiterFailsItsBatch(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 2, nil)
-	p0, p1 := member("p0", "train"), member("p1", "train")
-	e.registry.SetPod(nil, p0)
-	e.registry.SetPod(nil, p1)
-	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
-		t.Fatalf("Permit(p0) = %v, want Wait", s)
-	}
+	p0, p1 := e.firstOfTwoWaits(t, nil)
 	// Preemption stops the waiting member before the last member's Permit allows it.
 	if !e.fw.GetWaitingPod(p0.UID).Preempt("DefaultPreemption", "preempted") {
 		t.Fatal("could not preempt the waiting member")
@@ -98,13 +94,7 @@ func TestPreemptedWaiterFailsItsBatch(t *testing.T) {
 // TestBatchBindsWhenEveryMemberArrives: PreBind lets a batch through once all of it arrived.
 func TestBatchBindsWhenEveryMemberArrives(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 2, nil)
-	p0, p1 := member("p0", "train"), member("p1", "train")
-	e.registry.SetPod(nil, p0)
-	e.registry.SetPod(nil, p1)
-	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
-		t.Fatalf("Permit(p0) = %v, want Wait", s)
-	}
+	p0, p1 := e.firstOfTwoWaits(t, nil)
 	if s := e.reserveAndPermit(t, p1); !s.IsSuccess() {
 		t.Fatalf("Permit(p1) = %v, want Success", s)
 	}

@@ -81,22 +81,7 @@ func (g *Gang) failureReasons(statuses fwk.NodeToStatusReader) string {
 			counts[r]++
 		}
 	}
-	reasons := make([]string, 0, len(counts))
-	for r := range counts {
-		reasons = append(reasons, r)
-	}
-	sort.Slice(reasons, func(i, j int) bool {
-		if counts[reasons[i]] != counts[reasons[j]] {
-			return counts[reasons[i]] > counts[reasons[j]]
-		}
-		return reasons[i] < reasons[j]
-	})
-	const shown = 3
-	parts := make([]string, 0, shown)
-	for _, r := range reasons[:min(shown, len(reasons))] {
-		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
-	}
-	return strings.Join(parts, ", ")
+	return podgroup.SummarizeReasons(counts, 3)
 }
 
 // makeRoom rejects the waiting members of lower-precedence gangs when, without them, the pod

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
-	"strings"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // preFilterRunner is the part of kube-scheduler's framework that runs every PreFilter plugin
@@ -291,24 +290,5 @@ func (p *NetworkTopologyAware) fitsSomewhere(ctx context.Context, pod *v1.Pod) (
 			counts[r]++
 		}
 	}
-	return summarizeReasons(counts, 3), false
-}
-
-// summarizeReasons lists the most frequent reasons first, with their counts.
-func summarizeReasons(counts map[string]int, shown int) string {
-	reasons := make([]string, 0, len(counts))
-	for r := range counts {
-		reasons = append(reasons, r)
-	}
-	sort.Slice(reasons, func(i, j int) bool {
-		if counts[reasons[i]] != counts[reasons[j]] {
-			return counts[reasons[i]] > counts[reasons[j]]
-		}
-		return reasons[i] < reasons[j]
-	})
-	parts := make([]string, 0, shown)
-	for _, r := range reasons[:min(shown, len(reasons))] {
-		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
-	}
-	return strings.Join(parts, ", ")
+	return podgroup.SummarizeReasons(counts, 3), false
 }
