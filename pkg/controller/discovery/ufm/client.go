@@ -1,0 +1,181 @@
+package ufm
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
+)
+
+// Event reasons of failed fetches: each kind of failure is its own Event.
+const (
+	ReasonCredentials    = "UFMCredentialsUnavailable"
+	ReasonUnreachable    = "UFMUnreachable"
+	ReasonCertificate    = "UFMCertificateRejected"
+	ReasonUnauthorized   = "UFMUnauthorized"
+	ReasonHTTPError      = "UFMHTTPError"
+	ReasonMalformed      = "UFMMalformedAnswer"
+	ReasonEmpty          = "UFMEmptyAnswer"
+	ReasonNoHostMatched  = "UFMNoHostMatchesANode"
+	ReasonHostsUnmatched = "UFMHostsWithoutNode"
+	ReasonInsecure       = "UFMTLSVerificationDisabled"
+)
+
+// maxAnswerBytes bounds the answer read into memory (a port record is a few hundred bytes;
+// this is room for several hundred thousand ports).
+const maxAnswerBytes = 256 << 20
+
+// Port is the part of a UFM port record the source uses.
+type Port struct {
+	// Description says what the port belongs to: "Computer IB Port" for a host's port.
+	Description string `json:"description"`
+	// SystemName is the host or switch the port belongs to.
+	SystemName string `json:"system_name"`
+	// PeerNodeName is the host or switch at the other end of the port's link.
+	PeerNodeName string `json:"peer_node_name"`
+}
+
+// credentials reads the username and password from the configured Secret. They are never
+// logged and never part of an error.
+func (s *Source) credentials(ctx context.Context) (string, string, error) {
+	ref := s.settings.secret
+	secret, err := s.env.Secrets.Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", "", source.Errorf(ReasonCredentials, "the credentials Secret %s does not exist", ref)
+	case apierrors.IsForbidden(err):
+		return "", "", source.Errorf(ReasonCredentials, "the controller may not read the credentials Secret %s: grant it get on that Secret by name (a Role in %s with resourceNames: [%s])", ref, ref.Namespace, ref.Name)
+	case err != nil:
+		return "", "", source.Errorf(ReasonCredentials, "reading the credentials Secret %s: %v", ref, err)
+	}
+	user, pass := string(secret.Data["username"]), string(secret.Data["password"])
+	if user == "" || pass == "" {
+		return "", "", source.Errorf(ReasonCredentials, "the credentials Secret %s needs the keys username and password, both non-empty", ref)
+	}
+	return user, pass, nil
+}
+
+// fetch reads every port from UFM: one GET with basic authentication, TLS verified unless
+// insecureSkipVerify is configured.
+func (s *Source) fetch(ctx context.Context) ([]Port, error) {
+	user, pass, err := s.credentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.settings.url, nil)
+	if err != nil {
+		return nil, source.Errorf(ReasonUnreachable, "building the request to %s: %v", s.settings.url, err)
+	}
+	req.SetBasicAuth(user, pass)
+	req.Header.Set("Accept", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		if tlsVerificationFailed(err) {
+			return nil, source.Errorf(ReasonCertificate, "GET %s: the UFM server's certificate is not trusted: %v; give its CA in config.caBundle", s.settings.url, unwrapURLError(err))
+		}
+		return nil, source.Errorf(ReasonUnreachable, "GET %s: %v", s.settings.url, unwrapURLError(err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, source.Errorf(ReasonUnauthorized, "GET %s: %s: UFM refused the credentials of Secret %s", s.settings.url, resp.Status, s.settings.secret)
+	case resp.StatusCode != http.StatusOK:
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return nil, source.Errorf(ReasonHTTPError, "GET %s: %s%s", s.settings.url, resp.Status, printable(snippet))
+	}
+	ports, err := decodePorts(resp.Body)
+	if err != nil {
+		return nil, source.Errorf(ReasonMalformed, "GET %s: %v", s.settings.url, err)
+	}
+	if len(ports) == 0 {
+		return nil, source.Errorf(ReasonEmpty, "GET %s: UFM answered with no ports", s.settings.url)
+	}
+	return ports, nil
+}
+
+// decodePorts reads a JSON array of port records, one record at a time.
+func decodePorts(r io.Reader) ([]Port, error) {
+	counted := &countingReader{r: io.LimitReader(r, maxAnswerBytes+1)}
+	dec := json.NewDecoder(counted)
+	fail := func(err error) ([]Port, error) {
+		if counted.n > maxAnswerBytes {
+			return nil, fmt.Errorf("the answer is larger than %d MiB", maxAnswerBytes>>20)
+		}
+		return nil, err
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return fail(fmt.Errorf("the answer is not JSON: %v", err))
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fail(fmt.Errorf("the answer is not a JSON array of ports (it starts with %v)", tok))
+	}
+	var ports []Port
+	for dec.More() {
+		var p Port
+		if err := dec.Decode(&p); err != nil {
+			return fail(fmt.Errorf("port record %d: %v", len(ports), err))
+		}
+		ports = append(ports, p)
+	}
+	if _, err := dec.Token(); err != nil {
+		return fail(fmt.Errorf("after %d port records: %v", len(ports), err))
+	}
+	return ports, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// tlsVerificationFailed reports whether err is the server's certificate being refused.
+func tlsVerificationFailed(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var hostname x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &hostname) || errors.As(err, &verify)
+}
+
+// unwrapURLError drops the "Get <url>:" prefix that the URL is already in our message.
+func unwrapURLError(err error) error {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) {
+		if inner := ue.Unwrap(); inner != nil && strings.HasPrefix(err.Error(), "Get ") {
+			return inner
+		}
+	}
+	return err
+}
+
+// printable renders the start of an error body for a message: printable characters only.
+func printable(b []byte) string {
+	s := strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return ' '
+	}, string(b))
+	if s = strings.TrimSpace(s); s == "" {
+		return ""
+	}
+	return ": " + s
+}

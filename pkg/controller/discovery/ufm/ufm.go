@@ -1,0 +1,178 @@
+// Package ufm discovers HyperNodes of an InfiniBand fabric from NVIDIA UFM: one
+// GET {endpoint}/ufmRest/resources/ports with basic authentication from a Secret, TLS verified
+// unless insecureSkipVerify is configured. Hosts that share leaf switches form a leaf
+// HyperNode; unlike Volcano, which always builds exactly two tiers, the switch-to-switch ports
+// build the real tiers above (see Fabric.HyperNodes). UFM host names are mapped to Node
+// names, exactly or else ignoring case.
+//
+// A failed request, an HTTP error, a malformed or an empty answer is an error: the manager
+// reports it and changes nothing, so the last good tree stays.
+package ufm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
+)
+
+// SourceName is the UFM source's name in the configuration and in the source label.
+const SourceName = "ufm"
+
+// examplesShown bounds the host names a warning lists.
+const examplesShown = 5
+
+// Source is the UFM source.
+type Source struct {
+	settings *settings
+	env      source.Env
+	client   *http.Client
+
+	mu sync.Mutex
+	// last is the last good answer, kept so that a failure changes nothing and node changes
+	// are mapped without asking UFM again.
+	last *Fabric
+}
+
+var _ source.Source = &Source{}
+
+// New builds the UFM source from its configuration entry.
+func New(entry config.Entry, env source.Env) (source.Source, field.ErrorList) {
+	s, errs := parseConfig(entry)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = s.tls
+	// One request per interval: nothing to keep open in between.
+	transport.DisableKeepAlives = true
+	return &Source{
+		settings: s,
+		env:      env,
+		client:   &http.Client{Transport: transport, Timeout: s.timeout},
+	}, nil
+}
+
+// Name implements source.Source.
+func (s *Source) Name() string { return SourceName }
+
+// InsecureWarning returns the warning to give once when TLS verification is off.
+func (s *Source) InsecureWarning() *source.Warning {
+	if !s.settings.insecure {
+		return nil
+	}
+	return &source.Warning{Reason: ReasonInsecure, Message: fmt.Sprintf(
+		"ufm: insecureSkipVerify is true: the certificate of %s is not verified and the credentials of Secret %s may be sent to anyone who intercepts the connection; give its CA in config.caBundle instead",
+		s.settings.host, s.settings.secret)}
+}
+
+// NodeChangeMatters implements source.Source: host names map to node names, so nodes that
+// join or leave matter; label changes do not.
+func (s *Source) NodeChangeMatters(old, new *v1.Node) bool { return old == nil || new == nil }
+
+// Discover implements source.Source.
+func (s *Source) Discover(ctx context.Context, refresh bool) (*source.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.last
+	if refresh {
+		ports, err := s.fetch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if f, err = NewFabric(ports); err != nil {
+			return nil, err
+		}
+	} else if f == nil {
+		return nil, source.ErrNoAnswerYet
+	}
+	nodes, err := s.env.Nodes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	res, err := s.build(f, nodes)
+	if err != nil {
+		return nil, err
+	}
+	// Only an answer that gave a tree replaces the last good one.
+	s.last = f
+	return res, nil
+}
+
+// build maps the fabric's hosts to nodes and builds the HyperNodes.
+func (s *Source) build(f *Fabric, nodes []*v1.Node) (*source.Result, error) {
+	hosts := sortedKeys(f.HostLeaves)
+	nodeOf := mapHosts(hosts, nodes)
+	var unmatched []string
+	for _, h := range hosts {
+		if _, ok := nodeOf[h]; !ok {
+			unmatched = append(unmatched, h)
+		}
+	}
+	if len(unmatched) == len(hosts) {
+		return nil, source.Errorf(ReasonNoHostMatched, "none of the %d hosts UFM reports (%s) is the name of a Node, exactly or ignoring case",
+			len(unmatched), examples(unmatched))
+	}
+	res := &source.Result{HyperNodes: f.HyperNodes(func(h string) (string, bool) {
+		n, ok := nodeOf[h]
+		return n, ok
+	})}
+	if len(unmatched) > 0 {
+		res.Warnings = append(res.Warnings, source.Warning{Reason: ReasonHostsUnmatched, Message: fmt.Sprintf(
+			"ufm: %d of %d hosts match no Node, exactly or ignoring case (%s); they are left out of the HyperNodes",
+			len(unmatched), len(hosts), examples(unmatched))})
+	}
+	return res, nil
+}
+
+// mapHosts maps UFM host names to Node names: exactly; else ignoring case, when exactly one
+// node matches that way and no other host claims that node (exactly or ignoring case), so
+// that no node lands in two leaves.
+func mapHosts(hosts []string, nodes []*v1.Node) map[string]string {
+	exact := map[string]bool{}
+	lower := map[string][]string{}
+	for _, n := range nodes {
+		exact[n.Name] = true
+		l := strings.ToLower(n.Name)
+		lower[l] = append(lower[l], n.Name)
+	}
+	out := map[string]string{}
+	taken := map[string]int{}
+	var rest []string
+	for _, h := range hosts {
+		if exact[h] {
+			out[h] = h
+			taken[h]++
+			continue
+		}
+		rest = append(rest, h)
+	}
+	candidate := map[string]string{}
+	for _, h := range rest {
+		if names := lower[strings.ToLower(h)]; len(names) == 1 {
+			candidate[h] = names[0]
+			taken[names[0]]++
+		}
+	}
+	for h, n := range candidate {
+		if taken[n] == 1 {
+			out[h] = n
+		}
+	}
+	return out
+}
+
+func examples(names []string) string {
+	if len(names) <= examplesShown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:examplesShown], ", "), len(names)-examplesShown)
+}

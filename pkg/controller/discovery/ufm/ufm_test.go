@@ -1,0 +1,334 @@
+package ufm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/ufm/ufmtest"
+)
+
+const (
+	testUser     = "ufm-admin"
+	testPassword = "s3cr3t-Pa55"
+)
+
+// fixture is a mock UFM, a fake API with the credentials Secret and nodes, and a source.
+type fixture struct {
+	server *ufmtest.Server
+	kube   *kubefake.Clientset
+	env    source.Env
+}
+
+func newFixture(t *testing.T, secret map[string]string, nodes ...string) *fixture {
+	t.Helper()
+	server, err := ufmtest.NewServer(testUser, testPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(server.Close)
+	kube := kubefake.NewClientset()
+	if secret != nil {
+		s := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ufm-credentials", Namespace: "hypernode-system"}, Data: map[string][]byte{}}
+		for k, v := range secret {
+			s.Data[k] = []byte(v)
+		}
+		if _, err := kube.CoreV1().Secrets("hypernode-system").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	nodeInformer := factory.Core().V1().Nodes()
+	for _, n := range nodes {
+		if err := nodeInformer.Informer().GetStore().Add(st.MakeNode().Name(n).Obj()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &fixture{server: server, kube: kube, env: source.Env{Nodes: nodeInformer.Lister(), Secrets: kube.CoreV1(), Namespace: "hypernode-system"}}
+}
+
+// source builds the UFM source from the YAML of its `config`.
+func (f *fixture) source(t *testing.T, yamlConfig string) *Source {
+	t.Helper()
+	text := "networkTopologyDiscovery:\n- source: ufm\n  enabled: true\n  credentials:\n    secretRef:\n      name: ufm-credentials\n  config:\n" + indent(yamlConfig)
+	parsed, err := config.Parse(text, "hypernode-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := parsed.Entries[0].Errs; len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	s, errs := New(parsed.Entries[0], f.env)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	return s.(*Source)
+}
+
+func (f *fixture) verified() string {
+	return fmt.Sprintf("endpoint: %s\ncaBundle: |\n%s", f.server.URL, indent(string(f.server.CAPEM)))
+}
+
+func indent(s string) string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		out = append(out, "    "+l)
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+var goodCredentials = map[string]string{"username": testUser, "password": testPassword}
+
+// TestDiscoverVerifiedTLS: the source reads the ports over TLS verified with the configured CA,
+// authenticated from the Secret, and builds the tree.
+func TestDiscoverVerifiedTLS(t *testing.T) {
+	f := newFixture(t, goodCredentials, ufmtest.Hosts(1, 2, 2)...)
+	f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
+	s := f.source(t, f.verified())
+	res, err := s.Discover(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"ufm-leaf.leaf-0-0 1 leaf [host-0-0-0 host-0-0-1]",
+		"ufm-leaf.leaf-0-1 1 leaf [host-0-1-0 host-0-1-1]",
+		"ufm-spine.spine-0-0 2 spine [ufm-leaf.leaf-0-0 ufm-leaf.leaf-0-1]",
+	}
+	if diff := cmp.Diff(want, render(res.HyperNodes)); diff != "" {
+		t.Errorf("HyperNodes (-want,+got):\n%s", diff)
+	}
+	if s.InsecureWarning() != nil {
+		t.Errorf("a verified source warns about insecure TLS")
+	}
+}
+
+// TestDiscoverFailures: every failure is an error of its own kind (an Event reason) that names
+// what to fix and never contains the password; a failure keeps the last good answer, which
+// node changes still map (no refresh).
+func TestDiscoverFailures(t *testing.T) {
+	otherCA, err := ufmtest.NewCA("another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		secret  map[string]string
+		config  func(f *fixture) string
+		serve   func(s *ufmtest.Server)
+		reason  string
+		message string
+	}{
+		{
+			name:    "the system CAs do not know the server",
+			config:  func(f *fixture) string { return "endpoint: " + f.server.URL + "\n" },
+			reason:  ReasonCertificate,
+			message: "the UFM server's certificate is not trusted: tls: failed to verify certificate: x509: certificate signed by unknown authority",
+		},
+		{
+			name: "a wrong CA",
+			config: func(f *fixture) string {
+				return fmt.Sprintf("endpoint: %s\ncaBundle: |\n%s", f.server.URL, indent(string(otherCA.CertPEM)))
+			},
+			reason:  ReasonCertificate,
+			message: "give its CA in config.caBundle",
+		},
+		{
+			name:    "bad credentials",
+			secret:  map[string]string{"username": testUser, "password": "wrong"},
+			reason:  ReasonUnauthorized,
+			message: "401 Unauthorized: UFM refused the credentials of Secret hypernode-system/ufm-credentials",
+		},
+		{
+			name:    "no Secret",
+			secret:  map[string]string{},
+			reason:  ReasonCredentials,
+			message: "the credentials Secret hypernode-system/ufm-credentials needs the keys username and password",
+		},
+		{
+			name:    "an HTTP error",
+			serve:   func(s *ufmtest.Server) { s.SetStatus(http.StatusInternalServerError) },
+			reason:  ReasonHTTPError,
+			message: "500 Internal Server Error: UFM internal error",
+		},
+		{
+			name:    "an empty answer",
+			serve:   func(s *ufmtest.Server) { s.SetBody([]byte("[]")) },
+			reason:  ReasonEmpty,
+			message: "UFM answered with no ports",
+		},
+		{
+			name:    "switch ports only",
+			serve:   func(s *ufmtest.Server) { s.SetPorts(ufmtest.SwitchPorts("a", "b")) },
+			reason:  ReasonEmpty,
+			message: "the answer has 2 ports but no host port linked to a switch",
+		},
+		{
+			name:    "truncated JSON",
+			serve:   func(s *ufmtest.Server) { s.SetBody([]byte(`[{"description":"Computer IB Port","system_name":"h`)) },
+			reason:  ReasonMalformed,
+			message: "port record 0: unexpected EOF",
+		},
+		{
+			name:    "not an array",
+			serve:   func(s *ufmtest.Server) { s.SetBody([]byte(`{"ports":[]}`)) },
+			reason:  ReasonMalformed,
+			message: "the answer is not a JSON array of ports (it starts with {)",
+		},
+		{
+			name:    "a record that is not an object",
+			serve:   func(s *ufmtest.Server) { s.SetBody([]byte(`[{"description":"x"}, 42]`)) },
+			reason:  ReasonMalformed,
+			message: "port record 1: json: cannot unmarshal number into Go value of type ufm.Port",
+		},
+		{
+			name:    "not JSON at all",
+			serve:   func(s *ufmtest.Server) { s.SetBody([]byte(`<html>login</html>`)) },
+			reason:  ReasonMalformed,
+			message: "the answer is not JSON: invalid character '<' looking for beginning of value",
+		},
+		{
+			name:    "no host is a node",
+			serve:   func(s *ufmtest.Server) { s.SetPorts([]ufmtest.Port{ufmtest.HostPort("elsewhere", "leaf")}) },
+			reason:  ReasonNoHostMatched,
+			message: "none of the 1 hosts UFM reports (elsewhere) is the name of a Node",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, goodCredentials, ufmtest.Hosts(1, 2, 2)...)
+			f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
+			s := f.source(t, f.verified())
+			good, err := s.Discover(context.Background(), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.config != nil {
+				fresh := f.source(t, tc.config(f))
+				fresh.last = s.last
+				s = fresh
+			}
+			if tc.secret != nil {
+				sec := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ufm-credentials", Namespace: "hypernode-system"}, Data: map[string][]byte{}}
+				for k, v := range tc.secret {
+					sec.Data[k] = []byte(v)
+				}
+				if _, err := f.kube.CoreV1().Secrets("hypernode-system").Update(context.Background(), sec, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.serve != nil {
+				tc.serve(f.server)
+			}
+			_, err = s.Discover(context.Background(), true)
+			if err == nil {
+				t.Fatal("Discover succeeded, want an error")
+			}
+			if got := source.ReasonOf(err); got != tc.reason {
+				t.Errorf("reason %s, want %s (error: %v)", got, tc.reason, err)
+			}
+			if !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("error %q does not contain %q", err, tc.message)
+			}
+			if strings.Contains(err.Error(), testPassword) {
+				t.Errorf("the error shows the password: %v", err)
+			}
+			// The last good answer stays and still maps nodes.
+			again, err := s.Discover(context.Background(), false)
+			if err != nil {
+				t.Fatalf("rebuilding from the last good answer: %v", err)
+			}
+			if diff := cmp.Diff(render(good.HyperNodes), render(again.HyperNodes)); diff != "" {
+				t.Errorf("the last good tree changed (-before,+after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestNoAnswerYet: a rebuild before any good answer asks nothing of UFM and reports nothing.
+func TestNoAnswerYet(t *testing.T) {
+	f := newFixture(t, goodCredentials, "n")
+	s := f.source(t, f.verified())
+	if _, err := s.Discover(context.Background(), false); err != source.ErrNoAnswerYet {
+		t.Errorf("Discover without refresh before any answer: %v, want ErrNoAnswerYet", err)
+	}
+	if n := f.server.Requests(); n != 0 {
+		t.Errorf("%d requests to UFM, want 0", n)
+	}
+}
+
+// TestInsecureSkipVerify: only the YAML bool true turns verification off, with a warning.
+func TestInsecureSkipVerify(t *testing.T) {
+	f := newFixture(t, goodCredentials, ufmtest.Hosts(1, 1, 1)...)
+	f.server.SetPorts(ufmtest.FatTree(1, 1, 1, 1, 0))
+	s := f.source(t, "endpoint: "+f.server.URL+"\ninsecureSkipVerify: true\n")
+	if _, err := s.Discover(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	w := s.InsecureWarning()
+	if w == nil || w.Reason != ReasonInsecure || !strings.Contains(w.Message, "is not verified") {
+		t.Errorf("insecure warning %v", w)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		entry  string
+		errors []string
+	}{
+		{"https is added", "  credentials: {secretRef: {name: c}}\n  config: {endpoint: ufm.example.com:8443}\n", nil},
+		{"http is refused", "  credentials: {secretRef: {name: c}}\n  config: {endpoint: 'http://ufm'}\n",
+			[]string{`networkTopologyDiscovery[0].config.endpoint: Invalid value: "http://ufm": must be https: the credentials would cross the network in clear text`}},
+		{"credentials in the URL", "  credentials: {secretRef: {name: c}}\n  config: {endpoint: 'https://admin:pw@ufm'}\n",
+			[]string{`networkTopologyDiscovery[0].config.endpoint: Invalid value: "https://admin:xxxxx@ufm": must not hold credentials; put them in the Secret`}},
+		{"credentials in the ConfigMap, as in Volcano's first example", "  credentials: {secretRef: {name: c}}\n  config: {endpoint: ufm, username: admin, password: pw}\n",
+			[]string{
+				"networkTopologyDiscovery[0].config.username: Forbidden: credentials are read only from the Secret named in credentials.secretRef (keys username and password), never from the ConfigMap",
+				"networkTopologyDiscovery[0].config.password: Forbidden: credentials are read only from the Secret named in credentials.secretRef (keys username and password), never from the ConfigMap",
+			}},
+		{"no credentials, no endpoint", "  config: {}\n", []string{
+			"networkTopologyDiscovery[0].credentials.secretRef: Required value: UFM needs credentials: a Secret with the keys username and password",
+			"networkTopologyDiscovery[0].config.endpoint: Required value: the UFM server, e.g. https://ufm.example.com",
+		}},
+		{"insecureSkipVerify is a YAML bool", "  credentials: {secretRef: {name: c}}\n  config: {endpoint: ufm, insecureSkipVerify: 'true'}\n",
+			[]string{`networkTopologyDiscovery[0].config.insecureSkipVerify: Invalid value: "string": must be a YAML bool (true or false, unquoted)`}},
+		{"a CA and no verification", "  credentials: {secretRef: {name: c}}\n  config: {endpoint: ufm, insecureSkipVerify: true, caBundle: x}\n",
+			[]string{"networkTopologyDiscovery[0].config.insecureSkipVerify: Invalid value: true: set either caBundle (verified) or insecureSkipVerify, not both"}},
+		{"a CA that is not PEM", "  credentials: {secretRef: {name: c}}\n  config: {endpoint: ufm, caBundle: 'not a certificate'}\n",
+			[]string{`networkTopologyDiscovery[0].config.caBundle: Invalid value: "<PEM>": holds no PEM certificate`}},
+		{"a bad timeout", "  credentials: {secretRef: {name: c}}\n  config: {endpoint: ufm, timeout: 1h}\n",
+			[]string{`networkTopologyDiscovery[0].config.timeout: Invalid value: "1h": must be more than 0 and at most 10m`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parsed, err := config.Parse("networkTopologyDiscovery:\n- source: ufm\n  enabled: true\n"+tc.entry, "hypernode-system")
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := parsed.Entries[0]
+			if len(e.Errs) > 0 {
+				t.Fatalf("entry errors: %v", e.Errs)
+			}
+			s, errs := New(e, source.Env{})
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Error())
+			}
+			if diff := cmp.Diff(tc.errors, got); diff != "" {
+				t.Errorf("errors (-want,+got):\n%s", diff)
+			}
+			if tc.errors == nil && s.(*Source).settings.url != "https://ufm.example.com:8443"+PortsPath {
+				t.Errorf("URL %s", s.(*Source).settings.url)
+			}
+		})
+	}
+}
