@@ -51,6 +51,12 @@ func (p Problem) String() string { return p.Reason + ": " + p.Message }
 // excludedSuffix is appended to the message of an excluding problem.
 const excludedSuffix = "; it and everything below it are excluded from topology placement"
 
+// DescribeProblems joins a HyperNode's problems into one message, in the words of the
+// scheduler's Events on it (the HyperNode controller writes it into the Valid condition).
+func DescribeProblems(name string, problems []Problem) string {
+	return describeProblems(name, problems)
+}
+
 // describeProblems joins problems into one message for an Event or a status condition.
 func describeProblems(name string, problems []Problem) string {
 	parts := make([]string, 0, len(problems))
