@@ -15,12 +15,15 @@ TEST_TIMEOUT ?= 25m
 all: build
 
 ## build: every binary of the project, plus the control-plane binaries, into bin/
-build: bin/kube-scheduler bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok
+build: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok
 
 # The project's own binaries are always rebuilt (go build is incremental).
-.PHONY: bin/kube-scheduler bin/kubectl-hypernode
+.PHONY: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode
 bin/kube-scheduler:
 	$(GO) build -o $@ ./cmd/kube-scheduler
+
+bin/hypernode-controller:
+	$(GO) build -o $@ ./cmd/hypernode-controller
 
 bin/kubectl-hypernode:
 	$(GO) build -o $@ ./cmd/kubectl-hypernode

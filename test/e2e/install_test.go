@@ -79,11 +79,11 @@ func TestManifestsInstall(t *testing.T) {
 	var configYAML, image string
 	for _, obj := range objs {
 		kinds = append(kinds, obj.GetKind()+"/"+obj.GetName())
-		switch obj.GetKind() {
-		case "ConfigMap":
+		switch obj.GetKind() + "/" + obj.GetName() {
+		case "ConfigMap/hypernode-scheduler-config":
 			data, _, _ := unstructured.NestedString(obj.Object, "data", "config.yaml")
 			configYAML = data
-		case "Deployment":
+		case "Deployment/hypernode-scheduler":
 			containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
 			if len(containers) == 1 {
 				image, _ = containers[0].(map[string]any)["image"].(string)
@@ -100,6 +100,16 @@ func TestManifestsInstall(t *testing.T) {
 		"ClusterRoleBinding/hypernode-scheduler",
 		"ConfigMap/hypernode-scheduler-config",
 		"Deployment/hypernode-scheduler",
+		// hypernode-controller (test/e2e/controller_install_test.go checks its wiring).
+		"ServiceAccount/hypernode-controller",
+		"ClusterRole/hypernode-controller",
+		"ClusterRoleBinding/hypernode-controller",
+		"Role/hypernode-controller",
+		"RoleBinding/hypernode-controller",
+		"Role/hypernode-controller-events",
+		"RoleBinding/hypernode-controller-events",
+		"ConfigMap/hypernode-controller",
+		"Deployment/hypernode-controller",
 		"CustomResourceDefinition/hypernodes.topology.volcano.sh",
 		"CustomResourceDefinition/podgroups.scheduling.x-k8s.io",
 	}
