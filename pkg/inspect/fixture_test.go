@@ -13,7 +13,9 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -137,13 +139,14 @@ func testObjects() (kube, topology, scheduling []runtime.Object) {
 			map[string]string{"partition": string(rune('0' + i/3))}))
 	}
 	topology = []runtime.Object{
-		hntesting.MakeHyperNode("s0").Tier(1).TierName("leaf").Nodes("s0-n0", "s0-n1").Obj(),
+		// hypernode-controller wrote the status of s0.
+		withStatus(hntesting.MakeHyperNode("s0").Tier(1).TierName("leaf").Nodes("s0-n0", "s0-n1").Obj(), 2, metav1.ConditionTrue, "Valid"),
 		hntesting.MakeHyperNode("s1").Tier(1).TierName("leaf").Nodes("s1-n0", "s1-n1").Obj(),
-		hntesting.MakeHyperNode("s2").Tier(1).TierName("leaf").Nodes("s2-n0", "s2-n1").Obj(),
-		hntesting.MakeHyperNode("s3").Tier(1).TierName("leaf").Nodes("s3-n0", "s3-n1").Obj(),
+		hntesting.MakeHyperNode("s2").Tier(1).TierName("leaf").Nodes("s2-n0", "s2-n1").Label(source.Label, "ufm").Obj(),
+		hntesting.MakeHyperNode("s3").Tier(1).TierName("leaf").Nodes("s3-n0", "s3-n1").Label(source.Label, "ufm").Obj(),
 		hntesting.MakeHyperNode("bad").Tier(1).TierName("leaf").Nodes("bad-n0").NodeRegex("([").Obj(),
 		hntesting.MakeHyperNode("s4").Tier(2).TierName("spine").Children("s0", "s1").Obj(),
-		hntesting.MakeHyperNode("s5").Tier(2).TierName("spine").Children("s2", "s3", "bad").Obj(),
+		hntesting.MakeHyperNode("s5").Tier(2).TierName("spine").Children("s2", "s3", "bad").Label(source.Label, "ufm").Obj(),
 		hntesting.MakeHyperNode("s6").Tier(3).TierName("core").Children("s4", "s5").Obj(),
 	}
 	scheduling = []runtime.Object{
@@ -156,6 +159,13 @@ func testObjects() (kube, topology, scheduling []runtime.Object) {
 		}),
 	}
 	return kube, topology, scheduling
+}
+
+// withStatus gives a HyperNode the status hypernode-controller writes.
+func withStatus(hn *topologyv1alpha1.HyperNode, nodeCount int64, valid metav1.ConditionStatus, reason string) *topologyv1alpha1.HyperNode {
+	hn.Status.NodeCount = nodeCount
+	hn.Status.Conditions = []metav1.Condition{{Type: "Valid", Status: valid, Reason: reason, Message: "m", LastTransitionTime: metav1.NewTime(now)}}
+	return hn
 }
 
 // testClients returns fake clientsets holding the test cluster.

@@ -14,6 +14,10 @@ import (
 // Width is the terminal width the human output fits in.
 const Width = 80
 
+// textColumns is the first of the tree's columns (VALID, SOURCE) that hold words, not numbers:
+// they are aligned left.
+const textColumns = 5
+
 // maxTierCell bounds the TIER column of the tree (tier and tierName), so that the name column
 // keeps most of the line.
 const maxTierCell = 16
@@ -133,7 +137,7 @@ func padLeft(s string, n int) string {
 // nodes outside every HyperNode.
 func WriteTree(w io.Writer, r TreeReport) error {
 	p := newPrinter(w)
-	p.wrap("", "", fmt.Sprintf("Resource %s. NODES: usable/total (usable: ready and not cordoned). FREE: allocatable minus the requests of bound pods, on usable nodes.", r.Resource))
+	p.wrap("", "", fmt.Sprintf("Resource %s. NODES: usable/total (usable: ready and not cordoned). FREE: allocatable minus the requests of bound pods, on usable nodes. VALID: no problem of its own. SOURCE: the discovery source that owns it (- if made by hand).", r.Resource))
 	for _, warning := range r.Warnings {
 		p.wrap("Warning: ", "  ", warning)
 	}
@@ -163,7 +167,7 @@ func WriteTree(w io.Writer, r TreeReport) error {
 		p.line("No HyperNodes.")
 	}
 
-	header := []string{"HYPERNODE", "TIER", "NODES", "ALLOC", "FREE"}
+	header := []string{"HYPERNODE", "TIER", "NODES", "ALLOC", "FREE", "VALID", "SOURCE"}
 	cells := make([][]string, len(rows))
 	widths := make([]int, len(header))
 	for i, h := range header {
@@ -179,8 +183,18 @@ func WriteTree(w io.Writer, r TreeReport) error {
 			// The full tierName is in the JSON output and in explain.
 			tier = string(runes[:maxTierCell-1]) + "…"
 		}
+		valid, src := "", ""
+		if !h.Virtual {
+			valid, src = "yes", "-"
+			if h.Valid != nil && !*h.Valid {
+				valid = "no"
+			}
+			if h.Source != "" {
+				src = h.Source
+			}
+		}
 		cells[i] = []string{strings.Repeat("  ", rw.depth) + h.Name, tier,
-			fmt.Sprintf("%d/%d", h.UsableNodes, h.Nodes), h.Allocatable.String(), h.Free.String()}
+			fmt.Sprintf("%d/%d", h.UsableNodes, h.Nodes), h.Allocatable.String(), h.Free.String(), valid, src}
 		for j, cell := range cells[i] {
 			widths[j] = max(widths[j], utf8.RuneCountInString(cell))
 		}
@@ -196,6 +210,10 @@ func WriteTree(w io.Writer, r TreeReport) error {
 	format := func(c []string, suffix string) string {
 		s := pad(c[0], widths[0]) + "  " + pad(c[1], widths[1])
 		for j := 2; j < len(c); j++ {
+			if j >= textColumns {
+				s += "  " + pad(c[j], widths[j])
+				continue
+			}
 			s += "  " + padLeft(c[j], widths[j])
 		}
 		return s + suffix

@@ -5,8 +5,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/status"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 )
 
@@ -54,9 +59,26 @@ type HyperNodeReport struct {
 	Excluded   bool            `json:"excluded,omitempty"`
 	ExcludedBy string          `json:"excludedBy,omitempty"`
 	Problems   []ProblemReport `json:"problems,omitempty"`
+	// Source is the discovery source that owns the HyperNode (its label
+	// hypernode.dev/network-topology-source); empty for a hand-made one and the virtual root.
+	Source string `json:"source,omitempty"`
+	// Valid is false when the HyperNode has problems of its own: the Valid condition that
+	// hypernode-controller writes, computed here by the same validator (nil for the root).
+	Valid *bool `json:"valid,omitempty"`
+	// Status is what hypernode-controller last wrote into the HyperNode's status (nil when
+	// it has written nothing, e.g. it does not run).
+	Status *StatusReport `json:"status,omitempty"`
 	// NodeNames are the nodes of a leaf.
 	NodeNames []string          `json:"nodeNames,omitempty"`
 	Children  []HyperNodeReport `json:"children,omitempty"`
+}
+
+// StatusReport is a HyperNode's status as hypernode-controller wrote it.
+type StatusReport struct {
+	NodeCount int64 `json:"nodeCount"`
+	// Valid and Reason are the status and reason of the Valid condition ("" without one).
+	Valid  string `json:"valid,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // PodGroupCount is a PodGroup (namespace/name) and how many of its pods are bound below.
@@ -81,13 +103,21 @@ func (c *Cluster) Tree(res v1.ResourceName) TreeReport {
 		res = c.DefaultResource()
 	}
 	children := c.displayChildren()
+	objects := make(map[string]*topologyv1alpha1.HyperNode, len(c.HyperNodes))
+	for _, hn := range c.HyperNodes {
+		objects[hn.Name] = hn
+	}
 	visited := sets.New[string]()
 	var build func(name string) HyperNodeReport
 	build = func(name string) HyperNodeReport {
 		visited.Insert(name)
 		info, _ := c.snap.HyperNode(name)
 		r := HyperNodeReport{Name: name, Tier: info.Tier, TierName: info.TierName, Leaf: info.Leaf,
-			Excluded: info.Excluded, ExcludedBy: info.ExcludedBy}
+			Excluded: info.Excluded, ExcludedBy: info.ExcludedBy, Valid: ptr.To(len(info.Problems) == 0)}
+		if obj := objects[name]; obj != nil {
+			r.Source = obj.Labels[source.Label]
+			r.Status = statusReport(obj.Status)
+		}
 		for _, p := range info.Problems {
 			r.Problems = append(r.Problems, ProblemReport{Reason: p.Reason, Message: p.Message, Excludes: p.Excludes})
 		}
@@ -159,6 +189,19 @@ func (c *Cluster) Tree(res v1.ResourceName) TreeReport {
 		report.NodesInNoHyperNode = append(report.NodesInNoHyperNode, n)
 	}
 	return report
+}
+
+// statusReport renders what hypernode-controller wrote (nil when it wrote nothing).
+func statusReport(st topologyv1alpha1.HyperNodeStatus) *StatusReport {
+	cond := meta.FindStatusCondition(st.Conditions, status.ConditionValid)
+	if cond == nil && st.NodeCount == 0 {
+		return nil
+	}
+	r := &StatusReport{NodeCount: st.NodeCount}
+	if cond != nil {
+		r.Valid, r.Reason = string(cond.Status), cond.Reason
+	}
+	return r
 }
 
 // displayChildren maps each HyperNode (and the virtual root) to the HyperNodes shown below it:

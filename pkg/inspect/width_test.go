@@ -117,9 +117,10 @@ func TestDefaultResourceWithoutGPUs(t *testing.T) {
 	}
 	want := lines(
 		"Resource cpu. NODES: usable/total (usable: ready and not cordoned). FREE:",
-		"allocatable minus the requests of bound pods, on usable nodes.",
+		"allocatable minus the requests of bound pods, on usable nodes. VALID: no problem",
+		"of its own. SOURCE: the discovery source that owns it (- if made by hand).",
 		"",
-		"HYPERNODE  TIER  NODES  ALLOC  FREE",
+		"HYPERNODE  TIER  NODES  ALLOC  FREE  VALID  SOURCE",
 		"<cluster>  1       1/1     32    32",
 		"",
 		"Nodes in no HyperNode (1): cpu-only",

@@ -80,6 +80,10 @@ type Cluster struct {
 	// previousSchedulers are the scheduler processes that ran before the current one.
 	previousSchedulers []*Process
 	schedulerPort      int
+	// The HyperNode controller, when started (controller.go).
+	controller          *Process
+	previousControllers []*Process
+	controllerInstalled bool
 	stopped            bool
 	etcdURL            string
 }
@@ -293,6 +297,10 @@ func (c *Cluster) Processes() []*Process {
 	out = append(out, c.previousSchedulers...)
 	if c.scheduler != nil {
 		out = append(out, c.scheduler)
+	}
+	out = append(out, c.previousControllers...)
+	if c.controller != nil {
+		out = append(out, c.controller)
 	}
 	return out
 }
