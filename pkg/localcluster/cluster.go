@@ -84,8 +84,8 @@ type Cluster struct {
 	controller          *Process
 	previousControllers []*Process
 	controllerInstalled bool
-	stopped            bool
-	etcdURL            string
+	stopped             bool
+	etcdURL             string
 }
 
 // Start brings up the control plane and the scheduler and waits until each is ready. On error
