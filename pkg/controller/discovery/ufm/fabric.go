@@ -36,18 +36,21 @@ func isHostPort(p Port) bool { return strings.Contains(p.Description, "Computer"
 // host port is empty: it describes no topology, so it must not replace a good one.
 func NewFabric(ports []Port) (*Fabric, error) {
 	f := &Fabric{HostLeaves: map[string][]string{}, Links: map[string]sets.Set[string]{}, Ports: len(ports)}
+	// Host names, compared ignoring case: a switch port toward a host is not a switch link,
+	// however the two records spell the host.
 	hosts := sets.New[string]()
 	for _, p := range ports {
 		if isHostPort(p) && p.SystemName != "" {
-			hosts.Insert(p.SystemName)
+			hosts.Insert(strings.ToLower(p.SystemName))
 		}
 	}
+	isHost := func(name string) bool { return hosts.Has(strings.ToLower(name)) }
 	leaves := map[string]sets.Set[string]{}
 	for _, p := range ports {
 		switch {
 		case isHostPort(p):
 			f.HostPorts++
-			if p.SystemName == "" || p.PeerNodeName == "" || hosts.Has(p.PeerNodeName) {
+			if p.SystemName == "" || p.PeerNodeName == "" || isHost(p.PeerNodeName) {
 				f.Unlinked++
 				continue
 			}
@@ -56,7 +59,7 @@ func NewFabric(ports []Port) (*Fabric, error) {
 			}
 			leaves[p.SystemName].Insert(p.PeerNodeName)
 		case p.SystemName != "" && p.PeerNodeName != "" && p.SystemName != p.PeerNodeName &&
-			!hosts.Has(p.SystemName) && !hosts.Has(p.PeerNodeName):
+			!isHost(p.SystemName) && !isHost(p.PeerNodeName):
 			// A switch-to-switch link (both ends report it; a set keeps one).
 			f.link(p.SystemName, p.PeerNodeName)
 			f.link(p.PeerNodeName, p.SystemName)

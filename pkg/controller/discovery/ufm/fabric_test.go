@@ -194,6 +194,21 @@ func assertValidTree(t *testing.T, f *Fabric, hns []*topologyv1alpha1.HyperNode)
 	}
 }
 
+// TestSwitchPortTowardAHost: a switch's port toward a host is not a switch link, even when
+// the records spell the host differently.
+func TestSwitchPortTowardAHost(t *testing.T) {
+	f, err := NewFabric(ports([]ufmtest.Port{
+		ufmtest.HostPort("GPU-1", "leaf"),
+		{Description: "Switch IB Port", SystemName: "leaf", PeerNodeName: "gpu-1"},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Links) != 0 {
+		t.Errorf("links %v, want none", f.Links)
+	}
+}
+
 func TestNewFabricEmpty(t *testing.T) {
 	for name, p := range map[string][]Port{
 		"no ports":                nil,
