@@ -212,9 +212,9 @@ networkTopologyTypes:
 		t.Errorf("leaf of each node (-want,+got):\n%s", diff)
 	}
 	wantWarnings := []source.Warning{
-		{ReasonMissingLabel, "type f: 1 node(s) carry some of its labels but not ex.com/spine (no-spine); each is attached to the next level it carries"},
-		{ReasonMissingLabel, "type f: 2 node(s) carry some of its labels but not ex.com/leaf (no-leaf, only-spine); each is attached to the next level it carries"},
-		{ReasonMissingLabel, "type f: 3 node(s) carry some of its labels but not ex.com/nvl (no-nvl, no-spine, only-spine); each is attached to the next level it carries"},
+		{Reason: ReasonMissingLabel, Message: "type f: 1 node(s) carry some of its labels but not ex.com/spine (no-spine); each is attached to the next level it carries"},
+		{Reason: ReasonMissingLabel, Message: "type f: 2 node(s) carry some of its labels but not ex.com/leaf (no-leaf, only-spine); each is attached to the next level it carries"},
+		{Reason: ReasonMissingLabel, Message: "type f: 3 node(s) carry some of its labels but not ex.com/nvl (no-nvl, no-spine, only-spine); each is attached to the next level it carries"},
 	}
 	if diff := cmp.Diff(wantWarnings, res.Warnings); diff != "" {
 		t.Errorf("warnings (-want,+got):\n%s", diff)
