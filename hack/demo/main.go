@@ -35,12 +35,12 @@ func main() {
 		fmt.Printf("DEMO FAILED after %s: %v\n", time.Since(start).Round(time.Second), err)
 		os.Exit(1)
 	}
-	fmt.Printf("DEMO OK in %s: every job placed inside its network domain; the job that cannot fit is pending with its explanation, nothing of it bound.\n",
+	fmt.Printf("DEMO OK in %s: every job placed inside its network domain, also on the HyperNodes discovered from node labels; the job that cannot fit is pending with its explanation, nothing of it bound.\n",
 		time.Since(start).Round(time.Second))
 }
 
 func run(ctx context.Context, root string, keep bool) (summary []string, err error) {
-	fmt.Println("Starting the local control plane (etcd, kube-apiserver, the Job controller, kwok, hypernode-scheduler)...")
+	fmt.Println("Starting the local control plane (etcd, kube-apiserver, the Job controller, kwok, hypernode-scheduler; hypernode-controller for the discovery scene)...")
 	cluster, err := localcluster.Start(ctx, localcluster.Options{RepoRoot: root, Log: os.Stdout})
 	if err != nil {
 		return nil, err
@@ -57,7 +57,9 @@ func run(ctx context.Context, root string, keep bool) (summary []string, err err
 	if err != nil {
 		return nil, err
 	}
-	for _, scene := range demo.Scenes() {
+	// The scenes with hand-written HyperNodes, then the same fabric discovered from node
+	// labels by hypernode-controller.
+	for _, scene := range append(demo.Scenes(), demo.DiscoveryScene()) {
 		banner("=", scene.Title)
 		if err := runner.Setup(ctx, scene); err != nil {
 			return summary, err

@@ -45,6 +45,11 @@ type Scene struct {
 	Namespace  string
 	Title      string
 	HyperNodes string // file in manifests/examples
+	// Discovery, instead of HyperNodes, is a file in manifests/examples with
+	// hypernode-controller's ConfigMap: the controller discovers the scene's HyperNodes
+	// (Discovered of them) from its nodes' labels.
+	Discovery  string
+	Discovered int
 	Nodes      []*v1.Node
 	Jobs       []Job
 }
@@ -160,6 +165,9 @@ func (r *Runner) Setup(ctx context.Context, s Scene) error {
 	}
 	if err := r.Cluster.AddNodes(ctx, s.Nodes...); err != nil {
 		return err
+	}
+	if s.Discovery != "" {
+		return r.discover(ctx, s)
 	}
 	_, err := r.Cluster.Applier.ApplyFile(ctx, r.example(s.HyperNodes), "")
 	return err
@@ -304,6 +312,12 @@ func (r *Runner) Teardown(ctx context.Context, s Scene) error {
 	}
 	if err := r.Clients.Scheduling.SchedulingV1alpha1().PodGroups(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		return err
+	}
+	if s.Discovery != "" {
+		// Stop the controller first, or it would discover the HyperNodes again.
+		if err := r.stopDiscovery(ctx); err != nil {
+			return err
+		}
 	}
 	if err := r.Clients.Topology.TopologyV1alpha1().HyperNodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		return err
