@@ -1,6 +1,6 @@
 // Command local-up runs the local control plane of pkg/localcluster (etcd, kube-apiserver with
-// RBAC, the Job controller, kwok and hypernode-scheduler under its manifests' RBAC identity)
-// until it is interrupted, then stops every process it started.
+// RBAC, the Job controller, kwok, and hypernode-scheduler and hypernode-controller under their
+// manifests' RBAC identities) until it is interrupted, then stops every process it started.
 //
 //	make local-up            # or: go run ./hack/local-up [-dir DIR] [-v N]
 package main
@@ -30,6 +30,11 @@ func main() {
 		os.Exit(1)
 	}
 	defer cluster.Stop()
+	if err := cluster.StartController(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "local-up: FAILED:", err)
+		cluster.Stop()
+		os.Exit(1) //nolint:gocritic // Stop ran: nothing is left to clean up
+	}
 	node := `{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-'$i'", "annotations": {"` +
 		localcluster.KwokNodeAnnotation + `": "fake"}}, "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}, "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}}`
 	fmt.Printf(`local-up: the control plane is running. In another shell (with kubectl):
@@ -39,6 +44,11 @@ func main() {
   kubectl apply -f manifests/examples/seed-001-hypernodes.yaml
   kubectl apply -f manifests/examples/seed-001-job-tier1.yaml
   bin/kubectl-hypernode tree
+
+hypernode-controller runs too: it writes every HyperNode's status. To discover HyperNodes from
+topograph node labels (fabric.topograph.run/tier-N), turn its label source on:
+
+  kubectl apply -f manifests/examples/discovery-topograph.yaml
 
 Nodes annotated %s=fake are simulated by kwok (Ready; their pods Running).
 Logs: %s/logs. Press Ctrl-C to stop everything.
