@@ -33,7 +33,7 @@ func main() {
 	if err := cluster.StartController(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "local-up: FAILED:", err)
 		cluster.Stop()
-		os.Exit(1) //nolint:gocritic // Stop ran: nothing is left to clean up
+		os.Exit(1)
 	}
 	node := `{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-'$i'", "annotations": {"` +
 		localcluster.KwokNodeAnnotation + `": "fake"}}, "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}, "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}}`
