@@ -28,6 +28,8 @@ import (
 const (
 	benchEnv      = "HYPERNODE_CONTROLLER_BENCH"
 	benchNodesEnv = "HYPERNODE_CONTROLLER_BENCH_NODES"
+	// benchArgsEnv adds flags to the controller, e.g. "--kube-api-qps=500 --kube-api-burst=1000".
+	benchArgsEnv = "HYPERNODE_CONTROLLER_BENCH_ARGS"
 	benchLabel    = "bench.hypernode.dev/controller"
 )
 
@@ -51,6 +53,7 @@ func TestControllerScale(t *testing.T) {
 		}
 	}
 	ctx := t.Context()
+	args := append([]string{"--status-delay=1s"}, strings.Fields(os.Getenv(benchArgsEnv))...)
 	if err := cluster.StopScheduler(false); err != nil {
 		t.Fatal(err)
 	}
@@ -80,13 +83,14 @@ func TestControllerScale(t *testing.T) {
 	}
 	setDiscoveryConfig(t, "networkTopologyDiscovery:\n- source: label\n  enabled: true\n  config:\n    presets: [topograph]\n")
 	before := hyperNodeWrites(t)
-	if err := cluster.StartController(ctx, "--status-delay=1s"); err != nil {
+	if err := cluster.StartController(ctx, args...); err != nil {
 		t.Fatal(err)
 	}
 	done := waitConverged(t, want, n)
 	synced := informersSynced(t)
 	writesA := hyperNodeWrites(t).minus(before)
 	cpuA, memA := processStats(t, cluster.Controller().Pid())
+	t.Logf("controller flags %v", args)
 	t.Logf("A: %d nodes, %d HyperNodes: converged %s after the informers synced; writes %s; controller CPU %s, peak RSS %d MiB",
 		n, want, done.Sub(synced).Round(10*time.Millisecond), writesA, cpuA, memA>>10)
 
@@ -98,7 +102,7 @@ func TestControllerScale(t *testing.T) {
 	if err := runner.Clients.Topology.TopologyV1alpha1().HyperNodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.StartController(ctx, "--status-delay=1s"); err != nil {
+	if err := cluster.StartController(ctx, args...); err != nil {
 		t.Fatal(err)
 	}
 	cpuStart, _ := processStats(t, cluster.Controller().Pid())
