@@ -30,7 +30,7 @@ const (
 	benchNodesEnv = "HYPERNODE_CONTROLLER_BENCH_NODES"
 	// benchArgsEnv adds flags to the controller, e.g. "--kube-api-qps=500 --kube-api-burst=1000".
 	benchArgsEnv = "HYPERNODE_CONTROLLER_BENCH_ARGS"
-	benchLabel    = "bench.hypernode.dev/controller"
+	benchLabel   = "bench.hypernode.dev/controller"
 )
 
 // TestControllerScale measures hypernode-controller on the real apiserver with 10,000
