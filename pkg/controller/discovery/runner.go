@@ -128,13 +128,17 @@ func (r *runner) run(ctx context.Context) {
 			if errors.Is(err, source.ErrNoAnswerYet) {
 				continue
 			}
+			// The note has no countdown: identical failures are one Event (eventlog).
+			next := "it is tried again when nodes change"
 			if refresh {
 				failures++
-				nextRefresh = now.Add(r.backoff(failures))
+				retry := r.backoff(failures)
+				nextRefresh = now.Add(retry)
+				next = fmt.Sprintf("next attempt in %s", retry)
 			}
 			r.m.report(ctx, v1.EventTypeWarning, source.ReasonOf(err),
-				"discovery source %s failed: %v; its %d HyperNodes are kept as they are (next attempt in %s)",
-				r.src.Name(), err, r.owned(), time.Until(nextRefresh).Round(time.Second))
+				"discovery source %s failed: %v; its %d HyperNodes are kept as they are (%s)",
+				r.src.Name(), err, r.owned(), next)
 			continue
 		}
 		recovered := refresh && failures > 0
