@@ -45,7 +45,8 @@ type HyperNodeBinPackArgs struct {
 type NormalPodArgs struct {
 	// Enable turns on the tier-weighted fading bin-pack score for such pods.
 	Enable bool
-	// Fading is the factor by which the weight of each higher tier shrinks: w_t = Fading^(t-1).
+	// Fading is the factor by which the weight of each higher tier shrinks: the tiers present
+	// weigh Fading^rank, rank 0 for the lowest.
 	Fading float64
 }
 

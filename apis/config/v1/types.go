@@ -56,8 +56,8 @@ type NormalPodArgs struct {
 	// Enable turns on the tier-weighted fading bin-pack score for such pods. Defaults to true.
 	// +optional
 	Enable *bool `json:"enable,omitempty"`
-	// Fading is the factor by which the weight of each higher tier shrinks:
-	// w_t = fading^(t-1). Defaults to 0.8; must be >= 0.
+	// Fading is the factor by which the weight of each higher tier shrinks: the tiers present
+	// weigh fading^rank, rank 0 for the lowest. Defaults to 0.8; must be finite and >= 0.
 	// +optional
 	Fading *float64 `json:"fading,omitempty"`
 }

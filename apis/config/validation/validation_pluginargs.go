@@ -4,6 +4,7 @@ package validation
 
 import (
 	"fmt"
+	"math"
 
 	v1 "k8s.io/api/core/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -31,8 +32,8 @@ func ValidateNetworkTopologyAwareArgs(path *field.Path, args *config.NetworkTopo
 	allErrs = append(allErrs, validateBinPack(path.Child("hyperNodeBinPack"), &args.HyperNodeBinPack)...)
 
 	fadingPath := path.Child("normalPod", "fading")
-	if args.NormalPod.Fading < 0 {
-		allErrs = append(allErrs, field.Invalid(fadingPath, args.NormalPod.Fading, "must be greater than or equal to 0"))
+	if f := args.NormalPod.Fading; math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		allErrs = append(allErrs, field.Invalid(fadingPath, f, "must be a finite number greater than or equal to 0"))
 	}
 
 	switch args.CandidateScoringStrategy {

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"math"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,7 +46,21 @@ func TestValidateNetworkTopologyAwareArgs(t *testing.T) {
 		{
 			name:    "negative fading",
 			modify:  func(a *config.NetworkTopologyAwareArgs) { a.NormalPod.Fading = -0.5 },
-			wantErr: "args.normalPod.fading: Invalid value: -0.5: must be greater than or equal to 0",
+			wantErr: "args.normalPod.fading: Invalid value: -0.5: must be a finite number greater than or equal to 0",
+		},
+		{
+			name:    "NaN fading (YAML .nan)",
+			modify:  func(a *config.NetworkTopologyAwareArgs) { a.NormalPod.Fading = math.NaN() },
+			wantErr: "args.normalPod.fading: Invalid value: NaN: must be a finite number greater than or equal to 0",
+		},
+		{
+			name:    "infinite fading (YAML .inf)",
+			modify:  func(a *config.NetworkTopologyAwareArgs) { a.NormalPod.Fading = math.Inf(1) },
+			wantErr: "args.normalPod.fading: Invalid value: +Inf: must be a finite number greater than or equal to 0",
+		},
+		{
+			name:   "fading above 1 (higher tiers weigh more)",
+			modify: func(a *config.NetworkTopologyAwareArgs) { a.NormalPod.Fading = 4 },
 		},
 		{
 			name:    "unknown strategy",

@@ -14,6 +14,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -40,7 +41,9 @@ func newTestPlugin(t *testing.T) (*NetworkTopologyAware, *podgroup.Registry) {
 		cache.SetHyperNode(hn)
 	}
 	p := &NetworkTopologyAware{registry: registry, cache: cache, failures: map[podgroup.Key]*planFailure{},
-		args: config.NetworkTopologyAwareArgs{NormalPod: config.NormalPodArgs{Enable: true, Fading: 0.8}}}
+		args:      config.NetworkTopologyAwareArgs{NormalPod: config.NormalPodArgs{Enable: true, Fading: 0.8}},
+		resources: []v1.ResourceName{v1.ResourceCPU}, weights: []float64{1},
+		usageSums: newUsageCache([]v1.ResourceName{v1.ResourceCPU})}
 	return p, registry
 }
 
@@ -51,18 +54,30 @@ func member(group string, i int) *v1.Pod {
 
 func gangPod(group string) *v1.Pod { return member(group, 0) }
 
+// TestSignPod: constrained members are never signed; with the normal-pod score on, neither
+// are other pods (their score depends on other nodes' usage); with it off they sign nothing.
 func TestSignPod(t *testing.T) {
 	p, _ := newTestPlugin(t)
+	off, _ := newTestPlugin(t)
+	off.usageSums = nil
 	for _, tc := range []struct {
-		pod  *v1.Pod
-		want bool
+		name   string
+		plugin *NetworkTopologyAware
+		pod    *v1.Pod
+		want   *fwk.Status
 	}{
-		{gangPod("hard"), false},
-		{gangPod("plain"), true},
-		{st.MakePod().Namespace("ns").Name("solo").Obj(), true},
+		{"constrained member", p, gangPod("hard"), fwk.NewStatus(fwk.Unschedulable, "a topology-constrained gang member is planned individually")},
+		{"member of a plain gang", p, gangPod("plain"), fwk.NewStatus(fwk.Unschedulable, "the normal-pod score depends on the usage of every node in the pod's HyperNodes")},
+		{"pod without a gang", p, st.MakePod().Namespace("ns").Name("solo").Obj(), fwk.NewStatus(fwk.Unschedulable, "the normal-pod score depends on the usage of every node in the pod's HyperNodes")},
+		{"normal-pod score off: constrained member", off, gangPod("hard"), fwk.NewStatus(fwk.Unschedulable, "a topology-constrained gang member is planned individually")},
+		{"normal-pod score off: pod without a gang", off, st.MakePod().Namespace("ns").Name("solo").Obj(), nil},
 	} {
-		if _, status := p.SignPod(context.Background(), tc.pod); status.IsSuccess() != tc.want {
-			t.Errorf("SignPod(%s): %v, want signed %v", tc.pod.Name, status, tc.want)
+		fragments, status := tc.plugin.SignPod(context.Background(), tc.pod)
+		if diff := cmp.Diff(tc.want, status); diff != "" {
+			t.Errorf("%s: status (-want,+got):\n%s", tc.name, diff)
+		}
+		if len(fragments) != 0 {
+			t.Errorf("%s: fragments %v, want none", tc.name, fragments)
 		}
 	}
 }

@@ -38,8 +38,13 @@ func (p *NetworkTopologyAware) promisedByOthers(logger klog.Logger, key podgroup
 	return out
 }
 
-// Reserve turns the member's promised slot into a reservation.
+// Reserve counts the pod in the HyperNodes' usage and turns a member's promised slot into a
+// reservation.
 func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if p.usageSums != nil {
+		// Counted from now, as kube-scheduler's cache counts an assumed pod.
+		p.usageSums.setPod(pod.UID, nodeName, p.usageSums.podRequest(pod))
+	}
 	key, _, ok := p.constraint(pod)
 	if !ok {
 		return nil
@@ -73,6 +78,9 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 // the members still placed. The late Unreserve of a member of an earlier plan leaves the
 // current plan alone.
 func (p *NetworkTopologyAware) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	if p.usageSums != nil {
+		p.usageSums.removePod(pod.UID)
+	}
 	key, _, ok := p.constraint(pod)
 	if !ok {
 		return

@@ -66,6 +66,8 @@ type NetworkTopologyAware struct {
 	// resources are the weighted resources of the bin-pack scores, in a fixed order.
 	resources []v1.ResourceName
 	weights   []float64
+	// usageSums sums the HyperNodes' resources for the normal-pod score; nil when it is off.
+	usageSums *usageCache
 
 	mu    sync.Mutex
 	plans map[podgroup.Key]*gangPlan
@@ -105,6 +107,11 @@ func New(_ context.Context, obj runtime.Object, handle fwk.Handle, cache *hypern
 	if err := p.watchCapacity(handle.SharedInformerFactory()); err != nil {
 		return nil, err
 	}
+	if p.usageSums != nil {
+		if err := p.usageSums.watch(handle.SharedInformerFactory()); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -136,6 +143,9 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 	for _, name := range extra {
 		add(v1.ResourceName(name), args.HyperNodeBinPack.Resources[v1.ResourceName(name)])
 	}
+	if args.NormalPod.Enable {
+		p.usageSums = newUsageCache(p.resources)
+	}
 	return p
 }
 
@@ -166,11 +176,18 @@ func hasSubGroupTopology(info podgroup.Info) bool {
 	return false
 }
 
-// SignPod: a constrained member's nodes come from its own plan, so its scheduling result must
-// never be reused for another pod; other pods are scored by the node's HyperNodes only.
+// SignPod: a constrained member's nodes come from its own plan, so its result must never be
+// reused for another pod. With the normal-pod score on, a pod placed on a node changes the
+// score of every node sharing a HyperNode with it, which breaks the batching assumption that
+// only the chosen node's score changed; such pods are refused too, as PodTopologySpread
+// refuses pods whose score depends on other nodes. Otherwise the score depends on nothing of
+// the pod: an empty signature.
 func (p *NetworkTopologyAware) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	if _, _, ok := p.constraint(pod); ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "a topology-constrained gang member is planned individually")
 	}
-	return []fwk.SignFragment{{Key: "hypernode.dev/NetworkTopologyAware", Value: "unconstrained"}}, nil
+	if p.usageSums != nil && p.cache.Snapshot().Len() > 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "the normal-pod score depends on the usage of every node in the pod's HyperNodes")
+	}
+	return nil, nil
 }

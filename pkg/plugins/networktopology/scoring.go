@@ -19,17 +19,15 @@ type preScoreState struct {
 	reference    string
 	placedByLeaf map[string]int
 	members      int
-	// Unconstrained pods: the bin-pack score of every HyperNode with the pod added.
-	hyperNodeScore map[string]float64
-	// tiers with their fading weights.
-	tiers   []int
-	weights []float64
+	// Unconstrained pods: the score of each node to score.
+	nodeScore map[string]int64
 }
 
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
-// PreScore prepares the scores of one pod: O(members) for a gang member, O(nodes) for a pod
-// without a constraint (the HyperNodes' usage), never O(nodes x HyperNodes).
+// PreScore prepares the scores of one pod: O(leaves of its plan) for a gang member, and for a
+// pod without a constraint O(depth) per distinct leaf of the nodes to score, from the
+// HyperNodes' usage sums that events keep (usage.go): nothing that grows with the cluster.
 func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	tree := p.cache.Snapshot()
 	s := &preScoreState{tree: tree}
@@ -57,55 +55,12 @@ func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleStat
 		state.Write(preScoreStateKey, s)
 		return nil
 	}
-	if !p.args.NormalPod.Enable || tree.Len() == 0 {
+	if p.usageSums == nil || tree.Len() == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	// Aggregate usage per HyperNode over every node (not only the feasible ones).
-	all, err := p.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return fwk.AsStatus(err)
-	}
-	used := map[string][]float64{}
-	alloc := map[string][]float64{}
-	for _, ni := range all {
-		if ni.Node() == nil {
-			continue
-		}
-		leaf, ok := tree.LeafOf(ni.Node().Name)
-		if !ok {
-			continue
-		}
-		u, a := p.usage(ni)
-		for h := leaf; h != "" && h != hypernode.VirtualRootName; {
-			addTo(used, h, u)
-			addTo(alloc, h, a)
-			info, _ := tree.HyperNode(h)
-			h = info.Parent
-		}
-	}
-	req := p.podRequest(pod)
-	s.hyperNodeScore = make(map[string]float64, len(used))
-	for h := range used {
-		s.hyperNodeScore[h] = placement.BinPackScore(used[h], alloc[h], req, 1, p.weights)
-	}
-	s.tiers = tree.Tiers()
-	s.weights = make([]float64, len(s.tiers))
-	for i, t := range s.tiers {
-		s.weights[i] = math.Pow(p.args.NormalPod.Fading, float64(t-1))
-	}
+	s.nodeScore, _ = p.usageSums.nodeScores(tree, nodes, p.usageSums.podRequest(pod), p.weights, p.args.NormalPod.Fading)
 	state.Write(preScoreStateKey, s)
 	return nil
-}
-
-func addTo(m map[string][]float64, key string, v []float64) {
-	cur := m[key]
-	if cur == nil {
-		cur = make([]float64, len(v))
-		m[key] = cur
-	}
-	for i := range v {
-		cur[i] += v[i]
-	}
 }
 
 // Score ranks a node for the pod.
@@ -115,10 +70,11 @@ func (p *NetworkTopologyAware) Score(_ context.Context, state fwk.CycleState, po
 		return 0, nil
 	}
 	name := nodeInfo.Node().Name
-	if s.hyperNodeScore == nil {
+	if s.nodeScore == nil {
 		return p.scoreMember(s, name), nil
 	}
-	return p.scoreNormal(s, name), nil
+	// PreScore scored every node the framework scores.
+	return s.nodeScore[name], nil
 }
 
 // scoreMember: (maxTier - tier(LCA(leaf(node), reference))) / (maxTier - minTier), full in the
@@ -145,33 +101,6 @@ func (p *NetworkTopologyAware) scoreMember(s *preScoreState, node string) int64 
 	}
 	share := float64(s.placedByLeaf[leaf]) / float64(s.members)
 	return int64(math.Round(float64(fwk.MaxScore) * (0.9*tierScore + 0.1*share)))
-}
-
-// scoreNormal: sum_t w_t * binpack(HyperNode of tier t holding the node) / sum_t w_t, with 1
-// for a tier where no HyperNode holds the node (docs/design.md, "Topology placement").
-func (p *NetworkTopologyAware) scoreNormal(s *preScoreState, node string) int64 {
-	tree := s.tree
-	byTier := map[int]float64{}
-	if leaf, ok := tree.LeafOf(node); ok {
-		for h := leaf; h != "" && h != hypernode.VirtualRootName; {
-			info, _ := tree.HyperNode(h)
-			byTier[info.Tier] = s.hyperNodeScore[h]
-			h = info.Parent
-		}
-	}
-	total, weightSum := 0.0, 0.0
-	for i, t := range s.tiers {
-		score, ok := byTier[t]
-		if !ok {
-			score = 1
-		}
-		total += s.weights[i] * score
-		weightSum += s.weights[i]
-	}
-	if weightSum == 0 {
-		return 0
-	}
-	return int64(math.Round(float64(fwk.MaxScore) * total / weightSum))
 }
 
 // ScoreExtensions returns nil: scores are already in [0, MaxScore].

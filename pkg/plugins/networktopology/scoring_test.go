@@ -55,27 +55,3 @@ func TestScoreMember(t *testing.T) {
 		t.Errorf("scores (-want,+got):\n%s", diff)
 	}
 }
-
-// TestScoreNormal: seed 000 section 5.1 with fading 0.5: tier weights 1, 0.5, 0.25; a tier
-// where no HyperNode holds the node scores 1.
-func TestScoreNormal(t *testing.T) {
-	p := &NetworkTopologyAware{}
-	s := &preScoreState{
-		tree:           seedTree(),
-		hyperNodeScore: map[string]float64{"rack-0": 0.8, "tor-0": 0.4, "spine-0": 0.2, "rack-2": 0.1, "tor-1": 0.1},
-		tiers:          []int{1, 2, 3},
-		weights:        []float64{1, 0.5, 0.25},
-	}
-	want := map[string]int64{
-		"node-0":  60,  // (0.8 + 0.5*0.4 + 0.25*0.2) / 1.75 = 0.6
-		"node-4":  11,  // (0.1 + 0.05 + 0.05) / 1.75 = 0.1143
-		"outside": 100, // no HyperNode at any tier
-	}
-	got := map[string]int64{}
-	for node := range want {
-		got[node] = p.scoreNormal(s, node)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("scores (-want,+got):\n%s", diff)
-	}
-}

@@ -1,0 +1,317 @@
+package networktopology
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+)
+
+// seedCache is seedTree as a live tree cache, so that tests can change the tree.
+func seedCache() *hypernode.Cache {
+	cache := hypernode.NewCache(klog.Background(), nil)
+	for i := range 8 {
+		cache.SetNode(st.MakeNode().Name(fmt.Sprintf("node-%d", i)).Obj())
+	}
+	cache.SetNode(st.MakeNode().Name("outside").Obj())
+	for _, hn := range seedHyperNodes() {
+		cache.SetHyperNode(hn)
+	}
+	return cache
+}
+
+func nodeInfos(names ...string) []fwk.NodeInfo {
+	var out []fwk.NodeInfo
+	for _, n := range names {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(st.MakeNode().Name(n).Obj())
+		out = append(out, ni)
+	}
+	return out
+}
+
+var allSeedNodes = []string{"node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7", "outside"}
+
+// TestNodeScores: seed 000 section 5.1 with fading 0.5 (tier weights 1, 0.5, 0.25), CPU only,
+// nodes of 4 CPUs, a pod of 1 CPU; a tier where no HyperNode holds the node scores 1. Each
+// step is an event, and the scores follow it.
+func TestNodeScores(t *testing.T) {
+	tree := seedCache()
+	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU})
+	for _, n := range allSeedNodes {
+		u.setNode(n, []int64{4000})
+	}
+	u.setPod("a", "node-0", []int64{2000})
+	u.setPod("b", "node-2", []int64{1000})
+	u.setPod("c", "node-4", []int64{4000})
+	u.setPod("d", "outside", []int64{3000})
+	scores := func() map[string]int64 {
+		got, _ := u.nodeScores(tree.Snapshot(), nodeInfos(allSeedNodes...), []int64{1000}, []float64{1}, 0.5)
+		return byLeaf(t, tree.Snapshot(), got)
+	}
+	steps := []struct {
+		name  string
+		event func()
+		want  map[string]int64
+	}{{
+		name: "initial",
+		// rack-0: 3000/8000, tor-0: 4000/16000, spine-0: 8000/32000
+		//   -> (0.375 + 0.5*0.25 + 0.25*0.25) / 1.75 = 0.3214
+		// rack-1: 2000/8000 -> (0.25 + 0.125 + 0.0625) / 1.75 = 0.25
+		// rack-2: 5000/8000, tor-1: 5000/16000 -> (0.625 + 0.15625 + 0.0625) / 1.75 = 0.4821
+		// rack-3: 1000/8000 -> (0.125 + 0.15625 + 0.0625) / 1.75 = 0.1964
+		want: map[string]int64{"rack-0": 32, "rack-1": 25, "rack-2": 48, "rack-3": 20, "(no leaf)": 100},
+	}, {
+		name:  "the pod on node-4 finishes",
+		event: func() { u.removePod("c") },
+		// rack-0/1: spine-0 4000/32000; rack-2 = rack-3: 1000/8000, tor-1 1000/16000
+		//   -> rack-0 (0.375 + 0.125 + 0.03125) / 1.75, rack-2 (0.125 + 0.03125 + 0.03125) / 1.75
+		want: map[string]int64{"rack-0": 30, "rack-1": 23, "rack-2": 11, "rack-3": 11, "(no leaf)": 100},
+	}, {
+		name:  "the same pod reported again (Reserve, then bound): no change",
+		event: func() { u.setPod("a", "node-0", []int64{2000}) },
+		want:  map[string]int64{"rack-0": 30, "rack-1": 23, "rack-2": 11, "rack-3": 11, "(no leaf)": 100},
+	}, {
+		name:  "node-7 deleted: rack-3 has one node left",
+		event: func() { u.removeNode("node-7") },
+		// spine-0: 4000/28000 for every rack; rack-3: 1000/4000, tor-1: 1000/12000
+		//   -> (0.25 + 0.5*0.0833 + 0.25*0.1429) / 1.75 = 0.1871; rack-2: 1000/8000 -> 0.1156;
+		//   rack-0: (0.375 + 0.5*0.25 + 0.25*0.1429) / 1.75 = 0.3061
+		want: map[string]int64{"rack-0": 31, "rack-1": 23, "rack-2": 12, "rack-3": 19, "(no leaf)": 100},
+	}, {
+		name: "node-1 moves from rack-0 to rack-1 (a new tree generation)",
+		event: func() {
+			tree.SetHyperNode(hntesting.MakeHyperNode("rack-0").Tier(1).Nodes("node-0").Obj())
+			tree.SetHyperNode(hntesting.MakeHyperNode("rack-1").Tier(1).Nodes("node-1", "node-2", "node-3").Obj())
+		},
+		// rack-0: 3000/4000 -> (0.75 + 0.125 + 0.0357) / 1.75 = 0.5204
+		// rack-1: 2000/12000 -> (0.1667 + 0.125 + 0.0357) / 1.75 = 0.1871
+		want: map[string]int64{"rack-0": 52, "rack-1": 19, "rack-2": 12, "rack-3": 19, "(no leaf)": 100},
+	}}
+	for _, step := range steps {
+		if step.event != nil {
+			step.event()
+		}
+		if diff := cmp.Diff(step.want, scores()); diff != "" {
+			t.Errorf("%s: scores (-want,+got):\n%s", step.name, diff)
+		}
+	}
+}
+
+// byLeaf turns per-node scores into per-leaf scores ("(no leaf)" for a node in none), and
+// checks that the nodes of a leaf score the same.
+func byLeaf(t *testing.T, tree *hypernode.Snapshot, scores map[string]int64) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for node, score := range scores {
+		leaf, ok := tree.LeafOf(node)
+		if !ok {
+			leaf = "(no leaf)"
+		}
+		if prev, seen := out[leaf]; seen && prev != score {
+			t.Errorf("nodes of %s score %d and %d", leaf, prev, score)
+		}
+		out[leaf] = score
+	}
+	return out
+}
+
+// TestNodeScoresOnlyScoredNodes: PreScore works on the nodes it is given, not on every node
+// or leaf of the cluster.
+func TestNodeScoresOnlyScoredNodes(t *testing.T) {
+	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU})
+	for _, n := range allSeedNodes {
+		u.setNode(n, []int64{4000})
+	}
+	got, _ := u.nodeScores(seedCache().Snapshot(), nodeInfos("node-0", "node-1", "node-5"), []int64{1000}, []float64{1}, 0.8)
+	if diff := cmp.Diff([]string{"node-0", "node-1", "node-5"}, slices.Sorted(maps.Keys(got))); diff != "" {
+		t.Errorf("nodes scored (-want,+got):\n%s", diff)
+	}
+}
+
+// TestTierWeights: weights go by the rank of the tier among the tiers present, so tier 0,
+// fading 0 and fading above 1 all give finite weights.
+func TestTierWeights(t *testing.T) {
+	for _, tc := range []struct {
+		tiers  int
+		fading float64
+		want   []float64
+	}{
+		{3, 0.5, []float64{1, 0.5, 0.25}},
+		{3, 0, []float64{1, 0, 0}},
+		{3, 1, []float64{1, 1, 1}},
+		{3, 2, []float64{0.25, 0.5, 1}},
+		{1, 0.8, []float64{1}},
+	} {
+		if diff := cmp.Diff(tc.want, tierWeights(tc.tiers, tc.fading)); diff != "" {
+			t.Errorf("tierWeights(%d, %v) (-want,+got):\n%s", tc.tiers, tc.fading, diff)
+		}
+	}
+}
+
+// TestNormalScoreTierZero: a tree whose leaves are tier 0 (the CRD allows it) and fading 0
+// score by the leaves alone, with no NaN and every score in [0, MaxScore].
+func TestNormalScoreTierZero(t *testing.T) {
+	cache := hypernode.NewCache(klog.Background(), nil)
+	for _, n := range []string{"a", "b", "c"} {
+		cache.SetNode(st.MakeNode().Name(n).Obj())
+	}
+	cache.SetHyperNode(hntesting.MakeHyperNode("leaf-0").Tier(0).Nodes("a").Obj())
+	cache.SetHyperNode(hntesting.MakeHyperNode("leaf-1").Tier(0).Nodes("b").Obj())
+	cache.SetHyperNode(hntesting.MakeHyperNode("top").Tier(1).Children("leaf-0", "leaf-1").Obj())
+	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU})
+	for _, n := range []string{"a", "b", "c"} {
+		u.setNode(n, []int64{4000})
+	}
+	u.setPod("p", "a", []int64{1000})
+	for _, fading := range []float64{0, 0.8, 3} {
+		scores, _ := u.nodeScores(cache.Snapshot(), nodeInfos("a", "b", "c"), []int64{1000}, []float64{1}, fading)
+		got := byLeaf(t, cache.Snapshot(), scores)
+		// leaf-0: 2000/4000, leaf-1: 1000/4000, top (a and b): 2000/8000
+		want := map[float64]map[string]int64{
+			0:   {"leaf-0": 50, "leaf-1": 25, "(no leaf)": 100},
+			0.8: {"leaf-0": 39, "leaf-1": 25, "(no leaf)": 100}, // (0.5 + 0.8*0.25) / 1.8
+			3:   {"leaf-0": 31, "leaf-1": 25, "(no leaf)": 100}, // (0.5/3 + 0.25) / (4/3)
+		}[fading]
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("fading %v: scores (-want,+got):\n%s", fading, diff)
+		}
+	}
+}
+
+// TestUsageSumsMatchARecount: after a random sequence of pod, node and tree events, the
+// incremental sums equal sums recounted from scratch.
+func TestUsageSumsMatchARecount(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tree := seedCache()
+	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory})
+	nodes := map[string][]int64{}
+	pods := map[types.UID]podUsage{}
+	for step := range 2000 {
+		node := allSeedNodes[rng.IntN(len(allSeedNodes))]
+		uid := types.UID(fmt.Sprintf("pod-%d", rng.IntN(40)))
+		switch op := rng.IntN(10); {
+		case op < 4:
+			req := []int64{rng.Int64N(4000), rng.Int64N(1 << 34)}
+			u.setPod(uid, node, req)
+			pods[uid] = podUsage{node: node, req: req}
+		case op < 7:
+			u.removePod(uid)
+			delete(pods, uid)
+		case op < 8:
+			alloc := []int64{rng.Int64N(64000), rng.Int64N(1 << 40)}
+			u.setNode(node, alloc)
+			nodes[node] = alloc
+		case op < 9:
+			u.removeNode(node)
+			delete(nodes, node)
+		default:
+			// Move a random node between rack-0 and rack-3.
+			moved := fmt.Sprintf("node-%d", rng.IntN(8))
+			tree.SetHyperNode(hntesting.MakeHyperNode("rack-0").Tier(1).Nodes("node-0", moved).Obj())
+		}
+		u.nodeScores(tree.Snapshot(), nil, []int64{0, 0}, []float64{1, 1}, 0.8) // syncs the tree
+		if diff := cmp.Diff(recount(tree.Snapshot(), nodes, pods), u.nonZeroSums()); diff != "" {
+			t.Fatalf("step %d: sums (-recount,+incremental):\n%s", step, diff)
+		}
+	}
+}
+
+func recount(tree *hypernode.Snapshot, nodes map[string][]int64, pods map[types.UID]podUsage) map[string][2][]int64 {
+	out := map[string][2][]int64{}
+	add := func(node string, used, alloc []int64) {
+		leaf, ok := tree.LeafOf(node)
+		if !ok {
+			return
+		}
+		for _, h := range append([]string{leaf}, tree.Ancestors(leaf)...) {
+			if h == hypernode.VirtualRootName {
+				continue
+			}
+			s, ok := out[h]
+			if !ok {
+				s = [2][]int64{make([]int64, 2), make([]int64, 2)}
+			}
+			for i := range 2 {
+				s[0][i] += used[i]
+				s[1][i] += alloc[i]
+			}
+			out[h] = s
+		}
+	}
+	for name, alloc := range nodes {
+		add(name, []int64{0, 0}, alloc)
+	}
+	for _, p := range pods {
+		if _, ok := nodes[p.node]; ok {
+			add(p.node, p.req, []int64{0, 0})
+		}
+	}
+	return nonZero(out)
+}
+
+func (u *usageCache) nonZeroSums() map[string][2][]int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := map[string][2][]int64{}
+	for h, s := range u.sums {
+		out[h] = [2][]int64{s.used, s.alloc}
+	}
+	return nonZero(out)
+}
+
+func nonZero(m map[string][2][]int64) map[string][2][]int64 {
+	for h, s := range m {
+		if s[0][0] == 0 && s[0][1] == 0 && s[1][0] == 0 && s[1][1] == 0 {
+			delete(m, h)
+		}
+	}
+	return m
+}
+
+// TestNormalPodScoreFollowsReserve: a pod reserved on a node counts at once (the next pod's
+// score sees it, as kube-scheduler's cache sees an assumed pod), and no longer after
+// Unreserve.
+func TestNormalPodScoreFollowsReserve(t *testing.T) {
+	p, _ := newTestPlugin(t)
+	for _, n := range allSeedNodes {
+		p.usageSums.setNode(n, []int64{4000})
+	}
+	score := func(node string) int64 {
+		state := framework.NewCycleState()
+		pod := st.MakePod().Namespace("ns").Name("next").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+		if s := p.PreScore(context.Background(), state, pod, nodeInfos(allSeedNodes...)); !s.IsSuccess() {
+			t.Fatalf("PreScore: %v", s)
+		}
+		got, s := p.Score(context.Background(), state, pod, nodeInfos(node)[0])
+		if !s.IsSuccess() {
+			t.Fatalf("Score: %v", s)
+		}
+		return got
+	}
+	before := score("node-1")
+	placed := st.MakePod().Namespace("ns").Name("placed").UID("placed").Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Obj()
+	p.Reserve(context.Background(), framework.NewCycleState(), placed, "node-0")
+	// rack-0: 3000/8000, tor-0: 3000/16000, spine-0: 3000/32000, fading 0.8 (weights 1, 0.8, 0.64)
+	//   -> (0.375 + 0.8*0.1875 + 0.64*0.09375) / 2.44 = 0.2398
+	if got, want := score("node-1"), int64(24); got != want {
+		t.Errorf("after Reserve: score of node-1 = %d, want %d (before: %d)", got, want, before)
+	}
+	p.Unreserve(context.Background(), framework.NewCycleState(), placed, "node-0")
+	if got := score("node-1"); got != before {
+		t.Errorf("after Unreserve: score of node-1 = %d, want %d as before", got, before)
+	}
+}
