@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
