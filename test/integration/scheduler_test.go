@@ -115,7 +115,7 @@ func TestSchedulerRefusesInvalidPluginArgs(t *testing.T) {
 		{
 			name:       "negative fading",
 			pluginArgs: map[string]map[string]any{"NetworkTopologyAware": {"normalPod": map[string]any{"fading": -1}}},
-			wantErr:    `initializing plugin "NetworkTopologyAware": normalPod.fading: Invalid value: -1: must be greater than or equal to 0`,
+			wantErr:    `initializing plugin "NetworkTopologyAware": normalPod.fading: Invalid value: -1: must be a finite number greater than or equal to 0`,
 		},
 		{
 			name:       "all bin-pack weights zero",

@@ -431,4 +431,21 @@ func TestTopologyNormalPodPrefersFullerLeaf(t *testing.T) {
 	if !within(got, "node-4", "node-5") {
 		t.Errorf("normal pod placed on %v, want the fuller leaf s2 (node-4, node-5)", got)
 	}
+	// While the scheduler runs, it fills node-1 (a pod pinned there): s0 is now 4/8 used, s2
+	// 3/8, so the next pod goes to node-0. Scores that missed the new pod would still say s2.
+	pinned := util.Pod(e.ns, "pinned", plugins.SchedulerName, "4", nil)
+	pinned.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"node-1"}}}}}}}}
+	if _, err := util.CreatePods(context.Background(), e.c.kube, pinned); err != nil {
+		t.Fatal(err)
+	}
+	e.waitBound([]string{"pinned"})
+	next := util.Pod(e.ns, "web-2", plugins.SchedulerName, "1", nil)
+	if _, err := util.CreatePods(context.Background(), e.c.kube, next); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.waitBound([]string{"web-2"}); got["web-2"] != "node-0" {
+		t.Errorf("second normal pod placed on %v, want node-0 (s0 became the fuller leaf)", got)
+	}
 }

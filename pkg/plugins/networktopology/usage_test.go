@@ -7,10 +7,15 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -268,14 +273,14 @@ func (u *usageCache) nonZeroSums() map[string][2][]int64 {
 	defer u.mu.Unlock()
 	out := map[string][2][]int64{}
 	for h, s := range u.sums {
-		out[h] = [2][]int64{s.used, s.alloc}
+		out[h] = [2][]int64{slices.Clone(s.used), slices.Clone(s.alloc)}
 	}
 	return nonZero(out)
 }
 
 func nonZero(m map[string][2][]int64) map[string][2][]int64 {
 	for h, s := range m {
-		if s[0][0] == 0 && s[0][1] == 0 && s[1][0] == 0 && s[1][1] == 0 {
+		if !slices.ContainsFunc(append(slices.Clone(s[0]), s[1]...), func(v int64) bool { return v != 0 }) {
 			delete(m, h)
 		}
 	}
@@ -314,4 +319,65 @@ func TestNormalPodScoreFollowsReserve(t *testing.T) {
 	if got := score("node-1"); got != before {
 		t.Errorf("after Unreserve: score of node-1 = %d, want %d as before", got, before)
 	}
+}
+
+// TestUsageWatch: the informer handlers count assigned, non-terminal pods on existing nodes.
+func TestUsageWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU})
+	u.syncTreeLocked(seedCache().Snapshot())
+	if err := u.watch(factory); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer func() {
+		cancel() // Shutdown waits for the informers, which stop with ctx
+		factory.Shutdown()
+	}()
+	pod := func(name, node string) *v1.Pod {
+		return st.MakePod().Namespace("ns").Name(name).UID(name).Node(node).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	}
+	waitFor := func(step string, want map[string][2][]int64) {
+		t.Helper()
+		var got map[string][2][]int64
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			got = u.nonZeroSums()
+			return cmp.Equal(want, got), nil
+		})
+		if err != nil {
+			t.Fatalf("%s: sums (-want,+got):\n%s", step, cmp.Diff(want, got))
+		}
+	}
+	sums := func(used, alloc int64) [2][]int64 { return [2][]int64{{used}, {alloc}} }
+	if _, err := client.CoreV1().Nodes().Create(ctx, st.MakeNode().Name("node-0").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("node added", map[string][2][]int64{"rack-0": sums(0, 4000), "tor-0": sums(0, 4000), "spine-0": sums(0, 4000)})
+	for _, p := range []*v1.Pod{pod("bound", "node-0"), pod("pending", ""), pod("elsewhere", "node-7")} {
+		if _, err := client.CoreV1().Pods("ns").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// node-7 has no Node object: its pod waits, uncounted.
+	waitFor("pods added", map[string][2][]int64{"rack-0": sums(1000, 4000), "tor-0": sums(1000, 4000), "spine-0": sums(1000, 4000)})
+	done := pod("bound", "node-0")
+	done.Status.Phase = v1.PodSucceeded
+	if _, err := client.CoreV1().Pods("ns").UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("pod succeeded", map[string][2][]int64{"rack-0": sums(0, 4000), "tor-0": sums(0, 4000), "spine-0": sums(0, 4000)})
+	if _, err := client.CoreV1().Nodes().Create(ctx, st.MakeNode().Name("node-7").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "8"}).Obj(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("node-7 added with its pod", map[string][2][]int64{"rack-0": sums(0, 4000), "tor-0": sums(0, 4000),
+		"rack-3": sums(1000, 8000), "tor-1": sums(1000, 8000), "spine-0": sums(1000, 12000)})
+	if err := client.CoreV1().Nodes().Delete(ctx, "node-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().Pods("ns").Delete(ctx, "elsewhere", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("node-0 and the pod on node-7 deleted", map[string][2][]int64{"rack-3": sums(0, 8000), "tor-1": sums(0, 8000), "spine-0": sums(0, 8000)})
 }
