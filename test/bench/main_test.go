@@ -100,9 +100,10 @@ func repeats() int {
 }
 
 // startCPUProfile writes the scheduler process's CPU profile to $BENCH_CPUPROFILE.<pid> when
-// that variable is set (hack/bench.sh passes it through), so that a run can be profiled
-// without changing the binary (both kinds, in scheduler mode; startScheduler logs which run
-// each pid is); it returns the function that stops and flushes it.
+// that variable is set (startScheduler passes the environment on), so that a run can be
+// profiled without changing the binary: both kinds, in this binary's scheduler mode only (not
+// the -bench.ours / -bench.vanilla binaries of hack/bench.sh); startScheduler logs which run
+// each pid is. It returns the function that stops and flushes it.
 func startCPUProfile() func() {
 	prefix := os.Getenv("BENCH_CPUPROFILE")
 	if prefix == "" {
