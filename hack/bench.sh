@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# The full benchmark harness (issue #8): throughput, big gang, placement quality and the
-# small instance against exhaustive search, at the sizes of docs/benchmarks.md.
+# The full benchmark harness (issue #8): throughput, big gang, placement quality, the small
+# instance against exhaustive search, plain pods next to a blocked gang, and issue #18's plain
+# pods, mixed load and restart with a backlog (pods arriving while the scheduler runs, and a
+# backlog that exists when it starts), at the sizes of docs/benchmarks.md.
 #
 # Run by `make bench` after `make build`. Needs bin/kube-scheduler (ours); builds upstream's
 # kube-scheduler from the same module (k8s.io/kubernetes v1.37.1) as the vanilla scheduler.
 # Writes _output/bench/results.json, summary.md and the schedulers' logs, and prints the
-# summary. Takes about 15 minutes on 2 cores and uses both: do not run it next to other work.
+# summary. Takes about an hour on 2 cores (issue #18's three scenarios about 45 minutes of it,
+# 30 runs of 10,000 pods) and uses both: do not run it next to other work.
 #
-# Environment: BENCH_REPEAT (runs per scheduler in the throughput and big-gang scenarios,
-# default 3), BENCH_RUN (a go test -run pattern, default every scenario), BENCH_OUT.
+# Environment: BENCH_REPEAT (runs per scheduler, and per load mode, in the throughput, big-gang,
+# blocked-gang, plain-pods, mixed-load and restart scenarios, default 3), BENCH_RUN (a go test
+# -run pattern, default every scenario; issue #18's alone:
+# 'TestPlainPods|TestMixedLoad|TestRestartBacklog|TestReport'), BENCH_OUT. BENCH_CPUPROFILE
+# profiles the test binary's scheduler mode only, not this script's binaries: profile with
+# go test directly (docs/benchmarks.md).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

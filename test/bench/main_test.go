@@ -4,7 +4,8 @@
 // memory (VmHWM) and CPU time are its own.
 //
 // Scenarios (each a test): throughput, big gang, placement quality over a replayed job trace,
-// and a comparison with exhaustive search on a 16-node instance. With -short (make test) they
+// a comparison with exhaustive search on a 16-node instance, plain pods next to a blocked
+// gang, and issue #18's plain pods, mixed load and restart with a backlog (load_test.go). With -short (make test) they
 // run on a few hundred nodes; `make bench` (hack/bench.sh) runs them at full size with
 // -bench.full. Results go to results.json and summary.md in -bench.out.
 //
@@ -58,8 +59,11 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	case "vanilla":
-		// Exactly upstream's cmd/kube-scheduler main.
-		os.Exit(cli.Run(app.NewSchedulerCommand()))
+		// Exactly upstream's cmd/kube-scheduler main (and, like ours, the optional CPU profile).
+		stop := startCPUProfile()
+		code := cli.Run(app.NewSchedulerCommand())
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(runTests(m))
 }
@@ -96,8 +100,10 @@ func repeats() int {
 }
 
 // startCPUProfile writes the scheduler process's CPU profile to $BENCH_CPUPROFILE.<pid> when
-// that variable is set (hack/bench.sh passes it through), so that a run can be profiled
-// without changing the binary; it returns the function that stops and flushes it.
+// that variable is set (startScheduler passes the environment on), so that a run can be
+// profiled without changing the binary: both kinds, in this binary's scheduler mode only (not
+// the -bench.ours / -bench.vanilla binaries of hack/bench.sh); startScheduler logs which run
+// each pid is. It returns the function that stops and flushes it.
 func startCPUProfile() func() {
 	prefix := os.Getenv("BENCH_CPUPROFILE")
 	if prefix == "" {

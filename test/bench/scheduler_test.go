@@ -122,6 +122,9 @@ func startScheduler(t testing.TB, k Kind, name string) *schedProcess {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", binary, err)
 	}
+	if prefix := os.Getenv("BENCH_CPUPROFILE"); prefix != "" && env != "" {
+		t.Logf("%s: CPU profile %s.%d", name, prefix, cmd.Process.Pid)
+	}
 	go func() {
 		p.done <- cmd.Wait()
 		logFile.Close()

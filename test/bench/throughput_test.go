@@ -1,41 +1,42 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"sort"
 	"testing"
-	"time"
-
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
-
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
-	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
-// GangSpec is one gang of a scenario.
+// GangSpec is one gang of a scenario or, Plain, a unit of independent pods.
 type GangSpec struct {
 	Name string `json:"name"`
 	Size int    `json:"size"`
 	GPUs int    `json:"gpusPerPod"`
 	// Tier is the hard highestTierAllowed (ours only; vanilla pods have no PodGroup).
 	Tier int `json:"tier"`
+	// Plain: not a gang but Size independent pods, without a PodGroup for either scheduler.
+	Plain bool `json:"plain,omitempty"`
 }
 
-// RunResult is one run of one scheduler over a scenario's pods. The scheduler is running and
-// has bound a probe pod before the first pod is created.
+// RunResult is one run of one scheduler over a scenario's pods. In the arriving mode the
+// scheduler is running and has bound a probe pod before the first pod is created; in the
+// backlog mode every pod exists before the scheduler process starts.
 type RunResult struct {
-	Kind Kind `json:"kind"`
-	Run  int  `json:"run"`
-	Pods int  `json:"pods"`
-	// Seconds: from the first pod's creation to the last pod bound.
+	Kind Kind     `json:"kind"`
+	Run  int      `json:"run"`
+	Mode loadMode `json:"mode"`
+	Pods int      `json:"pods"`
+	// Seconds: from the start (arriving: the first pod's creation; backlog: the scheduler
+	// process's start) to the last pod bound.
 	Seconds       float64 `json:"seconds"`
 	PodsPerSecond float64 `json:"podsPerSecond"`
+	// FirstBindSeconds: from the start to the first pod bound; FirstGangSeconds: to the first
+	// gang with every member bound (absent without gangs).
+	FirstBindSeconds float64 `json:"firstBindSeconds"`
+	FirstGangSeconds float64 `json:"firstGangSeconds,omitempty"`
 	// CreateSeconds: creating the pods (16 parallel clients).
 	CreateSeconds float64 `json:"createSeconds"`
-	// AfterLastCreatedSeconds: from the last pod created to the last pod bound.
+	// AfterLastCreatedSeconds: from the last pod created to the last pod bound (arriving only).
 	AfterLastCreatedSeconds float64 `json:"afterLastCreatedSeconds"`
 	// BindWindowSeconds: from the first pod bound to the last.
 	BindWindowSeconds float64 `json:"bindWindowSeconds"`
@@ -91,23 +92,42 @@ func throughputGangs(pods int, sizes []int, halfLeafPods int) []GangSpec {
 	return out
 }
 
+// throughputLoad is scenario 1's cluster and load, shared by the scenarios that compare with
+// it: 5,000 nodes (leaves of 32, spines of 16 leaves), 10,000 pods of 2 GPUs, gangs of 8 to
+// 512 pods; short: 256 nodes (spines of 4 leaves), 512 pods, gangs of 8 to 128.
+type throughputLoad struct {
+	tp    Topology
+	pods  int
+	sizes []int
+}
+
+func newThroughputLoad(name string) throughputLoad {
+	tl := throughputLoad{tp: Topology{Name: name, Nodes: 256, LeafSize: 32, LeavesPerSpine: 4}, pods: 512, sizes: []int{8, 16, 32, 64, 128}}
+	if full() {
+		tl.tp.Nodes, tl.tp.LeavesPerSpine = 5000, 16
+		tl.pods, tl.sizes = 10000, []int{8, 16, 32, 64, 128, 256, 512}
+	}
+	return tl
+}
+
+// gangs returns scenario 1's gangs over the given number of pods.
+func (tl throughputLoad) gangs(pods int) []GangSpec {
+	return throughputGangs(pods, tl.sizes, tl.tp.LeafSize*nodeGPUs/2/2)
+}
+
 // Scenario 1: throughput. The same pods (2 GPUs each), as hard gangs for ours and as
 // independent pods for vanilla, created gang after gang at full speed while the scheduler
 // runs; runs alternate between the kinds (ABBA order), medians are reported.
 func TestThroughput(t *testing.T) {
-	tp := Topology{Name: "tp", Nodes: 256, LeafSize: 32, LeavesPerSpine: 4}
-	pods, sizes := 512, []int{8, 16, 32, 64, 128}
-	if full() {
-		tp.Nodes, tp.LeavesPerSpine = 5000, 16
-		pods, sizes = 10000, []int{8, 16, 32, 64, 128, 256, 512}
-	}
-	gangs := throughputGangs(pods, sizes, tp.LeafSize*nodeGPUs/2/2)
+	tl := newThroughputLoad("tp")
+	tp, pods := tl.tp, tl.pods
+	gangs := tl.gangs(pods)
 	c := newClients(t)
 	tp.create(t, c)
 	res := &ThroughputResult{Topology: tp, Pods: pods, Gangs: gangs}
 	for rep := range repeats() {
 		for _, k := range abbaOrder(rep) {
-			r := runGangs(t, c, tp, "throughput", gangs, k, rep, 0)
+			r := runGangs(t, c, tp, runSpec{scenario: "throughput", units: gangs, mode: arriving}, k, rep)
 			t.Logf("throughput %s run %d: %d pods in %.1fs = %.0f pods/s (created in %.1fs), peak RSS %.0f MiB, CPU %.1fs, %d plans (max %.0f ms)",
 				k, rep, r.Pods, r.Seconds, r.PodsPerSecond, r.CreateSeconds, r.PeakRSSMiB, r.CPUSeconds, r.Plans, r.PlanMaxMs)
 			res.Runs = append(res.Runs, r)
@@ -121,142 +141,6 @@ func TestThroughput(t *testing.T) {
 	res.OursCPUSeconds = medianOf(res.Runs, OursBinPack, func(r RunResult) float64 { return r.CPUSeconds })
 	res.VanillaCPUSeconds = medianOf(res.Runs, Vanilla, func(r RunResult) float64 { return r.CPUSeconds })
 	results.Throughput = res
-}
-
-// runGangs starts a scheduler of the kind and waits until it is ready, creates the gangs'
-// PodGroups (ours), then their pods, waits until every pod is bound, checks the placements and
-// removes the pods.
-func runGangs(t *testing.T, c clients, tp Topology, scenario string, gangs []GangSpec, k Kind, rep int, timeoutSeconds int32) RunResult {
-	t.Helper()
-	ctx := context.Background()
-	ns, err := util.CreateNamespace(ctx, c.kube, fmt.Sprintf("%s-%s-%d", scenario, k, rep))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods []*v1.Pod
-	gangOf := map[string]GangSpec{}
-	for _, g := range gangs {
-		group := ""
-		if k.ours() {
-			group = g.Name
-			pg := util.PodGroup(ns, g.Name, int32(g.Size), map[string]string{
-				podgroup.NetworkTopologyAnnotation: fmt.Sprintf(`{"mode":"hard","highestTierAllowed":%d}`, g.Tier),
-			})
-			if timeoutSeconds > 0 {
-				pg.Spec.ScheduleTimeoutSeconds = ptr.To(timeoutSeconds)
-			}
-			if err := util.CreatePodGroup(ctx, c.scheduling, pg); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i := range g.Size {
-			p := gpuPod(ns, fmt.Sprintf("%s-%04d", g.Name, i), k.schedulerName(), g.GPUs, group)
-			pods = append(pods, p)
-			gangOf[p.Name] = g
-		}
-	}
-	tr := newTracker(t, c, ns)
-	defer tr.cancel()
-	sched := startScheduler(t, k, fmt.Sprintf("%s-%s-%d", scenario, k, rep))
-	waitReady(t, c, ns, tr, sched, "probe")
-
-	createStart := time.Now()
-	if err := parallel(len(pods), func(i int) error {
-		_, err := util.CreatePods(ctx, c.kube, pods[i])
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	createEnd := time.Now()
-	timeout := 5 * time.Minute
-	if full() {
-		timeout = 30 * time.Minute
-	}
-	if err := tr.waitCount(len(pods), len(pods), timeout, sched.alive); err != nil {
-		t.Fatalf("%s %s run %d: %v (scheduler log %s)", scenario, k, rep, err, sched.logPath)
-	}
-	stats, err := sched.stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sched.stop(t)
-	first, last := tr.bindWindow()
-	r := RunResult{
-		Kind: k, Run: rep, Pods: len(pods),
-		Seconds:                 last.Sub(createStart).Seconds(),
-		CreateSeconds:           createEnd.Sub(createStart).Seconds(),
-		AfterLastCreatedSeconds: last.Sub(createEnd).Seconds(),
-		BindWindowSeconds:       last.Sub(first).Seconds(),
-		procStats:               stats,
-	}
-	r.PodsPerSecond = float64(r.Pods) / r.Seconds
-	if k.ours() {
-		plans, err := sched.planDurations()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Plans = len(plans)
-		for _, d := range plans {
-			ms := float64(d.Microseconds()) / 1000
-			r.PlanTotalMs += ms
-			r.PlanMaxMs = max(r.PlanMaxMs, ms)
-		}
-		// One plan per gang at least; more only when a plan was dropped and redone.
-		if r.Plans < len(gangs) {
-			t.Errorf("%s %s run %d: %d plans logged for %d gangs (log %s)", scenario, k, rep, r.Plans, len(gangs), sched.logPath)
-		}
-	}
-	checkPlacements(t, tp, tr.placements(), gangOf, k)
-
-	if err := deletePods(ctx, c, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.waitCount(0, 0, 5*time.Minute, nil); err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// checkPlacements asserts that no node holds more GPUs than it has and, for ours, that every
-// gang is inside one HyperNode of its hard tier.
-func checkPlacements(t *testing.T, tp Topology, placements map[string]string, gangOf map[string]GangSpec, k Kind) {
-	t.Helper()
-	index := tp.nodeIndex()
-	used := map[string]int{}
-	nodesOf := map[string][]int{}
-	for pod, node := range placements {
-		g := gangOf[pod]
-		used[node] += g.GPUs
-		i, ok := index[node]
-		if !ok {
-			t.Errorf("pod %s bound to unknown node %s", pod, node)
-			continue
-		}
-		nodesOf[g.Name] = append(nodesOf[g.Name], i)
-	}
-	for node, gpus := range used {
-		if gpus > nodeGPUs {
-			t.Errorf("node %s holds %d GPUs of %d", node, gpus, nodeGPUs)
-		}
-	}
-	if !k.ours() {
-		return
-	}
-	specs := map[string]GangSpec{}
-	for _, g := range gangOf {
-		specs[g.Name] = g
-	}
-	names := make([]string, 0, len(nodesOf))
-	for g := range nodesOf {
-		names = append(names, g)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		spec := specs[name]
-		if tier := tp.tierOf(nodesOf[name]); tier > spec.Tier {
-			t.Errorf("gang %s (hard tier %d) spans tier %d", name, spec.Tier, tier)
-		}
-	}
 }
 
 func medianOf(runs []RunResult, k Kind, f func(RunResult) float64) float64 {
@@ -315,7 +199,7 @@ func TestBigGang(t *testing.T) {
 		for _, k := range abbaOrder(rep) {
 			// A generous Permit timeout: the gang must not time out while 5,000 members are
 			// scheduled on a shared 2-core machine.
-			r := runGangs(t, c, tp, "biggang", gangs, k, rep, 600)
+			r := runGangs(t, c, tp, runSpec{scenario: "biggang", units: gangs, mode: arriving, timeoutSeconds: 600}, k, rep)
 			t.Logf("big gang %s run %d: %d pods bound %.1fs after the last was created (created in %.1fs, bind window %.1fs), plan %.0f ms, peak RSS %.0f MiB, CPU %.1fs",
 				k, rep, r.Pods, r.AfterLastCreatedSeconds, r.CreateSeconds, r.BindWindowSeconds, r.PlanMaxMs, r.PeakRSSMiB, r.CPUSeconds)
 			res.Runs = append(res.Runs, r)

@@ -25,6 +25,9 @@ type Results struct {
 	Quality    *QualityResult    `json:"quality,omitempty"`
 	Exhaustive *ExhaustiveResult `json:"exhaustive,omitempty"`
 	Blocked    *BlockedResult    `json:"blocked,omitempty"`
+	Plain      *LoadResult       `json:"plainPods,omitempty"`
+	Mixed      *LoadResult       `json:"mixedLoad,omitempty"`
+	Restart    *LoadResult       `json:"restartBacklog,omitempty"`
 }
 
 // Machine describes where the numbers were taken.
@@ -116,8 +119,20 @@ func TestReport(t *testing.T) {
 		t.Fatalf("results.json does not parse: %v", err)
 	}
 	if (back.Throughput != nil) != (results.Throughput != nil) || (back.BigGang != nil) != (results.BigGang != nil) ||
-		(back.Quality != nil) != (results.Quality != nil) || (back.Exhaustive != nil) != (results.Exhaustive != nil) {
+		(back.Quality != nil) != (results.Quality != nil) || (back.Exhaustive != nil) != (results.Exhaustive != nil) ||
+		(back.Blocked != nil) != (results.Blocked != nil) || (back.Plain != nil) != (results.Plain != nil) ||
+		(back.Mixed != nil) != (results.Mixed != nil) || (back.Restart != nil) != (results.Restart != nil) {
 		t.Errorf("results.json lost a scenario")
+	}
+	for _, lr := range []*LoadResult{back.Plain, back.Mixed, back.Restart} {
+		if lr == nil {
+			continue
+		}
+		for _, m := range lr.Modes {
+			if len(m.Runs) != 2*repeats() {
+				t.Errorf("results.json has %d %s runs in a scenario of %d pods, want %d", len(m.Runs), m.Mode, lr.Pods, 2*repeats())
+			}
+		}
 	}
 	if back.Throughput != nil && len(back.Throughput.Runs) != 2*repeats() {
 		t.Errorf("results.json has %d throughput runs, want %d", len(back.Throughput.Runs), 2*repeats())
@@ -200,5 +215,52 @@ func summaryTable(r *Results) string {
 		}
 		b.WriteString("\ntarget: ratio >= 0.9\n\n")
 	}
+	loadSummary(&b, "Plain pods (no PodGroup)", r.Plain, false)
+	loadSummary(&b, "Mixed load: half plain pods, half in gangs, interleaved", r.Mixed, false)
+	loadSummary(&b, "Restart with a backlog of gangs", r.Restart, true)
 	return b.String()
+}
+
+// loadSummary renders one of issue #18's scenarios (nothing when it did not run) and its
+// targets: pods/s ours / vanilla >= 1.0, or for the restart, start to last bind <= vanilla's
+// and ours' first complete gang within 2x vanilla's first bind.
+func loadSummary(b *strings.Builder, title string, lr *LoadResult, restart bool) {
+	if lr == nil {
+		return
+	}
+	pods := fmt.Sprintf("%d pods of 2 GPUs", lr.Pods)
+	if len(lr.Gangs) > 0 {
+		pods += fmt.Sprintf(" (%d plain, %d in %d hard gangs)", lr.PlainPods, lr.Pods-lr.PlainPods, len(lr.Gangs))
+	}
+	fmt.Fprintf(b, "## %s: %s on %d nodes; medians of %d runs each\n\n", title, pods, lr.Topology.Nodes, repeats())
+	b.WriteString("Times from the first pod's creation (arriving) or from the scheduler process's start (backlog).\n\n")
+	b.WriteString("| mode | scheduler | pods/s | last bind s | first bind s | first complete gang s | scheduler CPU s | peak RSS MiB | per run: pods/s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, m := range lr.Modes {
+		for _, k := range []Kind{OursBinPack, Vanilla} {
+			med := m.Vanilla
+			if k.ours() {
+				med = m.Ours
+			}
+			var each []string
+			for _, run := range m.Runs {
+				if run.Kind == k {
+					each = append(each, fmt.Sprintf("%.0f", run.PodsPerSecond))
+				}
+			}
+			gang := "-"
+			if len(lr.Gangs) > 0 {
+				gang = fmt.Sprintf("%.2f", med.FirstGangSeconds)
+			}
+			fmt.Fprintf(b, "| %s | %s | %.0f | %.1f | %.2f | %s | %.1f | %.0f | %s |\n", m.Mode, k, med.PodsPerSecond, med.Seconds, med.FirstBindSeconds, gang, med.CPUSeconds, med.PeakRSSMiB, strings.Join(each, ", "))
+		}
+	}
+	b.WriteString("\n")
+	for _, m := range lr.Modes {
+		if restart {
+			fmt.Fprintf(b, "%s: start -> last bind ours / vanilla **%.2f** (target <= 1.0); ours' first complete gang / vanilla's first bind **%.2f** (target <= 2.0); first bind ours / vanilla %.2f\n\n",
+				m.Mode, m.SecondsRatio, m.FirstGangToFirstBindRatio, m.FirstBindRatio)
+			continue
+		}
+		fmt.Fprintf(b, "%s: pods/s ours / vanilla **%.2f** (target >= 1.0); first bind ours / vanilla %.2f\n\n", m.Mode, m.PodsPerSecondRatio, m.FirstBindRatio)
+	}
 }
