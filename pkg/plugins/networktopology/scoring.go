@@ -20,7 +20,7 @@ type preScoreState struct {
 	placedByLeaf map[string]int
 	members      int
 	// Unconstrained pods: the score of each node to score.
-	nodeScore map[string]int64
+	nodeScore map[fwk.NodeInfo]int64
 }
 
 func (s *preScoreState) Clone() fwk.StateData { return s }
@@ -73,8 +73,8 @@ func (p *NetworkTopologyAware) Score(_ context.Context, state fwk.CycleState, po
 	if s.nodeScore == nil {
 		return p.scoreMember(s, name), nil
 	}
-	// PreScore scored every node the framework scores.
-	return s.nodeScore[name], nil
+	// PreScore scored every node the framework scores, as the same NodeInfo objects.
+	return s.nodeScore[nodeInfo], nil
 }
 
 // scoreMember: (maxTier - tier(LCA(leaf(node), reference))) / (maxTier - minTier), full in the

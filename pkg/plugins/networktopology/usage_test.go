@@ -3,7 +3,6 @@ package networktopology
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -118,11 +117,11 @@ func TestNodeScores(t *testing.T) {
 
 // byLeaf turns per-node scores into per-leaf scores ("(no leaf)" for a node in none), and
 // checks that the nodes of a leaf score the same.
-func byLeaf(t *testing.T, tree *hypernode.Snapshot, scores map[string]int64) map[string]int64 {
+func byLeaf(t *testing.T, tree *hypernode.Snapshot, scores map[fwk.NodeInfo]int64) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
-	for node, score := range scores {
-		leaf, ok := tree.LeafOf(node)
+	for ni, score := range scores {
+		leaf, ok := tree.LeafOf(ni.Node().Name)
 		if !ok {
 			leaf = "(no leaf)"
 		}
@@ -142,7 +141,12 @@ func TestNodeScoresOnlyScoredNodes(t *testing.T) {
 		u.setNode(n, []int64{4000})
 	}
 	got, _ := u.nodeScores(seedCache().Snapshot(), nodeInfos("node-0", "node-1", "node-5"), []int64{1000}, []float64{1}, 0.8)
-	if diff := cmp.Diff([]string{"node-0", "node-1", "node-5"}, slices.Sorted(maps.Keys(got))); diff != "" {
+	var names []string
+	for ni := range got {
+		names = append(names, ni.Node().Name)
+	}
+	slices.Sort(names)
+	if diff := cmp.Diff([]string{"node-0", "node-1", "node-5"}, names); diff != "" {
 		t.Errorf("nodes scored (-want,+got):\n%s", diff)
 	}
 }
@@ -298,10 +302,12 @@ func TestNormalPodScoreFollowsReserve(t *testing.T) {
 	score := func(node string) int64 {
 		state := framework.NewCycleState()
 		pod := st.MakePod().Namespace("ns").Name("next").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-		if s := p.PreScore(context.Background(), state, pod, nodeInfos(allSeedNodes...)); !s.IsSuccess() {
+		nodes := nodeInfos(allSeedNodes...)
+		if s := p.PreScore(context.Background(), state, pod, nodes); !s.IsSuccess() {
 			t.Fatalf("PreScore: %v", s)
 		}
-		got, s := p.Score(context.Background(), state, pod, nodeInfos(node)[0])
+		i := slices.Index(allSeedNodes, node)
+		got, s := p.Score(context.Background(), state, pod, nodes[i])
 		if !s.IsSuccess() {
 			t.Fatalf("Score: %v", s)
 		}
