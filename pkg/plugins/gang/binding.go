@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -45,7 +46,7 @@ func (g *Gang) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 }
 
 // PreBind holds an allowed member until every member of its batch has reached PreBind, and
-// fails it when one of them failed instead.
+// fails it when one of them failed instead; then it waits for a binding slot.
 func (g *Gang) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
 	g.mu.Lock()
 	b := g.memberBatch[pod.UID]
@@ -64,6 +65,9 @@ func (g *Gang) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ str
 		select {
 		case <-b.failed:
 		default:
+			if err := g.binds.acquire(ctx, pod.UID); err != nil {
+				return fwk.AsStatus(err)
+			}
 			return nil
 		}
 	case <-ctx.Done():
@@ -75,9 +79,51 @@ func (g *Gang) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ str
 	return fwk.NewStatus(fwk.Unschedulable, reason)
 }
 
-// PostBind forgets the bound member's batch.
+// PostBind forgets the bound member's batch and frees its binding slot.
 func (g *Gang) PostBind(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	g.binds.release(pod.UID)
 	g.mu.Lock()
 	delete(g.memberBatch, pod.UID)
 	g.mu.Unlock()
+}
+
+// maxConcurrentBinds bounds the batch members that make their binding API calls at once.
+const maxConcurrentBinds = 64
+
+// bindSlots bounds how many allowed members bind at the same time. Permit allows a whole
+// batch in one instant: without a bound a 5,000-pod gang starts 5,000 binding calls together,
+// the client opens new connections once one connection's stream limit is reached, and the
+// apiserver queues the calls beyond its in-flight limit; a steady stream finishes sooner
+// (docs/benchmarks.md, "Big gang"). A slot is held from PreBind to PostBind or Unreserve.
+type bindSlots struct {
+	slots chan struct{}
+	mu    sync.Mutex
+	held  map[types.UID]bool
+}
+
+func newBindSlots(n int) *bindSlots {
+	return &bindSlots{slots: make(chan struct{}, n), held: map[types.UID]bool{}}
+}
+
+func (s *bindSlots) acquire(ctx context.Context, uid types.UID) error {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	s.mu.Lock()
+	s.held[uid] = true
+	s.mu.Unlock()
+	return nil
+}
+
+// release frees the member's slot if it holds one: PostBind and Unreserve both call it.
+func (s *bindSlots) release(uid types.UID) {
+	s.mu.Lock()
+	held := s.held[uid]
+	delete(s.held, uid)
+	s.mu.Unlock()
+	if held {
+		<-s.slots
+	}
 }

@@ -1,9 +1,12 @@
 package gang
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -117,4 +120,90 @@ func TestBatchBindsWhenEveryMemberArrives(t *testing.T) {
 	if len(e.plugin.memberBatch) != 0 || len(e.plugin.memberRound) != 0 || len(e.plugin.rounds) != 0 {
 		t.Errorf("state left after binding: %d batches, %d member rounds, %d rounds", len(e.plugin.memberBatch), len(e.plugin.memberRound), len(e.plugin.rounds))
 	}
+}
+
+// TestBindSlots: at most n members hold a binding slot; a member waits for one, gives up when
+// its context ends, and a slot is freed exactly once whether PostBind or Unreserve frees it.
+func TestBindSlots(t *testing.T) {
+	s := newBindSlots(2)
+	ctx := context.Background()
+	for _, uid := range []types.UID{"a", "b"} {
+		if err := s.acquire(ctx, uid); err != nil {
+			t.Fatalf("acquire(%s) = %v", uid, err)
+		}
+	}
+	cancelled, cancel := context.WithCancelCause(ctx)
+	cancel(errors.New("binding cycle cancelled"))
+	if err := s.acquire(cancelled, "c"); err == nil || err.Error() != "binding cycle cancelled" {
+		t.Errorf("acquire(c) with every slot taken = %v, want the context's cause", err)
+	}
+	s.release("c") // never held: frees nothing
+	s.release("a")
+	s.release("a") // PostBind after Unreserve: frees nothing more
+	if got := len(s.slots); got != 1 {
+		t.Errorf("%d slots taken, want 1 (b)", got)
+	}
+	if err := s.acquire(cancelled, "c"); err == nil {
+		// Both cases are ready when a slot is free and the context ended; either is correct,
+		// but a free slot must not be lost.
+		s.release("c")
+	}
+	if got := len(s.slots); got != 1 {
+		t.Errorf("%d slots taken, want 1 (b)", got)
+	}
+}
+
+// TestBatchBindsThroughSlots: a batch of three with two binding slots: two members leave
+// PreBind, the third only when one of them finished binding.
+func TestBatchBindsThroughSlots(t *testing.T) {
+	e := newEnv(t, 60)
+	e.plugin.binds = newBindSlots(2)
+	e.podGroup("train", 3, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	for i, p := range pods {
+		want := fwk.Wait
+		if i == len(pods)-1 {
+			want = fwk.Success
+		}
+		if s := e.reserveAndPermit(t, p); s.Code() != want {
+			t.Fatalf("Permit(%s) = %v, want %v", p.Name, s, want)
+		}
+	}
+	type result struct {
+		pod    string
+		status *fwk.Status
+	}
+	done := make(chan result, len(pods))
+	for _, p := range pods {
+		go func() {
+			done <- result{p.Name, e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), p, "node-1")}
+		}()
+	}
+	first, second := <-done, <-done
+	for _, r := range []result{first, second} {
+		if !r.status.IsSuccess() {
+			t.Fatalf("PreBind(%s) = %v", r.pod, r.status)
+		}
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("PreBind(%s) returned %v while both slots were held", r.pod, r.status)
+	default:
+	}
+	e.fw.RunPostBindPlugins(e.ctx, framework.NewCycleState(), podNamed(pods, first.pod), "node-1")
+	if r := <-done; !r.status.IsSuccess() {
+		t.Errorf("PreBind(%s) after a slot was freed = %v", r.pod, r.status)
+	}
+}
+
+func podNamed(pods []*v1.Pod, name string) *v1.Pod {
+	for _, p := range pods {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
 }

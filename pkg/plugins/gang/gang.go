@@ -68,6 +68,8 @@ type Gang struct {
 	rounds      map[podgroup.Key]*round
 	memberRound map[types.UID]*round
 	memberBatch map[types.UID]*batch
+	// binds bounds the allowed members binding at once (binding.go).
+	binds *bindSlots
 }
 
 var (
@@ -106,6 +108,7 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 		rounds:      map[podgroup.Key]*round{},
 		memberRound: map[types.UID]*round{},
 		memberBatch: map[types.UID]*batch{},
+		binds:       newBindSlots(maxConcurrentBinds),
 	}
 	g.conditions.run(ctx)
 	go func() {

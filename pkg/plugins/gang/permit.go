@@ -38,6 +38,7 @@ func (g *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeNam
 // longer complete it; a member that was allowed fails its batch, so that none of the batch
 // binds; a member of an already rejected round only releases itself.
 func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	g.binds.release(pod.UID)
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return
