@@ -43,7 +43,7 @@ func newTestPlugin(t *testing.T) (*NetworkTopologyAware, *podgroup.Registry) {
 	p := &NetworkTopologyAware{registry: registry, cache: cache, failures: map[podgroup.Key]*planFailure{},
 		args:      config.NetworkTopologyAwareArgs{NormalPod: config.NormalPodArgs{Enable: true, Fading: 0.8}},
 		resources: []v1.ResourceName{v1.ResourceCPU}, weights: []float64{1},
-		usageSums: newUsageCache([]v1.ResourceName{v1.ResourceCPU})}
+		usageSums: newUsageCache([]v1.ResourceName{v1.ResourceCPU}, 0.8)}
 	return p, registry
 }
 

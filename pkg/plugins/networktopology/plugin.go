@@ -144,7 +144,7 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		add(v1.ResourceName(name), args.HyperNodeBinPack.Resources[v1.ResourceName(name)])
 	}
 	if args.NormalPod.Enable {
-		p.usageSums = newUsageCache(p.resources)
+		p.usageSums = newUsageCache(p.resources, args.NormalPod.Fading)
 	}
 	return p
 }

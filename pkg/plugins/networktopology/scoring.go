@@ -2,6 +2,7 @@ package networktopology
 
 import (
 	"context"
+	"fmt"
 	"math"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,15 +20,15 @@ type preScoreState struct {
 	reference    string
 	placedByLeaf map[string]int
 	members      int
-	// Unconstrained pods: the score of each node to score.
-	nodeScore map[fwk.NodeInfo]int64
+	// Unconstrained pods: their scores.
+	normal *normalScores
 }
 
 func (s *preScoreState) Clone() fwk.StateData { return s }
 
-// PreScore prepares the scores of one pod: O(leaves of its plan) for a gang member, and for a
-// pod without a constraint O(depth) per distinct leaf of the nodes to score, from the
-// HyperNodes' usage sums that events keep (usage.go): nothing that grows with the cluster.
+// PreScore prepares the scores of one pod: O(leaves of its plan) for a gang member; for a pod
+// without a constraint, O(depth) per HyperNode changed since the previous pod (normalscore.go),
+// from the usage sums that events keep (usage.go): nothing that grows with the cluster.
 func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	tree := p.cache.Snapshot()
 	s := &preScoreState{tree: tree}
@@ -58,7 +59,11 @@ func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleStat
 	if p.usageSums == nil || tree.Len() == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	s.nodeScore, _ = p.usageSums.nodeScores(tree, nodes, p.usageSums.podRequest(pod), p.weights, p.args.NormalPod.Fading)
+	list, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	s.normal = p.usageSums.prepare(tree, list, p.usageSums.podRequest(pod), p.weights)
 	state.Write(preScoreStateKey, s)
 	return nil
 }
@@ -70,11 +75,15 @@ func (p *NetworkTopologyAware) Score(_ context.Context, state fwk.CycleState, po
 		return 0, nil
 	}
 	name := nodeInfo.Node().Name
-	if s.nodeScore == nil {
+	if s.normal == nil {
 		return p.scoreMember(s, name), nil
 	}
-	// PreScore scored every node the framework scores, as the same NodeInfo objects.
-	return s.nodeScore[nodeInfo], nil
+	score, ok := s.normal.score(nodeInfo)
+	if !ok {
+		// PreScore saw the scheduler's node list of this cycle, which holds every node scored.
+		return 0, fwk.AsStatus(fmt.Errorf("node %s is not in the scheduler's node list", name))
+	}
+	return score, nil
 }
 
 // scoreMember: (maxTier - tier(LCA(leaf(node), reference))) / (maxTier - minTier), full in the

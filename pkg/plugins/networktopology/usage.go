@@ -2,7 +2,6 @@ package networktopology
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 
@@ -14,7 +13,6 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 )
 
 // usageCache keeps, for every HyperNode, the sums of the weighted resources requested by the
@@ -36,12 +34,18 @@ type usageCache struct {
 	tree   *hypernode.Snapshot
 	sums   map[string]*hyperNodeUsage
 	leaves map[string]*leafUsage
-	// leafOfNodeInfo remembers the leaf (nil: none) of the scheduler's NodeInfo objects, which
-	// keep their identity for the life of a node: a pointer key costs far less than hashing
-	// and comparing node names, one cache miss per scored node instead of three.
-	leafOfNodeInfo map[fwk.NodeInfo]*leafUsage
-	// epoch numbers the leafScores calls, so each leaf is scored once per call.
-	epoch uint64
+	// dirty are the HyperNodes whose sums changed since the last prepare.
+	dirty []*hyperNodeUsage
+
+	// What prepare keeps between pods (normalscore.go): the tier weights of the tree, the
+	// request the bin-pack values are for, and the leaf of every NodeInfo of the scheduler's
+	// node list.
+	fading      float64
+	totalWeight float64
+	lastReq     []int64
+	leafOf      map[fwk.NodeInfo]*leafUsage
+	leafOfList  *fwk.NodeInfo
+	leafOfLen   int
 }
 
 type podUsage struct {
@@ -63,29 +67,31 @@ type nodeUsage struct {
 // hyperNodeUsage is the sum over a HyperNode's nodes.
 type hyperNodeUsage struct {
 	used, alloc []int64
+	dirty       bool
+	// binPack is the bin-pack score of the HyperNode with the last prepared request added.
+	// Only prepare writes it; Score reads it without the lock (normalscore.go).
+	binPack float64
 }
 
 // leafUsage is a leaf's path to the root, resolved once per tree so that events and scores
 // walk pointers rather than look up names.
 type leafUsage struct {
-	// path: the sums of the leaf and its ancestors (the virtual root excluded); ranks: the
-	// rank of each one's tier among the tree's tiers.
-	path  []*hyperNodeUsage
-	ranks []int
-	// score of the leaf in leafScores call number stamp.
-	stamp uint64
-	score int64
+	// path: the sums of the leaf and its ancestors (the virtual root excluded); weights: the
+	// tier weight of each; base: the weights of the tiers with no HyperNode on the path (they
+	// score 1).
+	path    []*hyperNodeUsage
+	weights []float64
+	base    float64
 }
 
-func newUsageCache(resources []v1.ResourceName) *usageCache {
+func newUsageCache(resources []v1.ResourceName, fading float64) *usageCache {
 	return &usageCache{
 		resources: resources,
+		fading:    fading,
 		pods:      map[types.UID]podUsage{},
 		nodes:     map[string]*nodeUsage{},
 		sums:      map[string]*hyperNodeUsage{},
 		leaves:    map[string]*leafUsage{},
-
-		leafOfNodeInfo: map[fwk.NodeInfo]*leafUsage{},
 	}
 }
 
@@ -167,7 +173,7 @@ func (u *usageCache) addUsedLocked(name string, req []int64, sign int64) {
 		n.used[i] += sign * req[i]
 	}
 	if n.exists {
-		addToPath(n.leaf, req, nil, sign)
+		u.addToPathLocked(n.leaf, req, nil, sign)
 	}
 	u.dropIfEmptyLocked(name, n)
 }
@@ -180,10 +186,10 @@ func (u *usageCache) setNode(name string, alloc []int64) {
 		if slices.Equal(n.alloc, alloc) {
 			return
 		}
-		addToPath(n.leaf, n.used, n.alloc, -1)
+		u.addToPathLocked(n.leaf, n.used, n.alloc, -1)
 	}
 	n.exists, n.alloc = true, alloc
-	addToPath(n.leaf, n.used, n.alloc, 1)
+	u.addToPathLocked(n.leaf, n.used, n.alloc, 1)
 }
 
 func (u *usageCache) removeNode(name string) {
@@ -193,7 +199,7 @@ func (u *usageCache) removeNode(name string) {
 	if !ok || !n.exists {
 		return
 	}
-	addToPath(n.leaf, n.used, n.alloc, -1)
+	u.addToPathLocked(n.leaf, n.used, n.alloc, -1)
 	n.exists, n.alloc = false, make([]int64, len(u.resources))
 	u.dropIfEmptyLocked(name, n)
 }
@@ -214,13 +220,14 @@ func (u *usageCache) dropIfEmptyLocked(name string, n *nodeUsage) {
 	}
 }
 
-// addToPath adds used and alloc (either may be nil), times sign, to every HyperNode holding a
-// node of leaf: O(depth).
-func addToPath(leaf *leafUsage, used, alloc []int64, sign int64) {
+// addToPathLocked adds used and alloc (either may be nil), times sign, to every HyperNode
+// holding a node of leaf: O(depth).
+func (u *usageCache) addToPathLocked(leaf *leafUsage, used, alloc []int64, sign int64) {
 	if leaf == nil {
 		return
 	}
 	for _, s := range leaf.path {
+		u.markDirtyLocked(s)
 		for i := range used {
 			s.used[i] += sign * used[i]
 		}
@@ -244,6 +251,8 @@ func (u *usageCache) leafOfLocked(node string) *leafUsage {
 	}
 	l := &leafUsage{}
 	tiers := u.tree.Tiers()
+	weights := tierWeights(len(tiers), u.fading)
+	covered := make([]bool, len(tiers))
 	for h := name; h != "" && h != hypernode.VirtualRootName; {
 		info, ok := u.tree.HyperNode(h)
 		if !ok {
@@ -253,114 +262,51 @@ func (u *usageCache) leafOfLocked(node string) *leafUsage {
 		if s == nil {
 			s = &hyperNodeUsage{used: make([]int64, len(u.resources)), alloc: make([]int64, len(u.resources))}
 			u.sums[h] = s
+			u.markDirtyLocked(s)
+		}
+		w := 0.0
+		if rank := slices.Index(tiers, info.Tier); rank >= 0 && !covered[rank] {
+			w, covered[rank] = weights[rank], true
 		}
 		l.path = append(l.path, s)
-		l.ranks = append(l.ranks, slices.Index(tiers, info.Tier))
+		l.weights = append(l.weights, w)
 		h = info.Parent
+	}
+	for rank, c := range covered {
+		if !c {
+			l.base += weights[rank]
+		}
 	}
 	u.leaves[name] = l
 	return l
 }
 
+func (u *usageCache) markDirtyLocked(s *hyperNodeUsage) {
+	if !s.dirty {
+		s.dirty = true
+		u.dirty = append(u.dirty, s)
+	}
+}
+
 // syncTreeLocked rebuilds the sums when the tree changed: O(nodes x depth), once per tree
-// generation, not per pod.
-func (u *usageCache) syncTreeLocked(tree *hypernode.Snapshot) {
+// generation, not per pod. It reports whether it did.
+func (u *usageCache) syncTreeLocked(tree *hypernode.Snapshot) bool {
 	if u.tree != nil && u.tree.Generation() == tree.Generation() {
-		return
+		return false
 	}
 	u.tree = tree
 	u.sums = make(map[string]*hyperNodeUsage, len(u.sums))
 	u.leaves = make(map[string]*leafUsage, len(u.leaves))
-	u.leafOfNodeInfo = make(map[fwk.NodeInfo]*leafUsage, len(u.leafOfNodeInfo))
+	u.dirty = u.dirty[:0]
+	u.totalWeight = 0
+	for _, w := range tierWeights(len(tree.Tiers()), u.fading) {
+		u.totalWeight += w
+	}
 	for name, n := range u.nodes {
 		n.leaf = u.leafOfLocked(name)
 		if n.exists {
-			addToPath(n.leaf, n.used, n.alloc, 1)
+			u.addToPathLocked(n.leaf, n.used, n.alloc, 1)
 		}
 	}
-}
-
-// nodeScores scores a pod requesting req on each of nodes: sum_t w_t * binpack(HyperNode of
-// tier t holding the node) / sum_t w_t, 1 for a tier where no HyperNode holds the node
-// (docs/design.md, "Topology placement"). O(depth) per distinct leaf, O(1) per node; it also
-// returns the score of a node in no leaf.
-func (u *usageCache) nodeScores(tree *hypernode.Snapshot, nodes []fwk.NodeInfo, req []int64, resourceWeights []float64, fading float64) (map[fwk.NodeInfo]int64, int64) {
-	weights := tierWeights(len(tree.Tiers()), fading)
-	perTier := make([]float64, len(weights))
-	for i := range perTier {
-		perTier[i] = 1
-	}
-	loose := weightedScore(perTier, weights)
-	reqF := toFloats(req, nil)
-	var used, alloc []float64
-
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.syncTreeLocked(tree)
-	if len(u.leafOfNodeInfo) > 2*len(u.nodes)+1024 {
-		// NodeInfos of deleted nodes outside every leaf: no tree change clears them.
-		clear(u.leafOfNodeInfo)
-	}
-	u.epoch++
-	out := make(map[fwk.NodeInfo]int64, len(nodes))
-	for _, ni := range nodes {
-		leaf, ok := u.leafOfNodeInfo[ni]
-		if !ok {
-			leaf = u.leafOfLocked(ni.Node().Name)
-			u.leafOfNodeInfo[ni] = leaf
-		}
-		if leaf == nil {
-			out[ni] = loose
-			continue
-		}
-		if leaf.stamp != u.epoch {
-			for i := range perTier {
-				perTier[i] = 1
-			}
-			for i, sum := range leaf.path {
-				if rank := leaf.ranks[i]; rank >= 0 {
-					used, alloc = toFloats(sum.used, used), toFloats(sum.alloc, alloc)
-					perTier[rank] = placement.BinPackScore(used, alloc, reqF, 1, resourceWeights)
-				}
-			}
-			leaf.stamp, leaf.score = u.epoch, weightedScore(perTier, weights)
-		}
-		out[ni] = leaf.score
-	}
-	return out, loose
-}
-
-// tierWeights are the weights of the tiers present, lowest first: fading^rank, rank 0 for the
-// lowest tier. By rank rather than by tier number, so that tier 0 and gaps between tier numbers
-// need no special case; a fading above 1 is scaled down from the top so no weight overflows.
-func tierWeights(n int, fading float64) []float64 {
-	w := make([]float64, n)
-	for rank := range w {
-		if fading <= 1 {
-			w[rank] = math.Pow(fading, float64(rank)) // 0^0 = 1: fading 0 keeps the lowest tier
-		} else {
-			w[rank] = math.Pow(1/fading, float64(n-1-rank))
-		}
-	}
-	return w
-}
-
-func weightedScore(scores, weights []float64) int64 {
-	total, weightSum := 0.0, 0.0
-	for i, w := range weights {
-		total += w * scores[i]
-		weightSum += w
-	}
-	if weightSum == 0 {
-		return 0
-	}
-	return int64(math.Round(float64(fwk.MaxScore) * total / weightSum))
-}
-
-func toFloats(in []int64, buf []float64) []float64 {
-	buf = buf[:0]
-	for _, v := range in {
-		buf = append(buf, float64(v))
-	}
-	return buf
+	return true
 }

@@ -54,7 +54,7 @@ var allSeedNodes = []string{"node-0", "node-1", "node-2", "node-3", "node-4", "n
 // step is an event, and the scores follow it.
 func TestNodeScores(t *testing.T) {
 	tree := seedCache()
-	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU})
+	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU}, 0.5)
 	for _, n := range allSeedNodes {
 		u.setNode(n, []int64{4000})
 	}
@@ -62,9 +62,9 @@ func TestNodeScores(t *testing.T) {
 	u.setPod("b", "node-2", []int64{1000})
 	u.setPod("c", "node-4", []int64{4000})
 	u.setPod("d", "outside", []int64{3000})
+	request := int64(1000)
 	scores := func() map[string]int64 {
-		got, _ := u.nodeScores(tree.Snapshot(), nodeInfos(allSeedNodes...), []int64{1000}, []float64{1}, 0.5)
-		return byLeaf(t, tree.Snapshot(), got)
+		return byLeaf(t, tree.Snapshot(), nodeScores(t, u, tree.Snapshot(), nodeInfos(allSeedNodes...), []int64{request}))
 	}
 	steps := []struct {
 		name  string
@@ -104,6 +104,14 @@ func TestNodeScores(t *testing.T) {
 		// rack-0: 3000/4000 -> (0.75 + 0.125 + 0.0357) / 1.75 = 0.5204
 		// rack-1: 2000/12000 -> (0.1667 + 0.125 + 0.0357) / 1.75 = 0.1871
 		want: map[string]int64{"rack-0": 52, "rack-1": 19, "rack-2": 12, "rack-3": 19, "(no leaf)": 100},
+	}, {
+		name:  "a pod of another shape: every HyperNode is scored for its request",
+		event: func() { request = 2000 },
+		// rack-0: 4000/4000, tor-0: 5000/16000, spine-0: 5000/28000
+		//   -> (1 + 0.5*0.3125 + 0.25*0.1786) / 1.75 = 0.6862; rack-1: 3000/12000 -> 0.2577;
+		//   rack-2: 2000/8000, tor-1 2000/12000 -> (0.25 + 0.0833 + 0.0446) / 1.75 = 0.2160;
+		//   rack-3: 2000/4000 -> (0.5 + 0.0833 + 0.0446) / 1.75 = 0.3588
+		want: map[string]int64{"rack-0": 69, "rack-1": 26, "rack-2": 22, "rack-3": 36, "(no leaf)": 100},
 	}}
 	for _, step := range steps {
 		if step.event != nil {
@@ -113,6 +121,25 @@ func TestNodeScores(t *testing.T) {
 			t.Errorf("%s: scores (-want,+got):\n%s", step.name, diff)
 		}
 	}
+}
+
+// nodeScores prepares u for a pod requesting req and scores each of nodes.
+func nodeScores(t *testing.T, u *usageCache, tree *hypernode.Snapshot, nodes []fwk.NodeInfo, req []int64) map[fwk.NodeInfo]int64 {
+	t.Helper()
+	weights := make([]float64, len(req))
+	for i := range weights {
+		weights[i] = 1
+	}
+	scores := u.prepare(tree, nodes, req, weights)
+	out := map[fwk.NodeInfo]int64{}
+	for _, ni := range nodes {
+		score, ok := scores.score(ni)
+		if !ok {
+			t.Fatalf("node %s not prepared", ni.Node().Name)
+		}
+		out[ni] = score
+	}
+	return out
 }
 
 // byLeaf turns per-node scores into per-leaf scores ("(no leaf)" for a node in none), and
@@ -131,24 +158,6 @@ func byLeaf(t *testing.T, tree *hypernode.Snapshot, scores map[fwk.NodeInfo]int6
 		out[leaf] = score
 	}
 	return out
-}
-
-// TestNodeScoresOnlyScoredNodes: PreScore works on the nodes it is given, not on every node
-// or leaf of the cluster.
-func TestNodeScoresOnlyScoredNodes(t *testing.T) {
-	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU})
-	for _, n := range allSeedNodes {
-		u.setNode(n, []int64{4000})
-	}
-	got, _ := u.nodeScores(seedCache().Snapshot(), nodeInfos("node-0", "node-1", "node-5"), []int64{1000}, []float64{1}, 0.8)
-	var names []string
-	for ni := range got {
-		names = append(names, ni.Node().Name)
-	}
-	slices.Sort(names)
-	if diff := cmp.Diff([]string{"node-0", "node-1", "node-5"}, names); diff != "" {
-		t.Errorf("nodes scored (-want,+got):\n%s", diff)
-	}
 }
 
 // TestTierWeights: weights go by the rank of the tier among the tiers present, so tier 0,
@@ -181,14 +190,13 @@ func TestNormalScoreTierZero(t *testing.T) {
 	cache.SetHyperNode(hntesting.MakeHyperNode("leaf-0").Tier(0).Nodes("a").Obj())
 	cache.SetHyperNode(hntesting.MakeHyperNode("leaf-1").Tier(0).Nodes("b").Obj())
 	cache.SetHyperNode(hntesting.MakeHyperNode("top").Tier(1).Children("leaf-0", "leaf-1").Obj())
-	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU})
-	for _, n := range []string{"a", "b", "c"} {
-		u.setNode(n, []int64{4000})
-	}
-	u.setPod("p", "a", []int64{1000})
 	for _, fading := range []float64{0, 0.8, 3} {
-		scores, _ := u.nodeScores(cache.Snapshot(), nodeInfos("a", "b", "c"), []int64{1000}, []float64{1}, fading)
-		got := byLeaf(t, cache.Snapshot(), scores)
+		u := newUsageCache([]v1.ResourceName{v1.ResourceCPU}, fading)
+		for _, n := range []string{"a", "b", "c"} {
+			u.setNode(n, []int64{4000})
+		}
+		u.setPod("p", "a", []int64{1000})
+		got := byLeaf(t, cache.Snapshot(), nodeScores(t, u, cache.Snapshot(), nodeInfos("a", "b", "c"), []int64{1000}))
 		// leaf-0: 2000/4000, leaf-1: 1000/4000, top (a and b): 2000/8000
 		want := map[float64]map[string]int64{
 			0:   {"leaf-0": 50, "leaf-1": 25, "(no leaf)": 100},
@@ -206,7 +214,7 @@ func TestNormalScoreTierZero(t *testing.T) {
 func TestUsageSumsMatchARecount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	tree := seedCache()
-	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory})
+	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}, 0.8)
 	nodes := map[string][]int64{}
 	pods := map[types.UID]podUsage{}
 	for step := range 2000 {
@@ -232,7 +240,7 @@ func TestUsageSumsMatchARecount(t *testing.T) {
 			moved := fmt.Sprintf("node-%d", rng.IntN(8))
 			tree.SetHyperNode(hntesting.MakeHyperNode("rack-0").Tier(1).Nodes("node-0", moved).Obj())
 		}
-		u.nodeScores(tree.Snapshot(), nil, []int64{0, 0}, []float64{1, 1}, 0.8) // syncs the tree
+		u.prepare(tree.Snapshot(), nil, []int64{0, 0}, []float64{1, 1}) // syncs the tree
 		if diff := cmp.Diff(recount(tree.Snapshot(), nodes, pods), u.nonZeroSums()); diff != "" {
 			t.Fatalf("step %d: sums (-recount,+incremental):\n%s", step, diff)
 		}
@@ -299,30 +307,20 @@ func TestNormalPodScoreFollowsReserve(t *testing.T) {
 	for _, n := range allSeedNodes {
 		p.usageSums.setNode(n, []int64{4000})
 	}
-	score := func(node string) int64 {
-		state := framework.NewCycleState()
-		pod := st.MakePod().Namespace("ns").Name("next").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-		nodes := nodeInfos(allSeedNodes...)
-		if s := p.PreScore(context.Background(), state, pod, nodes); !s.IsSuccess() {
-			t.Fatalf("PreScore: %v", s)
-		}
-		i := slices.Index(allSeedNodes, node)
-		got, s := p.Score(context.Background(), state, pod, nodes[i])
-		if !s.IsSuccess() {
-			t.Fatalf("Score: %v", s)
-		}
-		return got
+	nodes := nodeInfos(allSeedNodes...)
+	score := func() int64 {
+		return nodeScores(t, p.usageSums, p.cache.Snapshot(), nodes, []int64{1000})[nodes[1]] // node-1
 	}
-	before := score("node-1")
+	before := score()
 	placed := st.MakePod().Namespace("ns").Name("placed").UID("placed").Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Obj()
 	p.Reserve(context.Background(), framework.NewCycleState(), placed, "node-0")
 	// rack-0: 3000/8000, tor-0: 3000/16000, spine-0: 3000/32000, fading 0.8 (weights 1, 0.8, 0.64)
 	//   -> (0.375 + 0.8*0.1875 + 0.64*0.09375) / 2.44 = 0.2398
-	if got, want := score("node-1"), int64(24); got != want {
+	if got, want := score(), int64(24); got != want {
 		t.Errorf("after Reserve: score of node-1 = %d, want %d (before: %d)", got, want, before)
 	}
 	p.Unreserve(context.Background(), framework.NewCycleState(), placed, "node-0")
-	if got := score("node-1"); got != before {
+	if got := score(); got != before {
 		t.Errorf("after Unreserve: score of node-1 = %d, want %d as before", got, before)
 	}
 }
@@ -332,7 +330,7 @@ func TestUsageWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU})
+	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU}, 0.8)
 	u.syncTreeLocked(seedCache().Snapshot())
 	if err := u.watch(factory); err != nil {
 		t.Fatal(err)
