@@ -177,6 +177,17 @@ func (r *Registry) Info(key Key) Info {
 	return g.infoLocked()
 }
 
+// Created returns when the group's PodGroup was created; ok is false while it is unknown.
+// O(1): the queue's sort order calls it.
+func (r *Registry) Created(key Key) (created time.Time, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if g := r.groups[key]; g != nil && g.podGroup != nil {
+		return g.podGroup.CreationTimestamp.Time, true
+	}
+	return time.Time{}, false
+}
+
 func (g *group) infoLocked() Info {
 	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
 	return Info{PodGroup: g.podGroup, Revision: g.revision, Blocker: g.blocker, Members: len(g.members), Bound: g.bound.Len(), Scheduled: g.bound.Len() + len(g.assumed),

@@ -1,0 +1,47 @@
+package gang
+
+import (
+	"time"
+
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// Less orders the scheduling queue: higher priority first, as kube-scheduler's PrioritySort;
+// then by arrival, where a gang member arrives when its PodGroup was created and any other
+// pod when it entered the queue; then gang by gang. The members of one gang are so popped
+// one after another instead of interleaved with other gangs' members: with many gangs
+// pending (a scheduler restarting on a backlog), the first gang completes after its own
+// members' cycles, not after nearly everyone's (docs/design.md, "Queue order").
+func (g *Gang) Less(a, b fwk.QueuedEntityInfo) bool {
+	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
+		return pa > pb
+	}
+	ta, ka := g.arrival(a)
+	tb, kb := g.arrival(b)
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	if ka != kb {
+		return ka < kb
+	}
+	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+// arrival is when an entity counts as arrived, and its gang ("" for a pod without one).
+func (g *Gang) arrival(e fwk.QueuedEntityInfo) (time.Time, string) {
+	withPod, ok := e.(interface{ GetPodInfo() fwk.PodInfo })
+	if !ok {
+		return e.GetTimestamp(), ""
+	}
+	key, ok := podgroup.KeyOf(withPod.GetPodInfo().GetPod())
+	if !ok {
+		return e.GetTimestamp(), ""
+	}
+	created, ok := g.registry.Created(key)
+	if !ok {
+		return e.GetTimestamp(), ""
+	}
+	return created, key.String()
+}

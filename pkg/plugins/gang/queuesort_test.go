@@ -1,0 +1,61 @@
+package gang
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// TestQueueOrder: priority first; then arrival, a gang member's being its PodGroup's
+// creation; then gang by gang, so that two gangs whose members entered the queue interleaved
+// come out one after the other.
+func TestQueueOrder(t *testing.T) {
+	registry := podgroup.New()
+	g := &Gang{registry: registry}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	for _, pg := range []struct {
+		name    string
+		created time.Time
+	}{{"a", t0}, {"b", t0}, {"old", t0.Add(-time.Hour)}} {
+		registry.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: pg.name, CreationTimestamp: metav1.NewTime(pg.created)}})
+	}
+	queued := func(pod *v1.Pod, priority int32, at time.Duration) *framework.QueuedPodInfo {
+		pod.Spec.Priority = &priority
+		info, err := framework.NewPodInfo(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &framework.QueuedPodInfo{PodInfo: info, QueueingParams: framework.QueueingParams{Timestamp: t0.Add(at)}}
+	}
+	plain := func(name string) *v1.Pod { return st.MakePod().Namespace(ns).Name(name).UID(name).Obj() }
+	pods := []*framework.QueuedPodInfo{
+		queued(member("b-0", "b"), 0, 1*time.Second),
+		queued(member("a-0", "a"), 0, 2*time.Second),
+		queued(member("b-1", "b"), 0, 3*time.Second),
+		queued(member("a-1", "a"), 0, 4*time.Second),
+		queued(plain("early"), 0, -time.Minute),
+		queued(plain("late"), 0, time.Minute),
+		queued(member("old-0", "old"), 0, 2*time.Minute),
+		queued(member("unknown-0", "unknown"), 0, 30*time.Second), // no PodGroup yet: its own time
+		queued(plain("urgent"), 100, 10*time.Minute),
+	}
+	sort.SliceStable(pods, func(i, j int) bool { return g.Less(pods[i], pods[j]) })
+	var got []string
+	for _, p := range pods {
+		got = append(got, p.Pod.Name)
+	}
+	want := []string{"urgent", "old-0", "early", "a-0", "a-1", "b-0", "b-1", "unknown-0", "late"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("queue order (-want,+got):\n%s", diff)
+	}
+}
