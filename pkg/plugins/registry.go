@@ -34,6 +34,13 @@ func RegistryOptions() []app.Option {
 			}
 			return gang.New(ctx, obj, handle, registry)
 		}),
+		app.WithPlugin(gang.QueueSortName, func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+			_, registry, err := state.start(ctx, handle)
+			if err != nil {
+				return nil, err
+			}
+			return gang.NewQueueSort(registry), nil
+		}),
 		app.WithPlugin(networktopology.Name, func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 			cache, registry, err := state.start(ctx, handle)
 			if err != nil {

@@ -80,7 +80,6 @@ var (
 	_ fwk.PermitPlugin      = &Gang{}
 	_ fwk.PreBindPlugin     = &Gang{}
 	_ fwk.PostBindPlugin    = &Gang{}
-	_ fwk.QueueSortPlugin   = &Gang{}
 	_ fwk.EnqueueExtensions = &Gang{}
 	_ fwk.SignPlugin        = &Gang{}
 )

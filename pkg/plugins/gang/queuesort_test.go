@@ -20,7 +20,7 @@ import (
 // come out one after the other.
 func TestQueueOrder(t *testing.T) {
 	registry := podgroup.New()
-	g := &Gang{registry: registry}
+	q := NewQueueSort(registry)
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	for _, pg := range []struct {
 		name    string
@@ -49,7 +49,7 @@ func TestQueueOrder(t *testing.T) {
 		queued(member("unknown-0", "unknown"), 0, 30*time.Second), // no PodGroup yet: its own time
 		queued(plain("urgent"), 100, 10*time.Minute),
 	}
-	sort.SliceStable(pods, func(i, j int) bool { return g.Less(pods[i], pods[j]) })
+	sort.SliceStable(pods, func(i, j int) bool { return q.Less(pods[i], pods[j]) })
 	var got []string
 	for _, p := range pods {
 		got = append(got, p.Pod.Name)
