@@ -43,7 +43,11 @@ func (p *NetworkTopologyAware) promisedByOthers(logger klog.Logger, key podgroup
 func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if p.usageSums != nil {
 		// Counted from now, as kube-scheduler's cache counts an assumed pod.
-		p.usageSums.setPod(pod.UID, nodeName, p.usageSums.podRequest(pod))
+		req := readState[*preScoreState](state, preScoreStateKey).normalRequest()
+		if req == nil {
+			req = p.usageSums.podRequest(pod)
+		}
+		p.usageSums.setPod(pod.UID, pod.Generation, nodeName, req)
 	}
 	key, _, ok := p.constraint(pod)
 	if !ok {

@@ -20,11 +20,21 @@ type preScoreState struct {
 	reference    string
 	placedByLeaf map[string]int
 	members      int
-	// Unconstrained pods: their scores.
+	// Unconstrained pods: their scores, and the request they were computed for (Reserve
+	// counts it).
 	normal *normalScores
+	req    []int64
 }
 
 func (s *preScoreState) Clone() fwk.StateData { return s }
+
+// normalRequest is the request PreScore read for an unconstrained pod, nil otherwise.
+func (s *preScoreState) normalRequest() []int64 {
+	if s == nil {
+		return nil
+	}
+	return s.req
+}
 
 // PreScore prepares the scores of one pod: O(leaves of its plan) for a gang member; for a pod
 // without a constraint, O(depth) per HyperNode changed since the previous pod (normalscore.go),
@@ -63,7 +73,8 @@ func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleStat
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	s.normal = p.usageSums.prepare(tree, list, p.usageSums.podRequest(pod), p.weights)
+	s.req = p.usageSums.podRequest(pod)
+	s.normal = p.usageSums.prepare(tree, list, s.req, p.weights)
 	state.Write(preScoreStateKey, s)
 	return nil
 }

@@ -51,6 +51,10 @@ type usageCache struct {
 type podUsage struct {
 	node string
 	req  []int64
+	// generation is the pod's metadata.generation when req was read: a pod's requests change
+	// only with its spec (a resize), so an update of the same generation on the same node
+	// needs no recount.
+	generation int64
 }
 
 type nodeUsage struct {
@@ -106,7 +110,9 @@ func (u *usageCache) watch(factory informers.SharedInformerFactory) error {
 				}
 				return
 			}
-			u.setPod(pod.UID, pod.Spec.NodeName, u.podRequest(pod))
+			if !u.counted(pod) {
+				u.setPod(pod.UID, pod.Generation, pod.Spec.NodeName, u.podRequest(pod))
+			}
 		},
 		func(pod *v1.Pod) { u.removePod(pod.UID) })); err != nil {
 		return fmt.Errorf("watching pods for HyperNode usage: %w", err)
@@ -143,17 +149,27 @@ func (u *usageCache) quantities(list v1.ResourceList) []int64 {
 	return out
 }
 
-// setPod records that pod uid uses req on node (assumed or bound); a repeat is a no-op.
-func (u *usageCache) setPod(uid types.UID, node string, req []int64) {
+// counted reports whether the pod is counted on its node as it is now (same generation).
+func (u *usageCache) counted(pod *v1.Pod) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	old, ok := u.pods[pod.UID]
+	return ok && old.node == pod.Spec.NodeName && old.generation == pod.Generation
+}
+
+// setPod records that pod uid (of the given generation) uses req on node, assumed or bound;
+// a repeat is a no-op.
+func (u *usageCache) setPod(uid types.UID, generation int64, node string, req []int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if old, ok := u.pods[uid]; ok {
 		if old.node == node && slices.Equal(old.req, req) {
+			u.pods[uid] = podUsage{node: node, req: old.req, generation: generation}
 			return
 		}
 		u.addUsedLocked(old.node, old.req, -1)
 	}
-	u.pods[uid] = podUsage{node: node, req: req}
+	u.pods[uid] = podUsage{node: node, req: req, generation: generation}
 	u.addUsedLocked(node, req, 1)
 }
 

@@ -58,10 +58,10 @@ func TestNodeScores(t *testing.T) {
 	for _, n := range allSeedNodes {
 		u.setNode(n, []int64{4000})
 	}
-	u.setPod("a", "node-0", []int64{2000})
-	u.setPod("b", "node-2", []int64{1000})
-	u.setPod("c", "node-4", []int64{4000})
-	u.setPod("d", "outside", []int64{3000})
+	u.setPod("a", 0, "node-0", []int64{2000})
+	u.setPod("b", 0, "node-2", []int64{1000})
+	u.setPod("c", 0, "node-4", []int64{4000})
+	u.setPod("d", 0, "outside", []int64{3000})
 	request := int64(1000)
 	scores := func() map[string]int64 {
 		return byLeaf(t, tree.Snapshot(), nodeScores(t, u, tree.Snapshot(), nodeInfos(allSeedNodes...), []int64{request}))
@@ -86,7 +86,7 @@ func TestNodeScores(t *testing.T) {
 		want: map[string]int64{"rack-0": 30, "rack-1": 23, "rack-2": 11, "rack-3": 11, "(no leaf)": 100},
 	}, {
 		name:  "the same pod reported again (Reserve, then bound): no change",
-		event: func() { u.setPod("a", "node-0", []int64{2000}) },
+		event: func() { u.setPod("a", 0, "node-0", []int64{2000}) },
 		want:  map[string]int64{"rack-0": 30, "rack-1": 23, "rack-2": 11, "rack-3": 11, "(no leaf)": 100},
 	}, {
 		name:  "node-7 deleted: rack-3 has one node left",
@@ -195,7 +195,7 @@ func TestNormalScoreTierZero(t *testing.T) {
 		for _, n := range []string{"a", "b", "c"} {
 			u.setNode(n, []int64{4000})
 		}
-		u.setPod("p", "a", []int64{1000})
+		u.setPod("p", 0, "a", []int64{1000})
 		got := byLeaf(t, cache.Snapshot(), nodeScores(t, u, cache.Snapshot(), nodeInfos("a", "b", "c"), []int64{1000}))
 		// leaf-0: 2000/4000, leaf-1: 1000/4000, top (a and b): 2000/8000
 		want := map[float64]map[string]int64{
@@ -223,7 +223,7 @@ func TestUsageSumsMatchARecount(t *testing.T) {
 		switch op := rng.IntN(10); {
 		case op < 4:
 			req := []int64{rng.Int64N(4000), rng.Int64N(1 << 34)}
-			u.setPod(uid, node, req)
+			u.setPod(uid, 0, node, req)
 			pods[uid] = podUsage{node: node, req: req}
 		case op < 7:
 			u.removePod(uid)
