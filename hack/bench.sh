@@ -7,8 +7,8 @@
 # Run by `make bench` after `make build`. Needs bin/kube-scheduler (ours); builds upstream's
 # kube-scheduler from the same module (k8s.io/kubernetes v1.37.1) as the vanilla scheduler.
 # Writes _output/bench/results.json, summary.md and the schedulers' logs, and prints the
-# summary. Takes about an hour on 2 cores (issue #18's three scenarios about 45 minutes of it,
-# 30 runs of 10,000 pods) and uses both: do not run it next to other work.
+# summary. Takes about 45 minutes on 2 cores (issue #18's three scenarios and the big gang
+# about 24 of them) and uses both: do not run it next to other work.
 #
 # Environment: BENCH_REPEAT (runs per scheduler, and per load mode, in the throughput, big-gang,
 # blocked-gang, plain-pods, mixed-load and restart scenarios, default 3), BENCH_RUN (a go test

@@ -184,7 +184,7 @@ func summaryTable(r *Results) string {
 			}
 			fmt.Fprintf(&b, "| %s | %.1f | %s | %.1f | %.0f | %s |\n", k, secs, plan, cpu, rss, strings.Join(each, ", "))
 		}
-		fmt.Fprintf(&b, "\nratio ours / vanilla: **%.2f** (target <= 1.5)\n\n", bg.Ratio)
+		fmt.Fprintf(&b, "\nratio ours / vanilla: **%.2f** (target <= 1.2)\n\n", bg.Ratio)
 	}
 	if q := r.Quality; q != nil {
 		fmt.Fprintf(&b, "## Placement quality: %d-job trace on %d nodes (leaves of %d, spines of %d leaves)\n\n", len(q.Trace), q.Topology.Nodes, q.Topology.LeafSize, q.Topology.LeavesPerSpine)
