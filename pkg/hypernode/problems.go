@@ -88,3 +88,33 @@ func sortProblems(problems []Problem) {
 		return problems[i].Message < problems[j].Message
 	})
 }
+
+// ReasonAncestorExcluded is the exclusion reason of a HyperNode that is valid itself but lies
+// below an excluded one (only in ExcludedByReason: it has no Event of its own).
+const ReasonAncestorExcluded = "AncestorExcluded"
+
+// ExcludedByReason counts the HyperNodes that placement does not use, by the reason of their
+// first excluding problem, or ReasonAncestorExcluded. Every reason that can exclude is in the
+// result, zero or not. It costs O(HyperNodes): it is meant for a metrics scrape.
+func (s *Snapshot) ExcludedByReason() map[string]int {
+	out := map[string]int{}
+	for _, r := range []string{ReasonInvalidMember, ReasonMixedMembers, ReasonCycle, ReasonMultipleParents,
+		ReasonTierOrder, ReasonNodeInMultipleLeaves, ReasonAncestorExcluded} {
+		out[r] = 0
+	}
+	s.infos.Range(func(name string, info *HyperNodeInfo) bool {
+		if !info.Excluded {
+			return true
+		}
+		reason := ReasonAncestorExcluded
+		for _, p := range info.Problems {
+			if p.Excludes && info.ExcludedBy == name {
+				reason = p.Reason
+				break
+			}
+		}
+		out[reason]++
+		return true
+	})
+	return out
+}

@@ -14,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -55,6 +56,11 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 	if err := registry.Run(ctx, factory, handle.KubeConfig()); err != nil {
 		return nil, nil, err
 	}
+	metrics.Register()
+	metrics.AddSource(ctx, &metrics.Source{
+		GatedGangs:         registry.GatedGroups,
+		ExcludedHyperNodes: func() map[string]int { return cache.Snapshot().ExcludedByReason() },
+	})
 	logger.V(2).Info("HyperNode cache and PodGroup registry started")
 	s.factory, s.cache, s.registry = factory, cache, registry
 	return cache, registry, nil

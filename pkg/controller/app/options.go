@@ -26,7 +26,7 @@ type Options struct {
 	Namespace string
 	// ConfigMap names the discovery configuration (key hypernode-controller.conf).
 	ConfigMap string
-	// HealthzBindAddress serves /healthz; "0" or "" turns it off.
+	// HealthzBindAddress serves /healthz and /metrics; "0" or "" turns them off.
 	HealthzBindAddress string
 	KubeAPIQPS         float32
 	KubeAPIBurst       int
@@ -61,7 +61,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often to try to acquire or renew the Lease.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the leader-election Lease, of the ConfigMap, and the default namespace of credentials Secrets.")
 	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap, "ConfigMap in --namespace whose key hypernode-controller.conf configures discovery (Volcano's networkTopologyDiscovery format).")
-	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of the /healthz endpoint; 0 turns it off.")
+	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of the /healthz and /metrics endpoints; 0 turns them off.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Requests per second to the API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the API server.")
 	fs.IntVar(&o.StatusWorkers, "status-workers", o.StatusWorkers, "HyperNode status writes in parallel.")

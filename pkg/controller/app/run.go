@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
@@ -31,6 +32,7 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/eventlog"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/status"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 )
@@ -207,12 +209,14 @@ func (n nodeMetadataInformer) Lister() corelisters.NodeLister {
 }
 
 // serveHealthz serves /healthz: ok, unless this replica leads and has not renewed its Lease
-// in time.
+// in time; and /metrics, the controller's Prometheus metrics (pkg/controller/metrics).
 func serveHealthz(ctx context.Context, address string, watchdog *leaderelection.HealthzAdaptor) error {
 	if address == "" || address == "0" {
 		return nil
 	}
+	metrics.Register()
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", legacyregistry.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if watchdog != nil {
 			if err := watchdog.Check(r); err != nil {
@@ -232,6 +236,6 @@ func serveHealthz(ctx context.Context, address string, watchdog *leaderelection.
 		<-ctx.Done()
 		_ = server.Close()
 	}()
-	klog.FromContext(ctx).Info("Serving /healthz", "address", listener.Addr().String())
+	klog.FromContext(ctx).Info("Serving /healthz and /metrics", "address", listener.Addr().String())
 	return nil
 }

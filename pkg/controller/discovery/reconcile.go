@@ -17,6 +17,7 @@ import (
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	topologylisters "github.com/hypernode-dev/hypernode-scheduler/pkg/client/listers/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/eventlog"
 )
 
@@ -54,6 +55,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, sourceName string, wanted []
 	logger := klog.FromContext(ctx)
 	var sum Summary
 	var errs []error
+	defer func() {
+		metrics.HyperNodeWrites.WithLabelValues(sourceName, metrics.OperationCreate).Add(float64(sum.Created))
+		metrics.HyperNodeWrites.WithLabelValues(sourceName, metrics.OperationUpdate).Add(float64(sum.Updated))
+		metrics.HyperNodeWrites.WithLabelValues(sourceName, metrics.OperationDelete).Add(float64(sum.Deleted))
+	}()
 	owned, err := r.lister.List(labels.SelectorFromSet(labels.Set{source.Label: sourceName}))
 	if err != nil {
 		return sum, err

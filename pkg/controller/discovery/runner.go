@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/metrics"
 )
 
 // Timing of the runners.
@@ -128,6 +129,7 @@ func (r *runner) run(ctx context.Context) {
 			if errors.Is(err, source.ErrNoAnswerYet) {
 				continue
 			}
+			metrics.ObserveDiscovery(r.src.Name(), time.Since(now), err)
 			// The note has no countdown: identical failures are one Event (eventlog).
 			next := "it is tried again when nodes change"
 			if refresh {
@@ -150,6 +152,7 @@ func (r *runner) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		metrics.ObserveDiscovery(r.src.Name(), time.Since(now), err)
 		if print := fmt.Sprint(res.Warnings); print != r.warnings {
 			r.warnings = print
 			for _, w := range res.Warnings {

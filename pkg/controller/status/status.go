@@ -36,6 +36,7 @@ import (
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	topologyinformers "github.com/hypernode-dev/hypernode-scheduler/pkg/client/informers/externalversions/topology/v1alpha1"
 	topologylisters "github.com/hypernode-dev/hypernode-scheduler/pkg/client/listers/topology/v1alpha1"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
 )
@@ -258,10 +259,13 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	written, err := c.client.TopologyV1alpha1().HyperNodes().UpdateStatus(ctx, update, metav1.UpdateOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
+			// Deleted meanwhile: nothing to write, nothing failed.
 			return nil
 		}
+		metrics.StatusWrites.WithLabelValues(metrics.ResultError).Inc()
 		return err
 	}
+	metrics.StatusWrites.WithLabelValues(metrics.ResultSuccess).Inc()
 	c.mu.Lock()
 	c.written[name] = writeRecord{over: hn.ResourceVersion, rv: written.ResourceVersion, status: written.Status}
 	c.mu.Unlock()

@@ -3,11 +3,14 @@ package gang
 import (
 	"context"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -18,6 +21,8 @@ import (
 type batch struct {
 	members int
 	arrived int
+	// bound counts the members that reached PostBind.
+	bound int
 	// ready is closed when every member arrived, failed when one member failed.
 	ready  chan struct{}
 	failed chan struct{}
@@ -79,12 +84,29 @@ func (g *Gang) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ str
 	return fwk.NewStatus(fwk.Unschedulable, reason)
 }
 
-// PostBind forgets the bound member's batch and frees its binding slot.
-func (g *Gang) PostBind(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+// PostBind forgets the bound member's batch and frees its binding slot. When the first batch
+// of a gang (the one Permit allowed at its quorum) has bound, the time since the gang's first
+// reservation is recorded.
+func (g *Gang) PostBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
 	g.binds.release(pod.UID)
+	key, _ := podgroup.KeyOf(pod)
 	g.mu.Lock()
+	b := g.memberBatch[pod.UID]
 	delete(g.memberBatch, pod.UID)
+	var took time.Duration
+	done := false
+	if b != nil {
+		b.bound++
+		if start, ok := g.firstReserved[key]; ok && b.bound == b.members && !g.bound.Has(key) {
+			g.bound.Insert(key)
+			took, done = time.Since(start), true
+		}
+	}
 	g.mu.Unlock()
+	if done {
+		metrics.GangSchedulingDuration.Observe(took.Seconds())
+		klog.FromContext(ctx).V(2).Info("Gang bound", "podGroup", key, "members", b.members, "sinceFirstReservation", took)
+	}
 }
 
 // maxConcurrentBinds bounds the batch members that make their binding API calls at once.

@@ -13,10 +13,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -70,6 +72,10 @@ type Gang struct {
 	memberBatch map[types.UID]*batch
 	// binds bounds the allowed members binding at once (binding.go).
 	binds *bindSlots
+	// firstReserved is when each gang's first member was reserved, for the time a gang
+	// takes to bind (binding.go); bound are the gangs whose quorum batch has bound.
+	firstReserved map[podgroup.Key]time.Time
+	bound         sets.Set[podgroup.Key]
 }
 
 var (
@@ -109,6 +115,9 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 		memberRound: map[types.UID]*round{},
 		memberBatch: map[types.UID]*batch{},
 		binds:       newBindSlots(maxConcurrentBinds),
+
+		firstReserved: map[podgroup.Key]time.Time{},
+		bound:         sets.New[podgroup.Key](),
 	}
 	g.conditions.run(ctx)
 	go func() {
@@ -197,6 +206,8 @@ func (g *Gang) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk
 func (g *Gang) forget(key podgroup.Key) {
 	g.mu.Lock()
 	g.rejectRoundLocked(key, fmt.Sprintf("PodGroup %s was deleted", key), nil)
+	delete(g.firstReserved, key)
+	g.bound.Delete(key)
 	g.mu.Unlock()
 	g.events.Forget(key)
 }

@@ -29,6 +29,9 @@ func (g *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeNam
 	}
 	r.members[pod.UID] = pod
 	g.memberRound[pod.UID] = r
+	if _, ok := g.firstReserved[key]; !ok {
+		g.firstReserved[key] = time.Now()
+	}
 	g.registry.Reserve(pod, nodeName)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -32,18 +33,29 @@ type round struct {
 	// at the gang's timeout.
 	waitingSince time.Time
 	deadline     *time.Timer
+	// ended is set by stop, so that the waiting gangs' gauge counts each round once.
+	ended bool
 }
 
-// start starts the round's deadline. g.mu must be held.
+// start starts the round's deadline: its members wait in Permit from now. g.mu must be held.
 func (r *round) start(timeout time.Duration, expire func()) {
 	r.waitingSince = time.Now()
 	r.deadline = time.AfterFunc(timeout, expire)
+	metrics.GangsWaitingInPermit.Inc()
 }
 
-// stop stops the round's deadline. g.mu must be held.
+// stop ends the round: its deadline is stopped and it no longer counts as waiting. Later
+// calls do nothing. g.mu must be held.
 func (r *round) stop() {
+	if r.ended {
+		return
+	}
+	r.ended = true
 	if r.deadline != nil {
 		r.deadline.Stop()
+	}
+	if !r.waitingSince.IsZero() {
+		metrics.GangsWaitingInPermit.Dec()
 	}
 }
 

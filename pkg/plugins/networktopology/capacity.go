@@ -203,7 +203,7 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 			copyPod.Spec.NodeName = ni.Node().Name
 			pi, err := framework.NewPodInfo(copyPod)
 			if err != nil {
-				logger.V(4).Info("Could not simulate a gang member", "err", err)
+				logger.V(5).Info("Could not simulate a gang member", "node", ni.Node().Name, "err", err)
 				break
 			}
 			trial.AddPodInfo(pi)

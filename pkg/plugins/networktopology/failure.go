@@ -14,6 +14,7 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -67,6 +68,7 @@ func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key
 	}
 	if !f.stale || p.inBackoffLocked(logger, f, pod) {
 		p.failuresReused.Add(1)
+		metrics.PlanReusesTotal.WithLabelValues(metrics.ResultNoDomain).Inc()
 		return f.status
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -51,7 +52,9 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	// This member's attempt is running: the next cluster event may requeue the gang again.
 	p.registry.RequeueDone(key)
 	plan := p.currentPlan(key, tree, pod.Name)
-	if plan == nil {
+	if plan != nil {
+		metrics.PlanReusesTotal.WithLabelValues(metrics.ResultPlaced).Inc()
+	} else {
 		if status := p.reuseFailure(klog.FromContext(ctx), key, info, tree, pod); status != nil {
 			return nil, status
 		}
@@ -68,6 +71,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	}
 	leaf := plan.podLeaf[pod.Name]
 	nodeSet := plan.leafNodes[leaf]
+	klog.FromContext(ctx).V(4).Info("Gang member narrowed to its planned leaf", "pod", klog.KObj(pod), "podGroup", key, "domain", plan.domain, "tier", plan.tier, "leaf", leaf)
 	state.Write(preFilterStateKey, &preFilterState{leaf: leaf, nodes: nodeSet})
 	return &fwk.PreFilterResult{NodeNames: nodeSet}, nil
 }

@@ -14,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -119,6 +120,8 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	p.plansMade.Add(1)
+	outcome, simulated := metrics.ResultError, 0
+	defer func() { metrics.ObservePlan(outcome, time.Since(start), simulated) }()
 	gang := p.registry.Gang(key).Including(pod)
 	req, err := placement.GangRequest(tree, gang)
 	if err != nil {
@@ -137,7 +140,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	// The deferral below narrows req; these are the gang's members as planned first.
 	names, placedNodes := req.Pending, req.Placed
 	var result *placement.Plan
-	simulated := len(nodes)
+	simulated = len(nodes)
 	if req.Strategy == placement.BinPack && len(req.SubGroups) == 0 {
 		result, req.Nodes, simulated, err = p.planLazily(ctx, simState, pod, nodes, req)
 	} else {
@@ -191,6 +194,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 				// Perhaps not room: this member may fit no node at all.
 				p.blockIfFitsNowhere(ctx, pod, key, info)
 			}
+			outcome = metrics.ResultNoDomain
 			p.recordFailure(key, status, tree, info, p.possibleDomains(tree, pod, nodes, len(names), req.MaxTier, req.Soft || req.MaxTier >= tree.RootTier()))
 			p.events.Record(info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
 			logger.V(2).Info("Gang cannot be planned", "podGroup", key, "pending", len(names), "simulatedNodes", simulated, "duration", time.Since(start), "reason", unsat.Message)
@@ -198,6 +202,8 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		}
 		return nil, fwk.AsStatus(err)
 	}
+	outcome = metrics.ResultPlaced
+	metrics.ObservePlacement(result.Tier, req.Soft)
 	plan := &gangPlan{
 		lastUsed:     time.Now(),
 		domain:       result.Domain,

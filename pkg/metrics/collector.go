@@ -1,0 +1,83 @@
+package metrics
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"k8s.io/component-base/metrics"
+)
+
+// Source reports the state that the gauges hypernode_gangs_gated and
+// hypernode_excluded_hypernodes show. They are read when /metrics is scraped, not kept up to
+// date on the scheduling path: both are derived from state the process keeps anyway.
+type Source struct {
+	// GatedGangs counts the gangs held back in PreEnqueue, by reason.
+	GatedGangs func() map[string]int
+	// ExcludedHyperNodes counts the HyperNodes placement does not use, by reason.
+	ExcludedHyperNodes func() map[string]int
+}
+
+// AddSource adds a scheduler's state to the gauges until ctx ends. A process normally runs
+// one scheduler; tests run several, one after another or at once, and the gauges sum them.
+func AddSource(ctx context.Context, s *Source) {
+	gauges.mu.Lock()
+	gauges.sources[s] = struct{}{}
+	gauges.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		gauges.mu.Lock()
+		delete(gauges.sources, s)
+		gauges.mu.Unlock()
+	})
+}
+
+// stateCollector computes the gauges from the sources at each scrape.
+type stateCollector struct {
+	metrics.BaseStableCollector
+
+	mu      sync.Mutex
+	sources map[*Source]struct{}
+}
+
+var _ metrics.StableCollector = &stateCollector{}
+
+func (c *stateCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- gangsGatedDesc
+	ch <- excludedDesc
+}
+
+func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	c.mu.Lock()
+	sources := make([]*Source, 0, len(c.sources))
+	for s := range c.sources {
+		sources = append(sources, s)
+	}
+	c.mu.Unlock()
+	gated, excluded := map[string]int{}, map[string]int{}
+	for _, s := range sources {
+		if s.GatedGangs != nil {
+			for reason, n := range s.GatedGangs() {
+				gated[reason] += n
+			}
+		}
+		if s.ExcludedHyperNodes != nil {
+			for reason, n := range s.ExcludedHyperNodes() {
+				excluded[reason] += n
+			}
+		}
+	}
+	emit(ch, gangsGatedDesc, gated)
+	emit(ch, excludedDesc, excluded)
+}
+
+// emit sends one gauge sample per reason, in a stable order.
+func emit(ch chan<- metrics.Metric, desc *metrics.Desc, byReason map[string]int) {
+	reasons := make([]string, 0, len(byReason))
+	for r := range byReason {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	for _, r := range reasons {
+		ch <- metrics.NewLazyConstMetric(desc, metrics.GaugeValue, float64(byReason[r]), r)
+	}
+}

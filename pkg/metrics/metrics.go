@@ -1,0 +1,129 @@
+// Package metrics defines the scheduler plugins' Prometheus metrics. They are registered in
+// component-base's legacy registry, so kube-scheduler serves them on its own /metrics next
+// to its scheduler_* metrics. Every name starts with hypernode_; no label carries a pod,
+// PodGroup or HyperNode name, so the number of series stays bounded whatever the cluster
+// runs. docs/troubleshooting.md says what each one answers.
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const namespace = "hypernode"
+
+// Results of a plan (label "result").
+const (
+	ResultPlaced   = "placed"
+	ResultNoDomain = "no_domain"
+	ResultError    = "error"
+)
+
+// Topology modes of a placement (label "mode").
+const (
+	ModeHard = "hard"
+	ModeSoft = "soft"
+)
+
+var (
+	// PlanDuration is how long one gang plan took, by result.
+	PlanDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace:      namespace,
+		Name:           "plan_duration_seconds",
+		Help:           "Duration of planning a gang into a network domain (once per gang, not per member), by result: placed, no_domain (no allowed HyperNode can host it now) or error.",
+		Buckets:        metrics.ExponentialBuckets(0.0001, 4, 10),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	// PlansTotal counts the plans made, by result.
+	PlansTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "plans_total",
+		Help:           "Gang plans computed, by result: placed, no_domain or error.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	// PlanReusesTotal counts the members that used their gang's plan, or its remembered
+	// failure, instead of planning.
+	PlanReusesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "plan_reuses_total",
+		Help:           "Gang members that reused their gang's plan instead of planning again, by result: placed (the plan) or no_domain (the gang's remembered failure).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	// PlanSimulatedNodes is how many nodes one plan ran the Filter plugins on.
+	PlanSimulatedNodes = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace:      namespace,
+		Name:           "plan_simulated_nodes",
+		Help:           "Nodes on which one gang plan simulated the member's Filter plugins.",
+		Buckets:        metrics.ExponentialBuckets(1, 4, 9),
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	// PlacementsTotal counts the gangs planned into a domain, by the domain's tier and the
+	// constraint's mode.
+	PlacementsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "placements_total",
+		Help:           "Gangs planned into a network domain, by the tier of the domain and the mode (hard or soft) of the gang's topology constraint.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"tier", "mode"})
+
+	// GangsWaitingInPermit is the number of gangs whose reserved members wait in Permit.
+	GangsWaitingInPermit = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      namespace,
+		Name:           "gangs_waiting_in_permit",
+		Help:           "Gangs whose reserved members wait in Permit for the rest of the gang.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	// GangSchedulingDuration is the time from a gang's first reservation to the moment the
+	// members allowed at its quorum are all bound.
+	GangSchedulingDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace:      namespace,
+		Name:           "gang_scheduling_duration_seconds",
+		Help:           "Time from a gang's first member reservation to all the members allowed at its quorum (minMember) bound, rejected rounds included.",
+		Buckets:        metrics.ExponentialBuckets(0.01, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	gangsGatedDesc = metrics.NewDesc(namespace+"_gangs_gated",
+		"Gangs with members held back in PreEnqueue, by reason: PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember.",
+		[]string{"reason"}, nil, metrics.ALPHA, "")
+	excludedDesc = metrics.NewDesc(namespace+"_excluded_hypernodes",
+		"HyperNodes that topology placement does not use, by reason: the reason of the HyperNode's own problem (as in its Events) or AncestorExcluded when it lies below an excluded HyperNode.",
+		[]string{"reason"}, nil, metrics.ALPHA, "")
+
+	registerOnce sync.Once
+	gauges       = &stateCollector{sources: map[*Source]struct{}{}}
+)
+
+// Register registers the metrics in the legacy registry; later calls do nothing.
+func Register() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(PlanDuration, PlansTotal, PlanReusesTotal, PlanSimulatedNodes,
+			PlacementsTotal, GangsWaitingInPermit, GangSchedulingDuration)
+		legacyregistry.CustomMustRegister(gauges)
+	})
+}
+
+// ObservePlan records one plan: its result, duration and the nodes it simulated.
+func ObservePlan(result string, d time.Duration, simulatedNodes int) {
+	PlanDuration.WithLabelValues(result).Observe(d.Seconds())
+	PlansTotal.WithLabelValues(result).Inc()
+	PlanSimulatedNodes.Observe(float64(simulatedNodes))
+}
+
+// ObservePlacement records a gang planned into a domain of tier.
+func ObservePlacement(tier int, soft bool) {
+	mode := ModeHard
+	if soft {
+		mode = ModeSoft
+	}
+	PlacementsTotal.WithLabelValues(strconv.Itoa(tier), mode).Inc()
+}
