@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 25m
 all: build
 
 ## build: every binary of the project, plus the control-plane binaries, into bin/
-build: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok
+build: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok bin/kubectl
 
 # The project's own binaries are always rebuilt (go build is incremental).
 .PHONY: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode
@@ -40,6 +40,11 @@ bin/kube-apiserver: go.mod go.sum
 # examples can be real Jobs.
 bin/kube-controller-manager: go.mod go.sum
 	$(GO) build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+
+# kubectl (a tool dependency too) runs the commands of docs/troubleshooting.md in the e2e tests,
+# and `kubectl hypernode` finds bin/kubectl-hypernode next to it on the PATH.
+bin/kubectl: go.mod go.sum
+	$(GO) build -o $@ k8s.io/kubernetes/cmd/kubectl
 
 # kwok is its own module with its own dependency graph; go install builds it from the proxy.
 bin/kwok:

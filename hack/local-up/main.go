@@ -37,13 +37,14 @@ func main() {
 	}
 	node := `{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-'$i'", "annotations": {"` +
 		localcluster.KwokNodeAnnotation + `": "fake"}}, "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}, "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}}`
-	fmt.Printf(`local-up: the control plane is running. In another shell (with kubectl):
+	fmt.Printf(`local-up: the control plane is running. In another shell:
 
-  export KUBECONFIG=%s
+  export KUBECONFIG=%s PATH=$PWD/bin:$PATH
+  export SCHEDULER=%s CONTROLLER=%s   # for docs/troubleshooting.md
   for i in 0 1 2 3 4 5 6 7; do echo '%s' | kubectl create -f -; done
   kubectl apply -f manifests/examples/seed-001-hypernodes.yaml
   kubectl apply -f manifests/examples/seed-001-job-tier1.yaml
-  bin/kubectl-hypernode tree
+  kubectl hypernode tree
 
 hypernode-controller runs too: it writes every HyperNode's status. To discover HyperNodes from
 topograph node labels (fabric.topograph.run/tier-N), turn its label source on:
@@ -52,7 +53,7 @@ topograph node labels (fabric.topograph.run/tier-N), turn its label source on:
 
 Nodes annotated %s=fake are simulated by kwok (Ready; their pods Running).
 Logs: %s/logs. Press Ctrl-C to stop everything.
-`, cluster.AdminKubeconfig, node, localcluster.KwokNodeAnnotation, cluster.Dir)
+`, cluster.AdminKubeconfig, cluster.SchedulerAddress(), cluster.ControllerAddress(), node, localcluster.KwokNodeAnnotation, cluster.Dir)
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "local-up: stopping")
 }

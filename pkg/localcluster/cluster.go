@@ -80,6 +80,7 @@ type Cluster struct {
 	// previousSchedulers are the scheduler processes that ran before the current one.
 	previousSchedulers []*Process
 	schedulerPort      int
+	controllerPort     int
 	// The HyperNode controller, when started (controller.go).
 	controller          *Process
 	previousControllers []*Process

@@ -71,6 +71,7 @@ func (c *Cluster) StartController(ctx context.Context, extraArgs ...string) erro
 	if port == 0 {
 		return errors.New("no free loopback port for the controller")
 	}
+	c.controllerPort = port
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--namespace=" + SchedulerNamespace,
@@ -98,6 +99,11 @@ func (c *Cluster) StartController(ctx context.Context, extraArgs ...string) erro
 	}
 	c.step("hypernode-controller leads as %s (pid %d)", holder, c.controller.Pid())
 	return nil
+}
+
+// ControllerAddress is the host:port of the running controller's /healthz and /metrics.
+func (c *Cluster) ControllerAddress() string {
+	return "127.0.0.1:" + strconv.Itoa(c.controllerPort)
 }
 
 // StopController stops the controller gracefully (it releases its Lease), or with SIGKILL.

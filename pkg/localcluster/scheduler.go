@@ -145,6 +145,12 @@ func (c *Cluster) LeaseHolder(ctx context.Context) (string, error) {
 	return ptr.Deref(lease.Spec.HolderIdentity, ""), nil
 }
 
+// SchedulerAddress is the host:port of the running scheduler's secure port (/metrics,
+// /healthz).
+func (c *Cluster) SchedulerAddress() string {
+	return "127.0.0.1:" + strconv.Itoa(c.schedulerPort)
+}
+
 // SchedulerMetrics returns the running scheduler's /metrics, read as the admin (the scheduler
 // authorizes the caller through the apiserver). Right after a start the scheduler may not have
 // loaded the client CA yet and take the admin for anonymous: it retries for up to 30 s.

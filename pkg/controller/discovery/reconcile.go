@@ -17,8 +17,8 @@ import (
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	topologylisters "github.com/hypernode-dev/hypernode-scheduler/pkg/client/listers/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/eventlog"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/metrics"
 )
 
 // ReasonConflict is the Event reason of a discovered HyperNode whose name is taken by a
