@@ -20,15 +20,24 @@ type Source struct {
 
 // AddSource adds a scheduler's state to the gauges until ctx ends. A process normally runs
 // one scheduler; tests run several, one after another or at once, and the gauges sum them.
-func AddSource(ctx context.Context, s *Source) {
-	gauges.mu.Lock()
-	gauges.sources[s] = struct{}{}
-	gauges.mu.Unlock()
+func AddSource(ctx context.Context, s *Source) { gauges.add(ctx, s) }
+
+func (c *stateCollector) add(ctx context.Context, s *Source) {
+	c.mu.Lock()
+	c.sources[s] = struct{}{}
+	c.mu.Unlock()
 	context.AfterFunc(ctx, func() {
-		gauges.mu.Lock()
-		delete(gauges.sources, s)
-		gauges.mu.Unlock()
+		c.mu.Lock()
+		delete(c.sources, s)
+		c.mu.Unlock()
 	})
+}
+
+// len returns the number of sources.
+func (c *stateCollector) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sources)
 }
 
 // stateCollector computes the gauges from the sources at each scrape.

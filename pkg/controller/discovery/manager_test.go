@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2/ktesting"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/config"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/eventlog"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/metrics"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 )
 
@@ -261,9 +263,21 @@ func TestReconcileIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	metrics.Register()
+	created := func() float64 {
+		v, err := testutil.GetCounterMetricValue(metrics.HyperNodeWrites.WithLabelValues("label", metrics.OperationCreate))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	createdBefore := created()
 	sum, err := h.m.reconciler.Reconcile(ctx, "label", res.HyperNodes)
 	if err != nil || sum.Created != 12 || sum.Updated+sum.Deleted != 0 {
 		t.Fatalf("first reconcile: %s, %v", sum, err)
+	}
+	if n := created() - createdBefore; n != 12 {
+		t.Errorf("hypernode_discovery_hypernode_writes_total{source=label,operation=create} moved by %v, want 12", n)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		list, _ := h.m.reconciler.lister.List(labels.Everything())
@@ -279,6 +293,9 @@ func TestReconcileIsIdempotent(t *testing.T) {
 	}
 	if writes := len(h.topo.Actions()) - before; writes != 0 {
 		t.Errorf("the second reconcile made %d API calls, want 0", writes)
+	}
+	if n := created() - createdBefore; n != 12 {
+		t.Errorf("after the second reconcile, hypernode_discovery_hypernode_writes_total{create} moved by %v, want 12", n)
 	}
 }
 

@@ -16,12 +16,14 @@ import (
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2/ktesting"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
 	topologyinformers "github.com/hypernode-dev/hypernode-scheduler/pkg/client/informers/externalversions"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/metrics"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 )
 
@@ -192,6 +194,20 @@ func TestOneWritePerChange(t *testing.T) {
 	}
 	hns = append(hns, hntesting.MakeHyperNode("spine").Tier(2).Children(leaves...).Obj())
 	f := newFixture(t, nil, hns...)
+	metrics.Register()
+	successes := func() int64 {
+		v, err := testutil.GetCounterMetricValue(metrics.StatusWrites.WithLabelValues(metrics.ResultSuccess))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(v)
+	}
+	successesBefore, writesBefore := successes(), f.c.Writes()
+	t.Cleanup(func() {
+		if got, want := successes()-successesBefore, f.c.Writes()-writesBefore; got != want {
+			t.Errorf("hypernode_status_writes_total{result=success} moved by %d, want %d (the writes made)", got, want)
+		}
+	})
 	if n := f.drain(t); n != 11 {
 		t.Errorf("initial status: %d writes, want 11", n)
 	}

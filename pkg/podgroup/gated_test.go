@@ -1,0 +1,54 @@
+package podgroup
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// TestGatedGroups: each group counts once, under the first reason PreEnqueue would give for
+// one of its pending members; groups with nothing pending or nothing to wait for count 0.
+func TestGatedGroups(t *testing.T) {
+	podGroup := func(name string, minMember int32, annotations map[string]string) *schedulingv1alpha1.PodGroup {
+		return &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: annotations},
+			Spec: schedulingv1alpha1.PodGroupSpec{MinMember: minMember}}
+	}
+	r := New()
+	// No PodGroup: gated, even below minMember.
+	r.SetPod(nil, member("orphan-0", "orphan"))
+	// No PodGroup, but every member bound: nothing pending, nothing gated.
+	bound := member("done-0", "done")
+	bound.Spec.NodeName = "node-1"
+	r.SetPod(nil, bound)
+	// 2 of 3 members.
+	r.SetPodGroup(podGroup("few", 3, nil))
+	r.SetPod(nil, member("few-0", "few"))
+	r.SetPod(nil, member("few-1", "few"))
+	// Complete: not gated.
+	r.SetPodGroup(podGroup("ready", 2, nil))
+	r.SetPod(nil, member("ready-0", "ready"))
+	r.SetPod(nil, member("ready-1", "ready"))
+	// An unusable policy comes before the member count.
+	r.SetPodGroup(podGroup("bad-policy", 5, map[string]string{SubGroupPolicyAnnotation: `[{"name":"tp"}]`}))
+	r.SetPod(nil, member("bad-policy-0", "bad-policy"))
+	// A member without the policy's key, in a group that has its members.
+	r.SetPodGroup(podGroup("unlabelled", 1, map[string]string{SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":1,"matchLabelKeys":["partition"]}]`}))
+	r.SetPod(nil, member("unlabelled-0", "unlabelled"))
+	// Below minMember, but its only pending member is reserved: nothing pending.
+	r.SetPodGroup(podGroup("reserved", 2, nil))
+	r.SetPod(nil, member("reserved-0", "reserved"))
+	r.Reserve(member("reserved-0", "reserved"), "node-1")
+
+	want := map[string]int{GatedPodGroupMissing: 1, GatedWaitingForMembers: 1, GatedInvalidSubGroupPolicy: 1, GatedInvalidSubGroupMember: 1}
+	if diff := cmp.Diff(want, r.GatedGroups()); diff != "" {
+		t.Errorf("gated groups (-want +got):\n%s", diff)
+	}
+	r.SetPod(nil, member("few-2", "few"))
+	r.DeletePodGroup("ns", "bad-policy")
+	want = map[string]int{GatedPodGroupMissing: 2, GatedWaitingForMembers: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 1}
+	if diff := cmp.Diff(want, r.GatedGroups()); diff != "" {
+		t.Errorf("after few's third member and bad-policy's PodGroup deleted (-want +got):\n%s", diff)
+	}
+}
