@@ -68,21 +68,7 @@ func sample(families map[string]*dto.MetricFamily, name string, labels map[strin
 // one HyperNode excluded for InvalidMember).
 func TestSchedulerMetrics(t *testing.T) {
 	restartScene(t, "metrics")
-	applyYAML(t, "", `
-apiVersion: topology.volcano.sh/v1alpha1
-kind: HyperNode
-metadata:
-  name: bad-leaf
-spec:
-  tier: 1
-  members:
-  - type: Node
-    selector:
-      regexMatch:
-        pattern: "gpu-[0-"
-`)
-	t.Cleanup(func() { deleteHyperNodes(t, "bad-leaf") })
-	waitObjectEvent(t, "default", "HyperNode", "bad-leaf", "InvalidMember", "bad-leaf")
+	createBadLeaf(t)
 	before := scrape(t)
 	applyYAML(t, "metrics", gangJobYAML("gang", 4, 4, 1))
 	_, nodes := waitGangBound(t, "metrics", "gang", 4, time.Minute)

@@ -203,21 +203,7 @@ func TestTroubleshootingGuide(t *testing.T) {
 			return map[string]string{"NS": troubleNS, "PODGROUP": "too-big"}, []string{msg, "TopologyUnsatisfiable", "PodGroup troubleshoot/too-big: Pending"}
 		},
 		"Invalid HyperNode or excluded subtree": func(t *testing.T) (map[string]string, []string) {
-			applyYAML(t, "", `
-apiVersion: topology.volcano.sh/v1alpha1
-kind: HyperNode
-metadata:
-  name: bad-leaf
-spec:
-  tier: 1
-  members:
-  - type: Node
-    selector:
-      regexMatch:
-        pattern: "gpu-[0-"
-`)
-			t.Cleanup(func() { deleteHyperNodes(t, "bad-leaf") })
-			waitObjectEvent(t, "default", "HyperNode", "bad-leaf", "InvalidMember", "bad-leaf")
+			createBadLeaf(t)
 			waitValidCondition(t, "bad-leaf")
 			return map[string]string{"HYPERNODE": "bad-leaf"}, []string{"EXCLUDED", "InvalidMember", "excluded from topology placement"}
 		},
@@ -334,6 +320,27 @@ spec:
 			}
 		})
 	}
+}
+
+// createBadLeaf creates the HyperNode bad-leaf, whose regular expression does not compile,
+// for the rest of the test, and waits until the scheduler has reported it.
+func createBadLeaf(t *testing.T) {
+	t.Helper()
+	applyYAML(t, "", `
+apiVersion: topology.volcano.sh/v1alpha1
+kind: HyperNode
+metadata:
+  name: bad-leaf
+spec:
+  tier: 1
+  members:
+  - type: Node
+    selector:
+      regexMatch:
+        pattern: "gpu-[0-"
+`)
+	t.Cleanup(func() { deleteHyperNodes(t, "bad-leaf") })
+	waitObjectEvent(t, "default", "HyperNode", "bad-leaf", "InvalidMember", "bad-leaf")
 }
 
 func deleteHyperNodes(t *testing.T, names ...string) {
