@@ -35,27 +35,7 @@ spec:
 
 // gangJobYAML is a PodGroup and a Job of 8-GPU workers; parallelism may be below minMember.
 func gangJobYAML(name string, minMember, parallelism, tier int) string {
-	return podGroupYAML(name, minMember, tier) + fmt.Sprintf(`---
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: %[1]s
-spec:
-  parallelism: %[2]d
-  template:
-    metadata:
-      labels:
-        scheduling.x-k8s.io/pod-group: %[1]s
-    spec:
-      schedulerName: hypernode-scheduler
-      restartPolicy: Never
-      containers:
-      - name: trainer
-        image: registry.example.com/trainer:latest
-        resources:
-          limits:
-            nvidia.com/gpu: "8"
-`, name, parallelism)
+	return podGroupYAML(name, minMember, tier) + "---" + jobYAML(name, parallelism, "", ourScheduler)
 }
 
 // restartScene is the 64-node fabric of the demo in a namespace of its own, with no jobs.

@@ -67,7 +67,6 @@ func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key
 		return nil
 	}
 	if !f.stale || p.inBackoffLocked(logger, f, pod) {
-		p.failuresReused.Add(1)
 		metrics.PlanReusesTotal.WithLabelValues(metrics.ResultNoDomain).Inc()
 		return f.status
 	}

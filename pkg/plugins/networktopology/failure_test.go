@@ -7,6 +7,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+	hnmetrics "github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -25,10 +26,18 @@ func TestFailedPlanIsReused(t *testing.T) {
 			t.Fatalf("PreFilter(big-%d) = %v, want %q", i, status, want)
 		}
 	}
-	counts := func(wantPlans, wantReused int64) {
+	hnmetrics.Register()
+	planned := func() (plans, reused float64) {
 		t.Helper()
-		if got, reused := e.plugin.plansMade.Load(), e.plugin.failuresReused.Load(); got != wantPlans || reused != wantReused {
-			t.Errorf("plans made %d, failures reused %d; want %d and %d", got, reused, wantPlans, wantReused)
+		m := planMetrics(t)
+		return m["plans_total/placed"] + m["plans_total/no_domain"] + m["plans_total/error"], m["plan_reuses_total/no_domain"]
+	}
+	plans0, reused0 := planned()
+	counts := func(wantPlans, wantReused float64) {
+		t.Helper()
+		plans, reused := planned()
+		if plans-plans0 != wantPlans || reused-reused0 != wantReused {
+			t.Errorf("plans made %v, failures reused %v; want %v and %v", plans-plans0, reused-reused0, wantPlans, wantReused)
 		}
 	}
 	for i := range 3 {

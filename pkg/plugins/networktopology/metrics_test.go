@@ -52,9 +52,11 @@ func TestPlanMetrics(t *testing.T) {
 	hnmetrics.Register()
 	e := newPlanEnv(t, map[string]int{"fits": 2, "big": 3})
 	before := planMetrics(t)
-	for _, pod := range []string{"fits-0", "fits-1", "big-0", "big-1"} {
-		group, i := pod[:len(pod)-2], int(pod[len(pod)-1]-'0')
-		_, _, _ = e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod(group, i))
+	for _, member := range []struct {
+		group string
+		i     int
+	}{{"fits", 0}, {"fits", 1}, {"big", 0}, {"big", 1}} {
+		_, _, _ = e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod(member.group, member.i))
 	}
 	after := planMetrics(t)
 	got := map[string]float64{}

@@ -119,7 +119,6 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
 func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, nodes []fwk.NodeInfo) (*gangPlan, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
-	p.plansMade.Add(1)
 	outcome, simulated := metrics.ResultError, 0
 	defer func() { metrics.ObservePlan(outcome, time.Since(start), simulated) }()
 	gang := p.registry.Gang(key).Including(pod)

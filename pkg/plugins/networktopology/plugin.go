@@ -76,8 +76,6 @@ type NetworkTopologyAware struct {
 	// deferring are the gangs with sub-groups deferred for lack of room; they are activated
 	// when another gang's promised slots are released, since no cluster event announces that.
 	deferring sets.Set[podgroup.Key]
-	// plansMade and failuresReused count plans computed and failed plans reused.
-	plansMade, failuresReused atomic.Int64
 	// lastSimulated is how many nodes the latest plan ran the Filter plugins on.
 	lastSimulated atomic.Int64
 }
