@@ -18,8 +18,14 @@ func Capacities(req Request) map[string]int {
 
 // computeCapacity sums node capacities bottom-up, after the ledger.
 func (p *planner) computeCapacity() {
+	p.loose = LooseNodes(p.req.Tree, p.req.Nodes)
+	p.sumCapacity(hypernode.VirtualRootName, func(n string) int { return p.req.Nodes[n].Capacity }, p.capacity)
+}
+
+// sumCapacity sums nodeCap bottom-up below home into out (every HyperNode below it, and for
+// the virtual root the loose nodes too), after the ledger, and returns home's total.
+func (p *planner) sumCapacity(home string, nodeCap func(string) int, out map[string]int) int {
 	tree := p.req.Tree
-	inLeaf := map[string]bool{}
 	var walk func(string) int
 	walk = func(name string) int {
 		info, ok := tree.HyperNode(name)
@@ -29,8 +35,7 @@ func (p *planner) computeCapacity() {
 		total := 0
 		if info.Leaf {
 			for _, n := range info.Nodes {
-				inLeaf[n] = true
-				total += p.req.Nodes[n].Capacity
+				total += nodeCap(n)
 			}
 			total = max(total-p.req.Promised[name], 0)
 		} else {
@@ -38,24 +43,24 @@ func (p *planner) computeCapacity() {
 				total += walk(c)
 			}
 		}
-		p.capacity[name] = total
+		out[name] = total
 		return total
+	}
+	if home != hypernode.VirtualRootName {
+		return walk(home)
 	}
 	rootTotal := 0
 	for _, c := range tree.Root().Children {
 		rootTotal += walk(c)
 	}
 	looseTotal := 0
-	for n, node := range p.req.Nodes {
-		if !inLeaf[n] {
-			p.loose = append(p.loose, n)
-			looseTotal += node.Capacity
-		}
+	for _, n := range p.loose {
+		looseTotal += nodeCap(n)
 	}
-	sort.Strings(p.loose)
 	looseTotal = max(looseTotal-p.req.Promised[LooseLeaf], 0)
-	p.capacity[looseKey] = looseTotal
-	p.capacity[hypernode.VirtualRootName] = rootTotal + looseTotal
+	out[looseKey] = looseTotal
+	out[hypernode.VirtualRootName] = rootTotal + looseTotal
+	return rootTotal + looseTotal
 }
 
 // LooseNodes returns the nodes of the request that are in no usable leaf, sorted.

@@ -75,7 +75,31 @@ type Request struct {
 	// SubGroups, in placement order, are the sub-groups of the job whose members each need
 	// their own domain inside the job's (their pending members are also in Pending).
 	SubGroups []SubGroup
+	// Shapes splits the pending members by pod shape when they are not all alike (requests,
+	// node selection, tolerations): then Nodes' Capacity is not used, each shape has its own,
+	// and Fit answers for nodes that already hold members planned before (mixed.go). Nil or
+	// one shape: every member is like the one Nodes' capacities were counted for.
+	Shapes []Shape
+	Fit    Fitter
 }
+
+// Shape is one pod shape of a gang whose pending members differ.
+type Shape struct {
+	// Name describes the shape in messages, e.g. "cpu=1" or "cpu=8,nvidia.com/gpu=8".
+	Name string
+	// Members are the gang's members of this shape (pending ones are planned), in rank order.
+	Members []string
+	// Capacity is, per node, how many members of this shape fit on it next to none of the
+	// gang's other members, capped like Node.Capacity.
+	Capacity map[string]int
+	// Request is the weighted request of one member (the order of Weights), for BinPack.
+	Request []float64
+}
+
+// Fitter returns how many members of Shapes[shape] fit on node next to planned[i] members
+// of each Shapes[i] planned there before, at most limit. It runs the scheduler's Filter
+// plugins, so it is called only for nodes that planned members already share.
+type Fitter func(node string, planned []int, shape, limit int) int
 
 // SubGroup is one sub-group (partition) of the job.
 type SubGroup struct {
@@ -102,6 +126,9 @@ type Plan struct {
 	PodLeaf map[string]string
 	// LeafPods is the same by leaf, in rank order.
 	LeafPods map[string][]string
+	// PodNode maps each pending member to its node when the members differ in shape: which
+	// node a member takes then decides whether the others still fit.
+	PodNode map[string]string
 }
 
 // Unsatisfiable explains why no plan exists.
@@ -114,6 +141,8 @@ type planner struct {
 	req      Request
 	capacity map[string]int // per HyperNode (and LooseLeaf), after the ledger
 	loose    []string       // nodes in no usable leaf
+	// planning counts, per leaf, the members a mixed packing planned so far (mixed.go).
+	planning map[string]int
 }
 
 // Make plans the pending members, or explains why it cannot.
@@ -124,6 +153,10 @@ func Make(req Request) (*Plan, error) {
 		return &Plan{PodLeaf: map[string]string{}, LeafPods: map[string][]string{}}, nil
 	}
 	p.computeCapacity()
+	var s search = uniform{p}
+	if len(req.Shapes) > 1 {
+		s = newMixed(p)
+	}
 	placedIn := p.placedAncestor()
 
 	tiers := req.Tree.Tiers()
@@ -141,20 +174,18 @@ func Make(req Request) (*Plan, error) {
 			break
 		}
 		var cands []candidate
+		var fitting []candidate
 		for _, name := range req.Tree.Candidates(tier) {
 			if placedIn != "" {
 				if lca, ok := req.Tree.LCA(name, placedIn); !ok || lca != name {
 					continue // it does not contain every placed member
 				}
 			}
-			cands = append(cands, candidate{name: name, capacity: p.capacity[name]})
-		}
-		attempts = append(attempts, tried{tier: tier, candidates: cands})
-		var fitting []candidate
-		for _, c := range cands {
-			if c.capacity >= demand {
+			c := candidate{name: name, capacity: s.capacityOf(name)}
+			if s.covers(name) {
 				fitting = append(fitting, c)
 			}
+			cands = append(cands, c)
 		}
 		// Without sub-groups the strategy's best candidate wins. With sub-groups, the
 		// job-level preference: every candidate that holds the job and its sub-groups is
@@ -162,10 +193,12 @@ func Make(req Request) (*Plan, error) {
 		// to the strategy's order.
 		var best *Plan
 		bestScore := 0.0
-		for _, name := range p.rank(fitting, demand) {
-			plan, score, why := p.place(name, tier)
+		for _, name := range s.rank(fitting) {
+			plan, score, why := s.place(name, tier)
 			if plan == nil {
-				subGroupFailures = append(subGroupFailures, why)
+				if why != "" {
+					subGroupFailures = append(subGroupFailures, why)
+				}
 				continue
 			}
 			if len(req.SubGroups) == 0 {
@@ -178,18 +211,24 @@ func Make(req Request) (*Plan, error) {
 		if best != nil {
 			return best, nil
 		}
+		for i := range cands {
+			// A candidate tried and found short says how many members it really held.
+			cands[i].capacity = s.capacityOf(cands[i].name)
+		}
+		attempts = append(attempts, tried{tier: tier, candidates: cands})
 	}
 	if req.Soft || req.MaxTier >= rootTier {
-		root := p.capacity[hypernode.VirtualRootName]
-		if root >= demand {
-			plan, _, why := p.place(hypernode.VirtualRootName, rootTier)
+		if s.covers(hypernode.VirtualRootName) {
+			plan, _, why := s.place(hypernode.VirtualRootName, rootTier)
 			if plan != nil {
 				return plan, nil
 			}
-			subGroupFailures = append(subGroupFailures, why)
+			if why != "" {
+				subGroupFailures = append(subGroupFailures, why)
+			}
 		}
 		if req.Soft && len(subGroupFailures) == 0 {
-			return nil, &Unsatisfiable{Message: fmt.Sprintf("%s: the whole cluster can host only %d of %d pods", req.Constraint, root, demand)}
+			return nil, &Unsatisfiable{Message: fmt.Sprintf("%s: the whole cluster can host only %d of %d pods", req.Constraint, min(s.capacityOf(hypernode.VirtualRootName), demand), demand)}
 		}
 	}
 	var parts []string
@@ -197,6 +236,9 @@ func Make(req Request) (*Plan, error) {
 		parts = append(parts, fmt.Sprintf("tier %d: %s", a.tier, describeCandidates(a.candidates, demand)))
 	}
 	msg := fmt.Sprintf("%s: no HyperNode can host %d pods", req.Constraint, demand)
+	if shapes := s.describeShapes(); shapes != "" {
+		msg = fmt.Sprintf("%s: no HyperNode can host %d pods (%s)", req.Constraint, demand, shapes)
+	}
 	if placedIn != "" && placedIn != hypernode.VirtualRootName {
 		msg += fmt.Sprintf(" together with the %d placed members (in %s)", len(req.Placed), placedIn)
 	}
@@ -212,6 +254,35 @@ func Make(req Request) (*Plan, error) {
 	}
 	return nil, &Unsatisfiable{Message: msg}
 }
+
+// search is how Make judges and fills a candidate HyperNode: uniform when every pending
+// member has the same shape (counts suffice), mixed otherwise (mixed.go).
+type search interface {
+	// capacityOf is how many pending members the HyperNode can host, for messages.
+	capacityOf(name string) int
+	// covers reports whether the HyperNode may host every pending member, by capacity.
+	covers(name string) bool
+	// rank orders candidates by the strategy and the tie-breaks, best first.
+	rank(cands []candidate) []string
+	// place plans the members into the HyperNode: the plan and its sub-group score, or nil
+	// and why (empty when the only reason is that the members did not fit).
+	place(name string, tier int) (*Plan, float64, string)
+	// describeShapes names the shapes of the pending members in messages ("" for one shape).
+	describeShapes() string
+}
+
+// uniform is the search of a gang whose pending members all have one shape.
+type uniform struct{ *planner }
+
+func (u uniform) capacityOf(name string) int { return u.capacity[name] }
+func (u uniform) covers(name string) bool    { return u.capacity[name] >= len(u.req.Pending) }
+func (u uniform) rank(cands []candidate) []string {
+	return u.planner.rank(cands, len(u.req.Pending))
+}
+func (u uniform) place(name string, tier int) (*Plan, float64, string) {
+	return u.planner.place(name, tier)
+}
+func (u uniform) describeShapes() string { return "" }
 
 type candidate struct {
 	name     string

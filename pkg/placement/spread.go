@@ -79,14 +79,7 @@ func (p *planner) subGroupHome(domain string, sg SubGroup) (string, float64, boo
 					continue
 				}
 			}
-			placed := 0
-			for _, n := range sg.Placed {
-				if leaf, ok := tree.LeafOf(n); ok {
-					if lca, _ := tree.LCA(leaf, h); lca == h {
-						placed++
-					}
-				}
-			}
+			placed := countInside(tree, sg.Placed, h)
 			score := p.score(h, demand)
 			if best == "" || placed > bestPlaced || (placed == bestPlaced && score > bestScore) {
 				best, bestScore, bestPlaced = h, score, placed

@@ -6,6 +6,16 @@ import (
 
 // rank orders candidates by the strategy, then the tie-breaks, best first.
 func (p *planner) rank(cands []candidate, demand int) []string {
+	return p.rankBy(cands, func(c candidate) float64 {
+		if p.req.Strategy == LeastWaste {
+			return -float64(c.capacity - demand)
+		}
+		return p.binPackScore(c.name, demand)
+	})
+}
+
+// rankBy orders candidates by score, then more placed members inside, then the name.
+func (p *planner) rankBy(cands []candidate, score func(candidate) float64) []string {
 	type scored struct {
 		candidate
 		score  float64
@@ -13,14 +23,7 @@ func (p *planner) rank(cands []candidate, demand int) []string {
 	}
 	all := make([]scored, 0, len(cands))
 	for _, c := range cands {
-		s := scored{candidate: c, placed: p.placedInside(c.name)}
-		switch p.req.Strategy {
-		case LeastWaste:
-			s.score = -float64(c.capacity - demand)
-		default:
-			s.score = p.binPackScore(c.name, demand)
-		}
-		all = append(all, s)
+		all = append(all, scored{candidate: c, placed: p.placedInside(c.name), score: score(c)})
 	}
 	sort.Slice(all, func(i, j int) bool {
 		if all[i].score != all[j].score {
@@ -38,15 +41,16 @@ func (p *planner) rank(cands []candidate, demand int) []string {
 	return out
 }
 
+// placedInside counts the gang's members below HyperNode name: the placed ones, and those
+// a mixed packing planned so far.
 func (p *planner) placedInside(name string) int {
-	count := 0
-	for _, node := range p.req.Placed {
-		leaf, ok := p.req.Tree.LeafOf(node)
-		if !ok {
+	count := countInside(p.req.Tree, p.req.Placed, name)
+	for leaf, n := range p.planning {
+		if leaf == LooseLeaf {
 			continue
 		}
 		if lca, ok := p.req.Tree.LCA(leaf, name); ok && lca == name {
-			count++
+			count += n
 		}
 	}
 	return count
@@ -55,6 +59,18 @@ func (p *planner) placedInside(name string) int {
 // binPackScore is sum_r w_r*(used_r+demand*req_r)/alloc_r / sum_r w_r over the HyperNode's
 // nodes, 0 when a resource would overflow.
 func (p *planner) binPackScore(name string, demand int) float64 {
+	request := make([]float64, len(p.req.Weights))
+	for i := range request {
+		if i < len(p.req.PodRequest) {
+			request[i] = p.req.PodRequest[i] * float64(demand)
+		}
+	}
+	return p.binPackScoreOf(name, request)
+}
+
+// binPackScoreOf is the BinPack score of adding request (the sum of the members' weighted
+// requests) to HyperNode name.
+func (p *planner) binPackScoreOf(name string, request []float64) float64 {
 	weights := p.req.Weights
 	used := make([]float64, len(weights))
 	alloc := make([]float64, len(weights))
@@ -69,13 +85,13 @@ func (p *planner) binPackScore(name string, demand int) float64 {
 			}
 		}
 	}
-	return BinPackScore(used, alloc, p.req.PodRequest, float64(demand), weights)
+	return BinPackScore(used, alloc, request, 1, weights)
 }
 
 // BinPackScore is the weighted bin-pack score of adding count pods of request to a domain with
-// the given used and allocatable resources: sum_r w_r*(used_r+count*req_r)/alloc_r / sum_r w_r,
-// 0 when a requested resource would overflow. Resources with zero weight or no allocatable
-// and no request are ignored.
+// the given used and allocatable resources: sum_r w_r*(used_r+count*req_r)/alloc_r / sum_r w_r
+// over the weighted resources r the pods request, 0 when one would overflow (or is not
+// allocatable) and when they request none.
 func BinPackScore(used, alloc, request []float64, count float64, weights []float64) float64 {
 	total, weightSum := 0.0, 0.0
 	for i, w := range weights {
@@ -86,11 +102,13 @@ func BinPackScore(used, alloc, request []float64, count float64, weights []float
 		if i < len(request) {
 			req = request[i] * count
 		}
-		if alloc[i] == 0 {
-			if req > 0 {
-				return 0
-			}
+		if req == 0 {
+			// Only the resources the pods ask for (seed 000): a GPU gang is packed by GPUs
+			// and CPUs, not by the memory nobody requested.
 			continue
+		}
+		if alloc[i] == 0 {
+			return 0
 		}
 		u := used[i] + req
 		if u > alloc[i] {

@@ -78,6 +78,8 @@ func TestBinPackScore(t *testing.T) {
 		{"overflow scores 0", []float64{7}, []float64{8}, []float64{2}, 1, []float64{1}, 0},
 		{"requested but not allocatable", []float64{0}, []float64{0}, []float64{1}, 1, []float64{1}, 0},
 		{"zero weight ignored", []float64{0, 100}, []float64{4, 1}, []float64{4, 0}, 1, []float64{1, 0}, 1},
+		{"unrequested resource ignored", []float64{0, 0}, []float64{4, 8}, []float64{4, 0}, 1, []float64{1, 1}, 1},
+		{"nothing requested scores 0", []float64{2, 2}, []float64{4, 8}, []float64{0, 0}, 1, []float64{1, 1}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,358 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+)
+
+// mixed is the search of a gang whose pending members differ in shape (a launcher and its
+// workers, a head and its workers). A count per node no longer says what fits: a node that
+// holds one worker may still hold the launcher, or not. Each candidate HyperNode is packed
+// for real instead: shape by shape, scarcest first, the members of a shape are spread over
+// as few leaves as possible (the leaves the gang already uses first), then onto nodes, where
+// a node that holds members planned before is asked again (Request.Fit) what still fits.
+type mixed struct {
+	*planner
+	// order lists the shapes with pending members, scarcest first (fewest whole-cluster
+	// slots per member needed): the big members take their nodes before the small ones fill
+	// the gaps.
+	order []int
+	// shapeOf is the shape of each pending member, demand the pending members per shape.
+	shapeOf map[string]int
+	demand  []int
+	// solo is each shape's capacity per HyperNode with no other member planned.
+	solo []map[string]int
+	// packed is how many members a candidate held when its packing fell short.
+	packed map[string]int
+	// fits memoizes Fit by node, shape and what is planned on the node.
+	fits map[string]int
+}
+
+func newMixed(p *planner) *mixed {
+	m := &mixed{planner: p, shapeOf: map[string]int{}, demand: make([]int, len(p.req.Shapes)),
+		solo: make([]map[string]int, len(p.req.Shapes)), packed: map[string]int{}, fits: map[string]int{}}
+	for s, shape := range p.req.Shapes {
+		for _, name := range shape.Members {
+			m.shapeOf[name] = s
+		}
+	}
+	for _, name := range p.req.Pending {
+		m.demand[m.shapeOf[name]]++
+	}
+	slots := make([]float64, len(p.req.Shapes))
+	for s, shape := range p.req.Shapes {
+		if m.demand[s] == 0 {
+			continue
+		}
+		m.order = append(m.order, s)
+		m.solo[s] = map[string]int{}
+		total := p.sumCapacity(hypernode.VirtualRootName, func(n string) int { return shape.Capacity[n] }, m.solo[s])
+		slots[s] = float64(total) / float64(m.demand[s])
+	}
+	sort.SliceStable(m.order, func(i, j int) bool { return slots[m.order[i]] < slots[m.order[j]] })
+	return m
+}
+
+// capacityOf is an upper bound of the members the HyperNode holds (each shape alone), or
+// what its packing really held once it was tried.
+func (m *mixed) capacityOf(name string) int {
+	if n, ok := m.packed[name]; ok {
+		return n
+	}
+	total := 0
+	for _, s := range m.order {
+		total += min(m.solo[s][name], m.demand[s])
+	}
+	return total
+}
+
+// covers: every shape fits the HyperNode alone (necessary; the packing decides).
+func (m *mixed) covers(name string) bool {
+	for _, s := range m.order {
+		if m.solo[s][name] < m.demand[s] {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *mixed) describeShapes() string {
+	var parts []string
+	for _, s := range m.order {
+		parts = append(parts, fmt.Sprintf("%d x %s", m.demand[s], m.req.Shapes[s].Name))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rank orders candidates like the uniform search, scoring BinPack with the requests of the
+// real members.
+func (m *mixed) rank(cands []candidate) []string {
+	request := m.requestOf(m.req.Pending)
+	return m.rankBy(cands, func(c candidate) float64 {
+		if m.req.Strategy == LeastWaste {
+			return -float64(c.capacity - len(m.req.Pending))
+		}
+		return m.binPackScoreOf(c.name, request)
+	})
+}
+
+// requestOf sums the weighted requests of members.
+func (m *mixed) requestOf(members []string) []float64 {
+	out := make([]float64, len(m.req.Weights))
+	for _, name := range members {
+		for i, r := range m.req.Shapes[m.shapeOf[name]].Request {
+			if i < len(out) {
+				out[i] += r
+			}
+		}
+	}
+	return out
+}
+
+// packing is one packing in progress: the plan so far and what it put on each node.
+type packing struct {
+	plan *Plan
+	// onNode counts, per node, the members planned on it by shape.
+	onNode map[string][]int
+	// inLeaf counts the members planned per leaf, so that later shapes join those leaves.
+	inLeaf map[string]int
+}
+
+func newPacking(domain string, tier int) *packing {
+	return &packing{plan: &Plan{Domain: domain, Tier: tier, PodLeaf: map[string]string{},
+		LeafPods: map[string][]string{}, PodNode: map[string]string{}}, onNode: map[string][]int{}, inLeaf: map[string]int{}}
+}
+
+func (pk *packing) clone() *packing {
+	out := newPacking(pk.plan.Domain, pk.plan.Tier)
+	for k, v := range pk.plan.PodLeaf {
+		out.plan.PodLeaf[k] = v
+	}
+	for k, v := range pk.plan.PodNode {
+		out.plan.PodNode[k] = v
+	}
+	for k, v := range pk.plan.LeafPods {
+		out.plan.LeafPods[k] = append([]string(nil), v...)
+	}
+	for k, v := range pk.onNode {
+		out.onNode[k] = append([]int(nil), v...)
+	}
+	for k, v := range pk.inLeaf {
+		out.inLeaf[k] = v
+	}
+	return out
+}
+
+// place packs the job into domain: each sub-group into its own HyperNode inside the domain,
+// then the members in no sub-group.
+func (m *mixed) place(domain string, tier int) (*Plan, float64, string) {
+	pk := newPacking(domain, tier)
+	if len(m.req.SubGroups) == 0 {
+		if placed, ok := m.pack(pk, domain, m.req.Pending); !ok {
+			m.packed[domain] = placed
+			return nil, 0, ""
+		}
+		return pk.plan, 0, ""
+	}
+	total := 0.0
+	inSubGroup := map[string]bool{}
+	for _, sg := range m.req.SubGroups {
+		for _, pod := range sg.Pending {
+			inSubGroup[pod] = true
+		}
+		if len(sg.Pending) == 0 {
+			continue
+		}
+		score, packed := m.subGroupHome(pk, domain, sg)
+		if packed == nil {
+			return nil, 0, fmt.Sprintf("in %s: sub-group %s (%s) fits no HyperNode for its %d pods", domain, sg.ID, sg.Constraint, len(sg.Pending))
+		}
+		total += score
+		pk = packed
+	}
+	var rest []string
+	for _, pod := range m.req.Pending {
+		if !inSubGroup[pod] {
+			rest = append(rest, pod)
+		}
+	}
+	if _, ok := m.pack(pk, domain, rest); !ok {
+		return nil, 0, fmt.Sprintf("in %s: no room left for the %d members outside the sub-groups", domain, len(rest))
+	}
+	return pk.plan, total, ""
+}
+
+// subGroupHome packs a sub-group into the lowest tier inside domain that its constraint
+// allows and that holds its placed members; among the HyperNodes of that tier where it
+// fits: more placed members inside first, then the strategy's score, then the name. It
+// returns the home's score and the packing with the sub-group added (nil: none).
+func (m *mixed) subGroupHome(pk *packing, domain string, sg SubGroup) (float64, *packing) {
+	tree := m.req.Tree
+	domainInfo, _ := tree.HyperNode(domain)
+	placedIn := LowestCommon(tree, sg.Placed)
+	request := m.requestOf(sg.Pending)
+	score := func(h string) float64 {
+		if m.req.Strategy == LeastWaste {
+			return -float64(m.capacityOf(h) - len(sg.Pending))
+		}
+		return m.binPackScoreOf(h, request)
+	}
+	for _, tier := range tree.Tiers() {
+		if tier > domainInfo.Tier || (tier > sg.MaxTier && !sg.Soft) {
+			break
+		}
+		best, bestScore, bestPlaced := "", 0.0, -1
+		var bestPacking *packing
+		for _, h := range tree.Candidates(tier) {
+			if lca, ok := tree.LCA(h, domain); !ok || lca != domain {
+				continue
+			}
+			if placedIn != "" {
+				if lca, ok := tree.LCA(h, placedIn); !ok || lca != h {
+					continue
+				}
+			}
+			trial := pk.clone()
+			if _, ok := m.pack(trial, h, sg.Pending); !ok {
+				continue
+			}
+			placed := countInside(tree, sg.Placed, h)
+			if s := score(h); best == "" || placed > bestPlaced || (placed == bestPlaced && s > bestScore) {
+				best, bestScore, bestPlaced, bestPacking = h, s, placed, trial
+			}
+		}
+		if best != "" {
+			return bestScore, bestPacking
+		}
+	}
+	if sg.Soft || sg.MaxTier >= domainInfo.Tier {
+		trial := pk.clone()
+		if _, ok := m.pack(trial, domain, sg.Pending); ok {
+			return score(domain), trial
+		}
+	}
+	return 0, nil
+}
+
+// pack plans members below home on top of pk, shape by shape in m.order. It returns how
+// many members it placed and whether all of them fit.
+func (m *mixed) pack(pk *packing, home string, members []string) (int, bool) {
+	byShape := make([][]string, len(m.req.Shapes))
+	for _, name := range members {
+		s := m.shapeOf[name]
+		byShape[s] = append(byShape[s], name)
+	}
+	placed := 0
+	for _, s := range m.order {
+		pods := byShape[s]
+		if len(pods) == 0 {
+			continue
+		}
+		nodeCap := func(n string) int { return m.nodeCapacity(pk, n, s) }
+		m.capacity = map[string]int{}
+		if total := m.sumCapacity(home, nodeCap, m.capacity); total < len(pods) {
+			return placed + total, false
+		}
+		m.planning = pk.inLeaf
+		var counts []leafCount
+		m.spread(home, len(pods), &counts)
+		m.planning = nil
+		next := 0
+		for _, lc := range counts {
+			left := lc.count
+			for _, n := range m.nodesOf(pk, lc.leaf) {
+				k := min(nodeCap(n), left)
+				if k <= 0 {
+					continue
+				}
+				if pk.onNode[n] == nil {
+					pk.onNode[n] = make([]int, len(m.req.Shapes))
+				}
+				pk.onNode[n][s] += k
+				for _, pod := range pods[next : next+k] {
+					pk.plan.PodLeaf[pod] = lc.leaf
+					pk.plan.PodNode[pod] = n
+					pk.plan.LeafPods[lc.leaf] = append(pk.plan.LeafPods[lc.leaf], pod)
+				}
+				next += k
+				left -= k
+				if left == 0 {
+					break
+				}
+			}
+			pk.inLeaf[lc.leaf] += lc.count - left
+		}
+		if next < len(pods) {
+			// The ledger took slots the leaf total did not show per node: cannot happen with
+			// consistent capacities, but a short plan must never pass as whole.
+			return placed + next, false
+		}
+		placed += len(pods)
+	}
+	return placed, true
+}
+
+// nodesOf returns the nodes of a leaf in the order members fill them: nodes that already
+// hold planned members first (to keep the others whole), then the leaf's order.
+func (m *mixed) nodesOf(pk *packing, leaf string) []string {
+	var nodes []string
+	if leaf == LooseLeaf {
+		nodes = m.loose
+	} else {
+		info, _ := m.req.Tree.HyperNode(leaf)
+		nodes = info.Nodes
+	}
+	out := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		if pk.onNode[n] != nil {
+			out = append(out, n)
+		}
+	}
+	for _, n := range nodes {
+		if pk.onNode[n] == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// nodeCapacity is how many more members of shape s fit on n with what pk planned there.
+func (m *mixed) nodeCapacity(pk *packing, n string, s int) int {
+	solo := m.req.Shapes[s].Capacity[n]
+	planned := pk.onNode[n]
+	if planned == nil || solo == 0 || m.req.Fit == nil {
+		if planned != nil && m.req.Fit == nil {
+			return 0 // nobody can tell what fits next to them
+		}
+		return solo
+	}
+	var key strings.Builder
+	key.WriteString(n)
+	key.WriteString("/" + strconv.Itoa(s))
+	for _, c := range planned {
+		key.WriteString("/" + strconv.Itoa(c))
+	}
+	if c, ok := m.fits[key.String()]; ok {
+		return c
+	}
+	c := min(m.req.Fit(n, planned, s, solo), solo)
+	m.fits[key.String()] = c
+	return c
+}
+
+// countInside counts the nodes (one per placed member) below HyperNode h.
+func countInside(tree *hypernode.Snapshot, nodes []string, h string) int {
+	count := 0
+	for _, n := range nodes {
+		if leaf, ok := tree.LeafOf(n); ok {
+			if lca, _ := tree.LCA(leaf, h); lca == h {
+				count++
+			}
+		}
+	}
+	return count
+}
