@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
@@ -167,7 +166,6 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 		nodes = subset
 	}
 	out := make([]placement.Node, len(nodes))
-	logger := klog.FromContext(ctx)
 	p.handle.Parallelizer().Until(ctx, len(nodes), func(i int) {
 		ni := nodes[i]
 		node := placement.Node{}
@@ -180,37 +178,7 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 		if !ok {
 			leaf = placement.LooseLeaf
 		}
-		demand := demand + promised[leaf]
-		trial := ni
-		trialState := state
-		for node.Capacity < demand {
-			if st := p.handle.RunFilterPluginsWithNominatedPods(ctx, trialState, pod, trial); !st.IsSuccess() {
-				logger.V(5).Info("Gang member capacity on node", "node", ni.Node().Name, "fits", node.Capacity, "stop", st.Message())
-				break
-			}
-			node.Capacity++
-			if node.Capacity == demand {
-				break
-			}
-			if trial == ni {
-				// Copy before the first change: the node and the state are shared.
-				trial = ni.Snapshot()
-				trialState = state.Clone()
-			}
-			copyPod := pod.DeepCopy()
-			copyPod.Name = fmt.Sprintf("%s-capacity-%d", pod.Name, node.Capacity)
-			copyPod.UID = k8stypes.UID(fmt.Sprintf("%s-capacity-%d", pod.UID, node.Capacity))
-			copyPod.Spec.NodeName = ni.Node().Name
-			pi, err := framework.NewPodInfo(copyPod)
-			if err != nil {
-				logger.V(5).Info("Could not simulate a gang member", "node", ni.Node().Name, "err", err)
-				break
-			}
-			trial.AddPodInfo(pi)
-			if s := p.handle.RunPreFilterExtensionAddPod(ctx, trialState, pod, pi, trial); !s.IsSuccess() {
-				break
-			}
-		}
+		node.Capacity = p.countFits(ctx, state, pod, ni, demand+promised[leaf], false)
 		out[i] = node
 	}, Name)
 	result := make(map[string]placement.Node, len(nodes))
@@ -220,6 +188,37 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 		}
 	}
 	return result
+}
+
+// countFits counts how many copies of pod pass the Filter plugins on ni when added one after
+// another, at most limit. owned says that ni and state are copies the caller made; otherwise
+// they are copied before the first change (they are shared).
+func (p *NetworkTopologyAware) countFits(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, limit int, owned bool) int {
+	logger := klog.FromContext(ctx)
+	fits := 0
+	for fits < limit {
+		if st := p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni); !st.IsSuccess() {
+			logger.V(5).Info("Gang member capacity on node", "node", ni.Node().Name, "fits", fits, "stop", st.Message())
+			break
+		}
+		fits++
+		if fits == limit {
+			break
+		}
+		if !owned {
+			ni, state, owned = ni.Snapshot(), state.Clone(), true
+		}
+		pi, err := simulatedPod(pod, ni.Node().Name, fmt.Sprintf("capacity-%d", fits))
+		if err != nil {
+			logger.V(5).Info("Could not simulate a gang member", "node", ni.Node().Name, "err", err)
+			break
+		}
+		ni.AddPodInfo(pi)
+		if s := p.handle.RunPreFilterExtensionAddPod(ctx, state, pod, pi, ni); !s.IsSuccess() {
+			break
+		}
+	}
+	return fits
 }
 
 // usage returns a node's used (requested) and allocatable weighted resources.

@@ -14,9 +14,11 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// preFilterState is the planned node set of a constrained member.
+// preFilterState is the planned node set of a constrained member: its leaf's nodes, or the
+// one node a plan of members of several shapes chose.
 type preFilterState struct {
 	leaf  string
+	node  string
 	nodes sets.Set[string]
 }
 
@@ -71,8 +73,12 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	}
 	leaf := plan.podLeaf[pod.Name]
 	nodeSet := plan.leafNodes[leaf]
-	klog.FromContext(ctx).V(4).Info("Gang member narrowed to its planned leaf", "pod", klog.KObj(pod), "podGroup", key, "domain", plan.domain, "tier", plan.tier, "leaf", leaf)
-	state.Write(preFilterStateKey, &preFilterState{leaf: leaf, nodes: nodeSet})
+	node := plan.podNode[pod.Name]
+	if node != "" {
+		nodeSet = sets.New(node)
+	}
+	klog.FromContext(ctx).V(4).Info("Gang member narrowed to its planned leaf", "pod", klog.KObj(pod), "podGroup", key, "domain", plan.domain, "tier", plan.tier, "leaf", leaf, "node", node)
+	state.Write(preFilterStateKey, &preFilterState{leaf: leaf, node: node, nodes: nodeSet})
 	return &fwk.PreFilterResult{NodeNames: nodeSet}, nil
 }
 
@@ -88,6 +94,9 @@ func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, p
 		return nil
 	}
 	if !s.nodes.Has(nodeInfo.Node().Name) {
+		if s.node != "" {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node is not %s, the node planned for this gang member in HyperNode %s", s.node, s.leaf))
+		}
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node is outside the HyperNode %s planned for this gang member", s.leaf))
 	}
 	return nil

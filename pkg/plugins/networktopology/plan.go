@@ -27,6 +27,9 @@ type gangPlan struct {
 	domain   string
 	tier     int
 	podLeaf  map[string]string
+	// podNode is each member's planned node when the gang's members differ in shape (which
+	// node a member takes decides whether the others still fit); nil otherwise.
+	podNode map[string]string
 	// leafInfos are the planned leaves as the tree described them: the plan holds while
 	// every one of them is unchanged (the tree shares unchanged HyperNodes between
 	// snapshots, so pointer equality says "unchanged").
@@ -128,24 +131,41 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
+	shapes := shapesOf(gang.Pending)
 	simState, status := p.simulationState(ctx, pod)
 	if !status.IsSuccess() {
 		return nil, status
+	}
+	if len(shapes) > 1 {
+		if status := p.simulateShapes(ctx, shapes); !status.IsSuccess() {
+			return nil, status
+		}
 	}
 	req.Promised = p.promisedByOthers(logger, key)
 	req.Strategy = placement.Strategy(p.args.CandidateScoringStrategy)
 	req.PodRequest = p.podRequest(pod)
 	req.Weights = p.weights
+	// simulate fills the capacities of every node in nodes (the cluster, or the cluster
+	// without the waiting members of lower gangs): one count per node for a gang of one
+	// shape, one per shape and a Fitter otherwise.
+	simulate := func(nodes []fwk.NodeInfo, req *placement.Request) {
+		if len(shapes) > 1 {
+			req.Nodes, req.Shapes, req.Fit = p.shapeCapacities(ctx, shapes, nodes, tree, req.Promised)
+			return
+		}
+		req.Nodes = p.nodeCapacities(ctx, simState, pod, nodes, nil, tree, len(req.Pending), req.Promised)
+	}
 	// The deferral below narrows req; these are the gang's members as planned first.
 	names, placedNodes := req.Pending, req.Placed
 	var result *placement.Plan
 	simulated = len(nodes)
-	if req.Strategy == placement.BinPack && len(req.SubGroups) == 0 {
+	if req.Strategy == placement.BinPack && len(req.SubGroups) == 0 && len(shapes) == 1 {
 		result, req.Nodes, simulated, err = p.planLazily(ctx, simState, pod, nodes, req)
 	} else {
-		// LeastWaste ranks by capacity surplus and sub-groups compare every candidate of a
-		// tier: bounds could change their choice, so they simulate every node.
-		req.Nodes = p.nodeCapacities(ctx, simState, pod, nodes, nil, tree, len(names), req.Promised)
+		// LeastWaste ranks by capacity surplus, sub-groups compare every candidate of a tier
+		// and members of several shapes are packed node by node: bounds could change their
+		// choice, so they simulate every node.
+		simulate(nodes, &req)
 		result, err = placement.Make(req)
 	}
 	p.lastSimulated.Store(int64(simulated))
@@ -180,21 +200,33 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	if unsat := (*placement.Unsatisfiable)(nil); errors.As(err, &unsat) {
 		// Lower-precedence gangs waiting in Permit may give their room back: the gang is
 		// planned into it now, so that its promises keep the room while they release it.
-		if plan, trialNodes, names := p.yieldLowerGangs(ctx, simState, pod, key, info, nodes, original); plan != nil {
-			result, err, req, deferred, yielded = plan, nil, original, nil, names
-			req.Nodes = trialNodes
+		if plan, trial, names := p.yieldLowerGangs(ctx, pod, key, info, nodes, original, simulate); plan != nil {
+			result, err, req, deferred, yielded = plan, nil, trial, nil, names
 		}
 	}
 	if err != nil {
 		var unsat *placement.Unsatisfiable
 		if errors.As(err, &unsat) {
 			status := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
-			if noCapacity(req.Nodes) {
-				// Perhaps not room: this member may fit no node at all.
-				p.blockIfFitsNowhere(ctx, pod, key, info)
+			wholeCluster := req.Soft || req.MaxTier >= tree.RootTier()
+			var possible sets.Set[string]
+			if len(shapes) > 1 {
+				for i, shape := range req.Shapes {
+					if noShapeCapacity(shape.Capacity) {
+						// Perhaps not room: the members of this shape may fit no node at all.
+						p.blockIfFitsNowhere(ctx, shapes[i].Rep, key, info)
+					}
+				}
+				possible = p.possibleShapeDomains(tree, shapes, nodes, req.MaxTier, wholeCluster)
+			} else {
+				if noCapacity(req.Nodes) {
+					// Perhaps not room: this member may fit no node at all.
+					p.blockIfFitsNowhere(ctx, pod, key, info)
+				}
+				possible = p.possibleDomains(tree, pod, nodes, len(names), req.MaxTier, wholeCluster)
 			}
 			outcome = metrics.ResultNoDomain
-			p.recordFailure(key, status, tree, info, p.possibleDomains(tree, pod, nodes, len(names), req.MaxTier, req.Soft || req.MaxTier >= tree.RootTier()))
+			p.recordFailure(key, status, tree, info, possible)
 			p.events.Record(info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
 			logger.V(2).Info("Gang cannot be planned", "podGroup", key, "pending", len(names), "simulatedNodes", simulated, "duration", time.Since(start), "reason", unsat.Message)
 			return nil, status
@@ -208,6 +240,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		domain:       result.Domain,
 		tier:         result.Tier,
 		podLeaf:      result.PodLeaf,
+		podNode:      result.PodNode,
 		deferred:     sets.New(deferred...),
 		leafInfos:    map[string]*hypernode.HyperNodeInfo{},
 		leafNodes:    map[string]sets.Set[string]{},
@@ -303,6 +336,16 @@ func (p *NetworkTopologyAware) forget(key podgroup.Key) {
 	if released {
 		p.promisesReleased(klog.Background())
 	}
+}
+
+// noShapeCapacity reports whether no node could take a single member of a shape.
+func noShapeCapacity(capacity map[string]int) bool {
+	for _, c := range capacity {
+		if c > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // noCapacity reports whether no node could take a single member.

@@ -21,9 +21,10 @@ import (
 // waiting members in the domain the gang would get are rejected (Gang's Unreserve then ends
 // their rounds and releases their reservations). Without it, a higher gang would wait out the
 // lower gang's timeout: the planner sees the room as taken and no PostFilter rule applies to a
-// PreFilter failure. It returns the plan the gang gets in the room released, the capacities
-// it was planned with, and the gangs that yielded; a nil plan when yielding cannot help.
-func (p *NetworkTopologyAware) yieldLowerGangs(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, nodes []fwk.NodeInfo, req placement.Request) (*placement.Plan, map[string]placement.Node, []string) {
+// PreFilter failure. simulate fills a request's capacities from a list of nodes. It returns
+// the plan the gang gets in the room released, the request it was planned from, and the gangs
+// that yielded; a nil plan when yielding cannot help.
+func (p *NetworkTopologyAware) yieldLowerGangs(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info, nodes []fwk.NodeInfo, req placement.Request, simulate func([]fwk.NodeInfo, *placement.Request)) (*placement.Plan, placement.Request, []string) {
 	mine := podgroup.PrecedenceOf(pod, key, info.PodGroup)
 	byNode := map[string][]fwk.WaitingPod{}
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
@@ -37,7 +38,7 @@ func (p *NetworkTopologyAware) yieldLowerGangs(ctx context.Context, state fwk.Cy
 		}
 	})
 	if len(byNode) == 0 {
-		return nil, nil, nil
+		return nil, req, nil
 	}
 	logger := klog.FromContext(ctx)
 	// The cluster as it would be without them.
@@ -55,10 +56,10 @@ func (p *NetworkTopologyAware) yieldLowerGangs(ctx context.Context, state fwk.Cy
 		}
 		trial[i] = copied
 	}
-	req.Nodes = p.nodeCapacities(ctx, state, pod, trial, nil, req.Tree, len(req.Pending), req.Promised)
+	simulate(trial, &req)
 	plan, err := placement.Make(req)
 	if err != nil {
-		return nil, nil, nil
+		return nil, req, nil
 	}
 	// Only the gangs waiting inside the domain the gang would get yield.
 	var domain sets.Set[string]
@@ -90,7 +91,7 @@ func (p *NetworkTopologyAware) yieldLowerGangs(ctx context.Context, state fwk.Cy
 	}
 	sort.Strings(names)
 	if len(names) == 0 {
-		return nil, nil, nil
+		return nil, req, nil
 	}
-	return plan, req.Nodes, names
+	return plan, req, names
 }

@@ -1,0 +1,119 @@
+package networktopology
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// podShape is one shape of a gang's pending members (podgroup.Shape) with its simulation
+// state, filled by simulateShapes.
+type podShape struct {
+	podgroup.Shape
+	state fwk.CycleState
+}
+
+// shapesOf groups the pending members by shape (podgroup.ShapesOf).
+func shapesOf(members []podgroup.Member) []*podShape {
+	var out []*podShape
+	for _, s := range podgroup.ShapesOf(members) {
+		out = append(out, &podShape{Shape: s})
+	}
+	return out
+}
+
+// simulateShapes prepares the simulation state of every shape.
+func (p *NetworkTopologyAware) simulateShapes(ctx context.Context, shapes []*podShape) *fwk.Status {
+	for _, s := range shapes {
+		state, status := p.simulationState(ctx, s.Rep)
+		if !status.IsSuccess() {
+			return status
+		}
+		s.state = state
+	}
+	return nil
+}
+
+// shapeCapacities is nodeCapacities for a gang whose members differ in shape: each shape is
+// simulated on every node, and the Fitter answers for a node that holds planned members by
+// adding them to a copy of it before counting.
+func (p *NetworkTopologyAware) shapeCapacities(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo, tree *hypernode.Snapshot, promised map[string]int) (map[string]placement.Node, []placement.Shape, placement.Fitter) {
+	out := map[string]placement.Node{}
+	planShapes := make([]placement.Shape, len(shapes))
+	for i, s := range shapes {
+		caps := p.nodeCapacities(ctx, s.state, s.Rep, nodes, nil, tree, len(s.Members), promised)
+		shape := placement.Shape{Name: s.Name, Members: s.Members, Capacity: make(map[string]int, len(caps)), Request: p.podRequest(s.Rep)}
+		for name, node := range caps {
+			shape.Capacity[name] = node.Capacity
+			if old, ok := out[name]; ok {
+				node.Capacity = max(node.Capacity, old.Capacity)
+			}
+			out[name] = node
+		}
+		planShapes[i] = shape
+	}
+	byName := make(map[string]fwk.NodeInfo, len(nodes))
+	for _, ni := range nodes {
+		if ni.Node() != nil {
+			byName[ni.Node().Name] = ni
+		}
+	}
+	logger := klog.FromContext(ctx)
+	fit := func(node string, planned []int, shape, limit int) int {
+		ni, ok := byName[node]
+		if !ok {
+			return 0
+		}
+		s := shapes[shape]
+		trial, state := ni.Snapshot(), s.state.Clone()
+		for i, count := range planned {
+			for k := range count {
+				pi, err := simulatedPod(shapes[i].Rep, node, fmt.Sprintf("planned-%d", k))
+				if err != nil {
+					logger.V(5).Info("Could not simulate a planned gang member", "node", node, "err", err)
+					return 0
+				}
+				trial.AddPodInfo(pi)
+				if st := p.handle.RunPreFilterExtensionAddPod(ctx, state, s.Rep, pi, trial); !st.IsSuccess() {
+					return 0
+				}
+			}
+		}
+		return p.countFits(ctx, state, s.Rep, trial, limit, true)
+	}
+	return out, planShapes, fit
+}
+
+// simulatedPod is a copy of pod on node, named apart, for capacity simulations.
+func simulatedPod(pod *v1.Pod, node, suffix string) (fwk.PodInfo, error) {
+	c := pod.DeepCopy()
+	c.Name = pod.Name + "-" + suffix
+	c.UID = k8stypes.UID(string(pod.UID) + "-" + suffix)
+	c.Spec.NodeName = node
+	return framework.NewPodInfo(c)
+}
+
+// possibleShapeDomains is possibleDomains for a gang of several shapes: the HyperNodes that
+// could hold every shape if they were empty.
+func (p *NetworkTopologyAware) possibleShapeDomains(tree *hypernode.Snapshot, shapes []*podShape, nodes []fwk.NodeInfo, maxTier int, wholeCluster bool) sets.Set[string] {
+	var out sets.Set[string]
+	for _, s := range shapes {
+		d := p.possibleDomains(tree, s.Rep, nodes, len(s.Members), maxTier, wholeCluster)
+		if out == nil {
+			out = d
+		} else {
+			out = out.Intersection(d)
+		}
+	}
+	return out
+}
