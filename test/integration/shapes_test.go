@@ -1,0 +1,113 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+	"github.com/hypernode-dev/hypernode-scheduler/test/util"
+)
+
+// shapedMember is one member of a gang whose members differ in shape.
+type shapedMember struct {
+	name     string
+	requests v1.ResourceList
+}
+
+// shapedGang creates a PodGroup of minMember len(members) with the topology annotation and
+// its members, each with its own requests.
+func (e *topoEnv) shapedGang(name, annotation string, members ...shapedMember) []string {
+	e.t.Helper()
+	ctx := context.Background()
+	pg := util.PodGroup(e.ns, name, int32(len(members)), map[string]string{podgroup.NetworkTopologyAnnotation: annotation})
+	if err := util.CreatePodGroup(ctx, e.c.scheduling, pg); err != nil {
+		e.t.Fatal(err)
+	}
+	var pods []*v1.Pod
+	for _, m := range members {
+		p := util.Pod(e.ns, m.name, plugins.SchedulerName, "", map[string]string{util.PodGroupLabel: name})
+		p.Spec.Containers[0].Resources.Requests = m.requests
+		p.Spec.Containers[0].Resources.Limits = m.requests
+		pods = append(pods, p)
+	}
+	names, err := util.CreatePods(ctx, e.c.kube, pods...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return names
+}
+
+// usedBy binds a pod that uses requests directly to a node, without a scheduler.
+func (e *topoEnv) usedBy(node string, requests v1.ResourceList) {
+	e.t.Helper()
+	pod := util.Pod(e.ns, "filler-"+node, "no-scheduler", "", nil)
+	pod.Spec.Containers[0].Resources.Requests = requests
+	pod.Spec.Containers[0].Resources.Limits = requests
+	pod.Spec.NodeName = node
+	if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func cpuGPU(cpu, gpu string) v1.ResourceList {
+	return v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), "nvidia.com/gpu": resource.MustParse(gpu)}
+}
+
+// An MPI job: one 1-CPU launcher and two 8-GPU workers, hard at tier 1. Leaf s0 has free
+// CPUs but no free GPU, s1..s3 are empty. Planned with one member's shape, the gang either
+// took s0 (the launcher's view: the fullest leaf with room for three 1-CPU pods) and the
+// workers never fitted, or found "s1 2/3" (a worker's view). Planned with both shapes, it
+// lands in s1: a worker on each node, the launcher next to the first.
+func TestMixedShapesMPILauncherAndWorkers(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"),
+		v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}, seedHyperNodes(t)...)
+	e.usedBy("node-0", cpuGPU("1", "8"))
+	e.usedBy("node-1", cpuGPU("1", "8"))
+	startScheduler(t, nil)
+	names := e.shapedGang("mpi", `{"mode":"hard","highestTierAllowed":1}`,
+		shapedMember{"mpi-launcher", cpuGPU("1", "0")},
+		shapedMember{"mpi-worker-0", cpuGPU("4", "8")},
+		shapedMember{"mpi-worker-1", cpuGPU("4", "8")})
+	got := e.waitBound(names)
+	want := map[string]string{"mpi-launcher": "node-2", "mpi-worker-0": "node-2", "mpi-worker-1": "node-3"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("placements (-want,+got):\n%s", diff)
+	}
+}
+
+// Volcano's heterogeneous gang: a 2-CPU and a 4-CPU pod, hard at tier 1. s1 is partly used
+// (node-2 has 2 CPUs free, node-3 4): the two fit there only together, on those nodes, and
+// BinPack prefers that fuller leaf to the empty ones.
+func TestMixedShapesHeterogeneousBinPack(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"), nil, seedHyperNodes(t)...)
+	e.filler("node-2", "6")
+	e.filler("node-3", "4")
+	startScheduler(t, nil)
+	names := e.shapedGang("hetero", `{"mode":"hard","highestTierAllowed":1}`,
+		shapedMember{"small", cpu("2")}, shapedMember{"large", cpu("4")})
+	got := e.waitBound(names)
+	want := map[string]string{"small": "node-2", "large": "node-3"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("placements (-want,+got):\n%s", diff)
+	}
+}
+
+// Workers that take a whole node leave no room for the launcher in their leaf: tier 1 cannot
+// hold the job, and the explanation counts its real members and shapes. Nothing binds.
+func TestMixedShapesExplanation(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"),
+		v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}, seedHyperNodes(t)...)
+	startScheduler(t, nil)
+	names := e.shapedGang("mpi", `{"mode":"hard","highestTierAllowed":1}`,
+		shapedMember{"mpi-launcher", cpuGPU("1", "0")},
+		shapedMember{"mpi-worker-0", cpuGPU("8", "8")},
+		shapedMember{"mpi-worker-1", cpuGPU("8", "8")})
+	e.waitCondition(names[0], v1.PodReasonUnschedulable,
+		"hard topology (tier<=1): no HyperNode can host 3 pods (2 x cpu=8,nvidia.com/gpu=8, 1 x cpu=1); tier 1: s0 2/3, s1 2/3 (+2 more)")
+	e.expectNoneBound()
+}
