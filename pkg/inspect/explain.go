@@ -96,6 +96,11 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 		}
 	}
 
+	if shapes := podgroup.ShapesOf(pending); len(shapes) > 1 {
+		for _, sh := range shapes {
+			e.Shapes = append(e.Shapes, ShapeReport{Name: sh.Name, Pods: len(sh.Members), Example: sh.Rep.Name})
+		}
+	}
 	if len(bound) > 0 {
 		e.Placement = c.placementOf(bound)
 	}

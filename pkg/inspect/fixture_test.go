@@ -138,6 +138,15 @@ func testObjects() (kube, topology, scheduling []runtime.Object) {
 		kube = append(kube, memberPod("team-b", "tp-"+string(rune('0'+i)), "tp", "",
 			map[string]string{"partition": string(rune('0' + i/3))}))
 	}
+	// An MPI job: a 1-CPU launcher and two 8-GPU workers, members of two shapes.
+	launcher := memberPod("team-c", "mpi-launcher", "mpi", "", nil)
+	launcher.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}
+	kube = append(kube, launcher)
+	for i := range 2 {
+		w := memberPod("team-c", "mpi-worker-"+string(rune('0'+i)), "mpi", "", map[string]string{podgroup.RankAnnotation: string(rune('0' + i))})
+		w.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("8")
+		kube = append(kube, w)
+	}
 	topology = []runtime.Object{
 		// hypernode-controller wrote the status of s0.
 		withStatus(hntesting.MakeHyperNode("s0").Tier(1).TierName("leaf").Nodes("s0-n0", "s0-n1").Obj(), 2, metav1.ConditionTrue, "Valid"),
@@ -153,6 +162,7 @@ func testObjects() (kube, topology, scheduling []runtime.Object) {
 		podGroup("team-a", "trained", 4, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`}),
 		podGroup("team-a", "big", 5, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}),
 		podGroup("team-a", "broken", 2, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard"}`}),
+		podGroup("team-c", "mpi", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}),
 		podGroup("team-b", "tp", 6, map[string]string{
 			podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierName":"spine"}`,
 			podgroup.SubGroupPolicyAnnotation:  `[{"name":"tp","subGroupSize":3,"minSubGroups":2,"matchLabelKeys":["partition"],"networkTopology":{"mode":"hard","highestTierAllowed":1}}]`,

@@ -183,6 +183,43 @@ func TestExplain(t *testing.T) {
 		json      []jsonCheck
 	}{
 		{
+			name:      "members of two shapes are planned together",
+			namespace: "team-c", podGroup: "mpi",
+			want: lines(
+				"PodGroup team-c/mpi: Pending (PodGroup phase Pending)",
+				"  minMember 3; members: 3 live (0 bound, 3 pending)",
+				"  pending pod shapes: 1 x cpu=1 (as mpi-launcher), 2 x",
+				"    cpu=8,memory=32Gi,nvidia.com/gpu=8 (as mpi-worker-0)",
+				"  network topology: hard topology (tier<=1)",
+				"  sub-groups: none",
+				"",
+				"Where the 3 pending pods could go (hard, up to tier 1; capacity from requests on",
+				"  usable nodes):",
+				"  tier 1 (leaf), allowed:",
+				"    s2  3/3  has room: the planner picks it",
+				"    s1  2/3  room for at most 2 of the 3 pods (1 x cpu=1, 2 x",
+				"             cpu=8,memory=32Gi,nvidia.com/gpu=8), each shape counted alone",
+				"    s3  2/3  room for at most 2 of the 3 pods (1 x cpu=1, 2 x",
+				"             cpu=8,memory=32Gi,nvidia.com/gpu=8), each shape counted alone",
+				"    (+1 more)",
+				"  tier 2 (spine), above the allowed tier 1, not used:",
+				"    s5  3/3  has room, but its tier is above the allowed one",
+				"    s4  2/3  room for at most 2 of the 3 pods (1 x cpu=1, 2 x",
+				"             cpu=8,memory=32Gi,nvidia.com/gpu=8), each shape counted alone",
+				"  nodes that take no member: loose-0 (not ready), s3-n0 (cordoned)",
+				"  planner on this data: it fits now: the planner would place the 3 pending pods",
+				"    in s2 (tier 1)",
+				"  (the scheduler also runs its other filters and keeps slots promised to other",
+				"    gangs; its own words follow)",
+				"",
+				"The scheduler has said nothing about this gang yet (no condition, no Event).",
+			),
+			json: []jsonCheck{
+				{[]any{"shapes"}, `[{"name":"cpu=1","pods":1,"example":"mpi-launcher"},
+					{"name":"cpu=8,memory=32Gi,nvidia.com/gpu=8","pods":2,"example":"mpi-worker-0"}]`},
+			},
+		},
+		{
 			name:      "pending gang that fits nowhere",
 			namespace: "team-a", podGroup: "big",
 			want: lines(

@@ -36,8 +36,11 @@ type Explanation struct {
 	Members   MemberCounts `json:"members"`
 	// Request is what one member requests, taken from RequestFrom (the first pending member
 	// by rank, else the first member): the shape the scheduler plans the gang with.
-	Request         []ResourceAmount  `json:"request,omitempty"`
-	RequestFrom     string            `json:"requestFrom,omitempty"`
+	Request     []ResourceAmount `json:"request,omitempty"`
+	RequestFrom string           `json:"requestFrom,omitempty"`
+	// Shapes lists the pending members by shape when they differ (a launcher and its
+	// workers): the scheduler then plans every shape, not RequestFrom's alone.
+	Shapes          []ShapeReport     `json:"shapes,omitempty"`
 	NetworkTopology *ConstraintReport `json:"networkTopology,omitempty"`
 	SubGroups       *SubGroupsReport  `json:"subGroups,omitempty"`
 	// Placement is where the bound members are (nil when none is).
@@ -46,6 +49,14 @@ type Explanation struct {
 	Search    *SearchReport   `json:"search,omitempty"`
 	Scheduler SchedulerReport `json:"scheduler"`
 	Warnings  []string        `json:"warnings,omitempty"`
+}
+
+// ShapeReport is one shape of a gang's pending members.
+type ShapeReport struct {
+	// Name is the shape's requests, e.g. "cpu=1,nvidia.com/gpu=8"; Example one member of it.
+	Name    string `json:"name"`
+	Pods    int    `json:"pods"`
+	Example string `json:"example"`
 }
 
 // MemberCounts counts the member pods of a gang.

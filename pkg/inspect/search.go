@@ -24,6 +24,8 @@ type searchInput struct {
 	request  v1.ResourceList
 	demand   int
 	affinity nodeaffinity.RequiredNodeAffinity
+	// shapes describes the pending members' shapes when they differ ("" otherwise).
+	shapes string
 }
 
 // search builds the SearchReport of the pending members.
@@ -50,6 +52,12 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 	}
 	sort.Slice(report.UnusableNodes, func(i, j int) bool { return report.UnusableNodes[i].Node < report.UnusableNodes[j].Node })
 	req.Nodes, req.Strategy = nodes, placement.BinPack
+	if shapes := podgroup.ShapesOf(gang.Pending); len(shapes) > 1 {
+		// Members of several shapes: planned shape by shape as the scheduler does, with
+		// requests standing in for its Filter plugins.
+		req.Shapes, req.Fit = c.shapeCapacities(shapes)
+		in.shapes = describeShapes(shapes)
+	}
 	capacity := placement.Capacities(req)
 	report.PlacedIn = placement.LowestCommon(c.snap, req.Placed)
 	plan, planErr := placement.Make(req)
@@ -106,6 +114,40 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 	return report, nil
 }
 
+// shapeCapacities returns each shape's capacity per node and a Fitter that counts, by
+// requests, what fits next to the members planned on a node.
+func (c *Cluster) shapeCapacities(shapes []podgroup.Shape) ([]placement.Shape, placement.Fitter) {
+	out := make([]placement.Shape, len(shapes))
+	inputs := make([]searchInput, len(shapes))
+	for i, s := range shapes {
+		in := searchInput{shape: s.Rep, request: podRequests(s.Rep), demand: len(s.Members), affinity: nodeaffinity.GetRequiredNodeAffinity(s.Rep)}
+		inputs[i] = in
+		out[i] = placement.Shape{Name: s.Name, Members: s.Members, Capacity: map[string]int{}}
+		for _, n := range c.Nodes {
+			out[i].Capacity[n.Name], _ = c.nodeCapacity(n.Name, in)
+		}
+	}
+	fit := func(node string, planned []int, shape, limit int) int {
+		n := c.nodes[node]
+		holds := limit
+		for r, q := range inputs[shape].request {
+			if q.Sign() <= 0 {
+				continue
+			}
+			free := n.free(r)
+			for i, count := range planned {
+				used := inputs[i].request[r]
+				for range count {
+					free.Sub(used)
+				}
+			}
+			holds = min(holds, max(int(free.MilliValue()/q.MilliValue()), 0))
+		}
+		return holds
+	}
+	return out, fit
+}
+
 // nodeCapacity returns how many members fit on a node by their requests, capped at the
 // demand, or 0 and why none fits for reasons other than room.
 func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
@@ -157,8 +199,21 @@ func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map
 		}
 		return r
 	}
+	if in.shapes != "" {
+		r.Reason = fmt.Sprintf("room for at most %d of the %d pods (%s), each shape counted alone", holds, in.demand, in.shapes)
+		return r
+	}
 	r.Reason = c.shortfall(name, holds, in, unusable)
 	return r
+}
+
+// describeShapes lists shapes as "2 x cpu=4,nvidia.com/gpu=8, 1 x cpu=1".
+func describeShapes(shapes []podgroup.Shape) string {
+	parts := make([]string, len(shapes))
+	for i, s := range shapes {
+		parts[i] = fmt.Sprintf("%d x %s", len(s.Members), s.Name)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // shortfall says why a HyperNode holds fewer members than needed: its unusable nodes, and

@@ -313,7 +313,13 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 		members += fmt.Sprintf(", %d terminating", m.Terminating)
 	}
 	p.wrap("  ", "    ", members)
-	if len(e.Request) > 0 {
+	if len(e.Shapes) > 0 {
+		var parts []string
+		for _, sh := range e.Shapes {
+			parts = append(parts, fmt.Sprintf("%d x %s (as %s)", sh.Pods, sh.Name, sh.Example))
+		}
+		p.wrap("  pending pod shapes: ", "    ", strings.Join(parts, ", "))
+	} else if len(e.Request) > 0 {
 		var parts []string
 		for _, ra := range e.Request {
 			parts = append(parts, ra.Resource+" "+ra.Amount.String())

@@ -9,10 +9,17 @@ import (
 // Capacities returns how many of the request's pending members each usable HyperNode, and the
 // virtual root, can host after the ledger: the numbers the search compares with the demand.
 // Tools that explain a plan use it to show what the planner saw.
+// For members of several shapes it is an upper bound: what each shape alone can use, summed.
 func Capacities(req Request) map[string]int {
 	p := &planner{req: req, capacity: map[string]int{}}
 	p.computeCapacity()
 	delete(p.capacity, looseKey)
+	if len(req.Shapes) > 1 && len(req.Pending) > 0 {
+		m := newMixed(p)
+		for name := range p.capacity {
+			p.capacity[name] = m.capacityOf(name)
+		}
+	}
 	return p.capacity
 }
 
