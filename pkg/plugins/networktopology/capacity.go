@@ -114,6 +114,7 @@ func (p *NetworkTopologyAware) planLazily(ctx context.Context, state fwk.CycleSt
 // request, under the same cap.
 func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo, tree *hypernode.Snapshot, demand int, promised map[string]int) map[string]placement.Node {
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	draBacked := p.draBackedResources(reqs)
 	out := make(map[string]placement.Node, len(nodes))
 	for _, ni := range nodes {
 		if ni.Node() == nil {
@@ -138,7 +139,12 @@ func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo,
 			case v1.ResourceEphemeralStorage:
 				free, want = allocatable.GetEphemeralStorage()-requested.GetEphemeralStorage(), q.Value()
 			default:
-				free, want = allocatable.GetScalarResources()[name]-requested.GetScalarResources()[name], q.Value()
+				have := allocatable.GetScalarResources()[name]
+				if have == 0 && draBacked[name] {
+					// Not in allocatable because DRA provides it: only the simulation can tell.
+					continue
+				}
+				free, want = have-requested.GetScalarResources()[name], q.Value()
 			}
 			if want > 0 {
 				limit = min(limit, int(max(free, 0)/want))
@@ -146,6 +152,25 @@ func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo,
 		}
 		node.Capacity = limit
 		out[ni.Node().Name] = node
+	}
+	return out
+}
+
+// draBackedResources returns the extended resources of reqs that a DeviceClass provides
+// through DRA (a node then lacks them in its allocatable, and still has them).
+func (p *NetworkTopologyAware) draBackedResources(reqs v1.ResourceList) map[v1.ResourceName]bool {
+	dra := p.handle.SharedDRAManager()
+	if dra == nil || dra.DeviceClassResolver() == nil {
+		return nil
+	}
+	out := map[v1.ResourceName]bool{}
+	for name := range reqs {
+		if name == v1.ResourceCPU || name == v1.ResourceMemory || name == v1.ResourceEphemeralStorage {
+			continue
+		}
+		if dra.DeviceClassResolver().GetDeviceClass(name) != nil {
+			out[name] = true
+		}
 	}
 	return out
 }

@@ -1,0 +1,71 @@
+package networktopology
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// draHandle is a Handle whose DRA manager maps extended resources to DeviceClasses.
+type draHandle struct {
+	fwk.Handle
+	classes map[v1.ResourceName]*resourceapi.DeviceClass
+}
+
+func (h draHandle) EventRecorder() events.EventRecorderLogger { return &events.FakeRecorder{} }
+
+func (h draHandle) SharedDRAManager() fwk.SharedDRAManager { return draManager{classes: h.classes} }
+
+type draManager struct {
+	fwk.SharedDRAManager
+	classes map[v1.ResourceName]*resourceapi.DeviceClass
+}
+
+func (m draManager) DeviceClassResolver() fwk.DeviceClassResolver { return m }
+func (m draManager) GetDeviceClass(name v1.ResourceName) *resourceapi.DeviceClass {
+	return m.classes[name]
+}
+
+// TestCapacityBoundsDRA: a node that lacks an extended resource in its allocatable is bounded
+// to 0 members only when no DeviceClass provides that resource through DRA; otherwise it must
+// be simulated (the bound is the demand), or the lazy planner would never look at it.
+func TestCapacityBoundsDRA(t *testing.T) {
+	const gpu v1.ResourceName = "example.com/gpu"
+	nodes := []fwk.NodeInfo{
+		framework.NewNodeInfo(), framework.NewNodeInfo(),
+	}
+	nodes[0].SetNode(st.MakeNode().Name("device-plugin").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "8", gpu: "2", v1.ResourcePods: "10"}).Obj())
+	nodes[1].SetNode(st.MakeNode().Name("dra").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "8", v1.ResourcePods: "10"}).Obj())
+	pod := st.MakePod().Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", gpu: "1"}).Obj()
+	tree := hypernode.NewCache(klog.Background(), nil).Snapshot()
+	for _, tc := range []struct {
+		name    string
+		classes map[v1.ResourceName]*resourceapi.DeviceClass
+		want    map[string]int
+	}{
+		{"no DeviceClass: a node without the resource holds none", nil, map[string]int{"device-plugin": 2, "dra": 0}},
+		{"DRA-backed: the node is simulated", map[v1.ResourceName]*resourceapi.DeviceClass{gpu: {}}, map[string]int{"device-plugin": 2, "dra": 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPlugin(config.NetworkTopologyAwareArgs{}, draHandle{classes: tc.classes}, nil, podgroup.New())
+			got := map[string]int{}
+			for name, n := range p.capacityBounds(pod, nodes, tree, 4, nil) {
+				got[name] = n.Capacity
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("bounds (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
