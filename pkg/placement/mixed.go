@@ -253,6 +253,10 @@ func (m *mixed) pack(pk *packing, home string, members []string) (int, bool) {
 			continue
 		}
 		nodeCap := func(n string) int { return m.nodeCapacity(pk, n, s) }
+		if m.packIntoUsedLeaves(pk, home, s, pods) {
+			placed += len(pods)
+			continue
+		}
 		m.capacity = map[string]int{}
 		if total := m.sumCapacity(home, nodeCap, m.capacity); total < len(pods) {
 			return placed + total, false
@@ -269,22 +273,13 @@ func (m *mixed) pack(pk *packing, home string, members []string) (int, bool) {
 				if k <= 0 {
 					continue
 				}
-				if pk.onNode[n] == nil {
-					pk.onNode[n] = make([]int, len(m.req.Shapes))
-				}
-				pk.onNode[n][s] += k
-				for _, pod := range pods[next : next+k] {
-					pk.plan.PodLeaf[pod] = lc.leaf
-					pk.plan.PodNode[pod] = n
-					pk.plan.LeafPods[lc.leaf] = append(pk.plan.LeafPods[lc.leaf], pod)
-				}
+				pk.put(n, lc.leaf, s, len(m.req.Shapes), pods[next:next+k])
 				next += k
 				left -= k
 				if left == 0 {
 					break
 				}
 			}
-			pk.inLeaf[lc.leaf] += lc.count - left
 		}
 		if next < len(pods) {
 			// The ledger took slots the leaf total did not show per node: cannot happen with
@@ -294,6 +289,89 @@ func (m *mixed) pack(pk *packing, home string, members []string) (int, bool) {
 		placed += len(pods)
 	}
 	return placed, true
+}
+
+// put plans pods (of shape s) on node n of leaf.
+func (pk *packing) put(n, leaf string, s, shapes int, pods []string) {
+	if pk.onNode[n] == nil {
+		pk.onNode[n] = make([]int, shapes)
+	}
+	pk.onNode[n][s] += len(pods)
+	for _, pod := range pods {
+		pk.plan.PodLeaf[pod] = leaf
+		pk.plan.PodNode[pod] = n
+		pk.plan.LeafPods[leaf] = append(pk.plan.LeafPods[leaf], pod)
+	}
+	pk.inLeaf[leaf] += len(pods)
+}
+
+// packIntoUsedLeaves plans the pods of a later shape (a launcher after its workers) into the
+// leaves below home that the packing already uses, the leaf with the most members first, if
+// they hold all of them; it changes nothing otherwise. It looks only at those leaves' nodes,
+// so a launcher joining 5,000 workers asks what fits next to them on one node, not on 5,000.
+func (m *mixed) packIntoUsedLeaves(pk *packing, home string, s int, pods []string) bool {
+	tree := m.req.Tree
+	var leaves []string
+	for leaf := range pk.inLeaf {
+		if leaf == LooseLeaf {
+			if home == hypernode.VirtualRootName {
+				leaves = append(leaves, leaf)
+			}
+			continue
+		}
+		if lca, ok := tree.LCA(leaf, home); ok && lca == home {
+			leaves = append(leaves, leaf)
+		}
+	}
+	if len(leaves) == 0 {
+		return false
+	}
+	sort.Slice(leaves, func(i, j int) bool {
+		a, b := leaves[i], leaves[j]
+		if (a == LooseLeaf) != (b == LooseLeaf) {
+			return b == LooseLeaf
+		}
+		if pk.inLeaf[a] != pk.inLeaf[b] {
+			return pk.inLeaf[a] > pk.inLeaf[b]
+		}
+		return a < b
+	})
+	type take struct {
+		node, leaf string
+		count      int
+	}
+	var takes []take
+	left := len(pods)
+	for _, leaf := range leaves {
+		nodes := m.nodesOf(pk, leaf)
+		caps := make([]int, len(nodes))
+		room := -m.req.Promised[leaf]
+		for i, n := range nodes {
+			caps[i] = m.nodeCapacity(pk, n, s)
+			room += caps[i]
+		}
+		for i, n := range nodes {
+			k := min(caps[i], room, left)
+			if k <= 0 {
+				continue
+			}
+			takes = append(takes, take{n, leaf, k})
+			room -= k
+			left -= k
+		}
+		if left == 0 {
+			break
+		}
+	}
+	if left > 0 {
+		return false
+	}
+	next := 0
+	for _, t := range takes {
+		pk.put(t.node, t.leaf, s, len(m.req.Shapes), pods[next:next+t.count])
+		next += t.count
+	}
+	return true
 }
 
 // nodesOf returns the nodes of a leaf in the order members fill them: nodes that already

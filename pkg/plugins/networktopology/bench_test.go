@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
@@ -84,6 +86,8 @@ type benchEnv struct {
 	members []*v1.Pod
 	// leafMembers are a second gang, of benchLeafGang pods hard at tier 1.
 	leafMembers []*v1.Pod
+	// mixed are gangs of a 4-CPU launcher and 8-GPU workers (benchMixedGangs).
+	mixed map[string][]*v1.Pod
 	snapshot    *internalcache.Snapshot
 }
 
@@ -129,7 +133,22 @@ func newBenchEnv(b *testing.B) *benchEnv {
 			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}},
 		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: benchLeafGang},
 	})
-	e := &benchEnv{ctx: ctx, snapshot: internalcache.NewSnapshot(nil, nodes)}
+	e := &benchEnv{ctx: ctx, snapshot: internalcache.NewSnapshot(nil, nodes), mixed: map[string][]*v1.Pod{}}
+	for _, g := range benchMixedGangs {
+		registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: g.name, UID: types.UID("pg-" + g.name),
+				Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: fmt.Sprintf(`{"mode":"hard","highestTierAllowed":%d}`, g.tier)}},
+			Spec: schedulingv1alpha1.PodGroupSpec{MinMember: int32(g.size)},
+		})
+		for i := range g.size {
+			pod := benchMember(g.name, i)
+			if i == 0 {
+				pod.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("16Gi")}
+			}
+			registry.SetPod(nil, pod)
+			e.mixed[g.name] = append(e.mixed[g.name], pod)
+		}
+	}
 	for i := range benchLeafGang {
 		pod := benchMember("leafjob", i)
 		registry.SetPod(nil, pod)
@@ -236,6 +255,41 @@ func BenchmarkPlanLeafGang(b *testing.B) {
 	// not a multiple of 32), exactly the gang's size, and it is the only one simulated.
 	if got, want := e.plugin.lastSimulated.Load(), int64(benchNodes%benchPerLeaf); got != want {
 		b.Fatalf("simulated %d nodes, want the last leaf's %d", got, want)
+	}
+}
+
+// benchMixedGangs are MPI-style gangs: member 0 a 4-CPU launcher, the others 8-GPU workers.
+var benchMixedGangs = []struct {
+	name       string
+	size, tier int
+}{{"mpi-leaf", benchPerLeaf, 1}, {"mpi-big", benchGang, 2}}
+
+// BenchmarkPlanMixedShapes is the first member's PreFilter for a gang of two shapes (a
+// launcher and its workers): each shape simulated on every node, then the candidates packed
+// node by node, the launcher next to a worker.
+func BenchmarkPlanMixedShapes(b *testing.B) {
+	e := newBenchEnv(b)
+	for _, g := range benchMixedGangs {
+		b.Run(fmt.Sprintf("%d-pods-tier-%d", g.size, g.tier), func(b *testing.B) {
+			key := podgroup.Key{Namespace: benchNamespace, Name: g.name}
+			b.ReportAllocs()
+			for b.Loop() {
+				e.plugin.invalidate(klog.Background(), key)
+				state := framework.NewCycleState()
+				if _, status, _ := e.with.RunPreFilterPlugins(e.ctx, state, e.mixed[g.name][1]); !status.IsSuccess() {
+					b.Fatal(status)
+				}
+			}
+			plan := e.plugin.plans[key]
+			if plan == nil || plan.tier != g.tier || len(plan.podNode) != g.size {
+				b.Fatalf("unexpected plan %+v", plan)
+			}
+			// The launcher shares the first worker's node.
+			if launcher, worker := plan.podNode[e.mixed[g.name][0].Name], plan.podNode[e.mixed[g.name][1].Name]; launcher != worker {
+				b.Fatalf("launcher on %s, first worker on %s", launcher, worker)
+			}
+			e.plugin.invalidate(klog.Background(), key)
+		})
 	}
 }
 

@@ -56,28 +56,25 @@ const maxRefinements = 4
 
 // planLazily plans a BinPack gang without simulating every node. The planner first works on an
 // upper bound of each node's capacity (free resources divided by the pod's request, no plugin
-// called); the nodes of the domain it picks are then simulated for real and the gang planned
-// again, until the chosen domain's nodes all have real capacities. The result is the one a
-// full simulation gives: an upper bound can only make a candidate look feasible, never hide
-// one; BinPack ranks candidates by resource usage, not by capacity; and the spread inside the
-// domain uses real capacities. When the gang fits nowhere, every node is simulated, so that
-// the explanation quotes real capacities. It returns the plan, the capacities it used and
-// how many nodes it simulated.
-func (p *NetworkTopologyAware) planLazily(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, req placement.Request) (*placement.Plan, map[string]placement.Node, int, error) {
-	demand := len(req.Pending)
-	req.Nodes = p.capacityBounds(pod, nodes, req.Tree, demand, req.Promised)
+// called), which req.Nodes (and, for several shapes, req.Shapes) holds; simulate replaces the
+// bounds of the given nodes with real capacities. The nodes of the domain the planner picks
+// are simulated for real and the gang planned again, until the chosen domain's nodes all have
+// real capacities. The result is the one a full simulation gives: an upper bound can only
+// make a candidate look feasible, never hide one; BinPack ranks candidates by resource usage,
+// not by capacity; and the spread inside the domain uses real capacities. When the gang fits
+// nowhere, every node is simulated, so that the explanation quotes real capacities. It
+// returns the plan, the request it was made from and how many nodes it simulated.
+func (p *NetworkTopologyAware) planLazily(req placement.Request, simulate func(*placement.Request, sets.Set[string])) (*placement.Plan, placement.Request, int, error) {
 	real := sets.New[string]()
-	simulate := func(names sets.Set[string]) {
-		for name, node := range p.nodeCapacities(ctx, state, pod, nodes, names, req.Tree, demand, req.Promised) {
-			req.Nodes[name] = node
-			real.Insert(name)
-		}
+	simulateMissing := func(names sets.Set[string]) {
+		simulate(&req, names)
+		real = real.Union(names)
 	}
 	for round := 0; ; round++ {
 		result, err := placement.Make(req)
 		if err != nil || round == maxRefinements {
 			if real.Len() == len(req.Nodes) {
-				return result, req.Nodes, real.Len(), err
+				return result, req, real.Len(), err
 			}
 			// Every node left: an exact explanation, or a plan from real capacities only.
 			rest := sets.New[string]()
@@ -86,9 +83,9 @@ func (p *NetworkTopologyAware) planLazily(ctx context.Context, state fwk.CycleSt
 					rest.Insert(n)
 				}
 			}
-			simulate(rest)
+			simulateMissing(rest)
 			result, err = placement.Make(req)
-			return result, req.Nodes, real.Len(), err
+			return result, req, real.Len(), err
 		}
 		var domain []string
 		if result.Domain == hypernode.VirtualRootName {
@@ -103,9 +100,9 @@ func (p *NetworkTopologyAware) planLazily(ctx context.Context, state fwk.CycleSt
 			}
 		}
 		if missing.Len() == 0 {
-			return result, req.Nodes, real.Len(), nil
+			return result, req, real.Len(), nil
 		}
-		simulate(missing)
+		simulateMissing(missing)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -159,12 +160,24 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	names, placedNodes := req.Pending, req.Placed
 	var result *placement.Plan
 	simulated = len(nodes)
-	if req.Strategy == placement.BinPack && len(req.SubGroups) == 0 && len(shapes) == 1 {
-		result, req.Nodes, simulated, err = p.planLazily(ctx, simState, pod, nodes, req)
+	if req.Strategy == placement.BinPack && len(req.SubGroups) == 0 {
+		// Bounds first, the chosen domains simulated (planLazily).
+		var refine func(*placement.Request, sets.Set[string])
+		if len(shapes) > 1 {
+			req.Nodes, req.Shapes, req.Fit = p.shapeBounds(ctx, shapes, nodes, tree, req.Promised)
+			refine = func(req *placement.Request, only sets.Set[string]) {
+				p.simulateShapeNodes(ctx, shapes, nodes, only, tree, req)
+			}
+		} else {
+			req.Nodes = p.capacityBounds(pod, nodes, tree, len(req.Pending), req.Promised)
+			refine = func(req *placement.Request, only sets.Set[string]) {
+				maps.Copy(req.Nodes, p.nodeCapacities(ctx, simState, pod, nodes, only, tree, len(req.Pending), req.Promised))
+			}
+		}
+		result, req, simulated, err = p.planLazily(req, refine)
 	} else {
-		// LeastWaste ranks by capacity surplus, sub-groups compare every candidate of a tier
-		// and members of several shapes are packed node by node: bounds could change their
-		// choice, so they simulate every node.
+		// LeastWaste ranks by capacity surplus and sub-groups compare every candidate of a
+		// tier: bounds could change their choice, so they simulate every node.
 		simulate(nodes, &req)
 		result, err = placement.Make(req)
 	}

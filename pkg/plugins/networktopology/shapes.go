@@ -21,6 +21,8 @@ import (
 type podShape struct {
 	podgroup.Shape
 	state fwk.CycleState
+	// capacity is the shape's latest capacity per node (shapeNodes).
+	capacity map[string]placement.Node
 }
 
 // shapesOf groups the pending members by shape (podgroup.ShapesOf).
@@ -45,23 +47,71 @@ func (p *NetworkTopologyAware) simulateShapes(ctx context.Context, shapes []*pod
 }
 
 // shapeCapacities is nodeCapacities for a gang whose members differ in shape: each shape is
-// simulated on every node, and the Fitter answers for a node that holds planned members by
-// adding them to a copy of it before counting.
+// simulated on every node; the Fitter answers for a node that holds planned members by adding
+// them to a copy of it before counting. A node's Capacity is its largest shape capacity.
 func (p *NetworkTopologyAware) shapeCapacities(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo, tree *hypernode.Snapshot, promised map[string]int) (map[string]placement.Node, []placement.Shape, placement.Fitter) {
-	out := map[string]placement.Node{}
-	planShapes := make([]placement.Shape, len(shapes))
+	return p.shapeNodes(shapes, func(s *podShape) map[string]placement.Node {
+		return p.nodeCapacities(ctx, s.state, s.Rep, nodes, nil, tree, len(s.Members), promised)
+	}), p.planShapes(shapes), p.shapeFitter(ctx, shapes, nodes)
+}
+
+// shapeBounds is shapeCapacities with capacityBounds: no plugin runs until planLazily
+// simulates the nodes it needs (simulateShapeNodes).
+func (p *NetworkTopologyAware) shapeBounds(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo, tree *hypernode.Snapshot, promised map[string]int) (map[string]placement.Node, []placement.Shape, placement.Fitter) {
+	return p.shapeNodes(shapes, func(s *podShape) map[string]placement.Node {
+		return p.capacityBounds(s.Rep, nodes, tree, len(s.Members), promised)
+	}), p.planShapes(shapes), p.shapeFitter(ctx, shapes, nodes)
+}
+
+// simulateShapeNodes replaces the bounds of the nodes in only with every shape's simulated
+// capacity.
+func (p *NetworkTopologyAware) simulateShapeNodes(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo, only sets.Set[string], tree *hypernode.Snapshot, req *placement.Request) {
 	for i, s := range shapes {
-		caps := p.nodeCapacities(ctx, s.state, s.Rep, nodes, nil, tree, len(s.Members), promised)
-		shape := placement.Shape{Name: s.Name, Members: s.Members, Capacity: make(map[string]int, len(caps)), Request: p.podRequest(s.Rep)}
-		for name, node := range caps {
-			shape.Capacity[name] = node.Capacity
+		for name, node := range p.nodeCapacities(ctx, s.state, s.Rep, nodes, only, tree, len(s.Members), req.Promised) {
+			req.Shapes[i].Capacity[name] = node.Capacity
+		}
+	}
+	for name := range only {
+		node := req.Nodes[name]
+		node.Capacity = 0
+		for _, shape := range req.Shapes {
+			node.Capacity = max(node.Capacity, shape.Capacity[name])
+		}
+		req.Nodes[name] = node
+	}
+}
+
+// shapeNodes computes each shape's capacities with capacities and returns the nodes with
+// their largest shape capacity; the per-shape ones are kept in s.capacity for planShapes.
+func (p *NetworkTopologyAware) shapeNodes(shapes []*podShape, capacities func(*podShape) map[string]placement.Node) map[string]placement.Node {
+	out := map[string]placement.Node{}
+	for _, s := range shapes {
+		s.capacity = capacities(s)
+		for name, node := range s.capacity {
 			if old, ok := out[name]; ok {
 				node.Capacity = max(node.Capacity, old.Capacity)
 			}
 			out[name] = node
 		}
-		planShapes[i] = shape
 	}
+	return out
+}
+
+// planShapes returns the planner's view of the shapes, with the capacities shapeNodes found.
+func (p *NetworkTopologyAware) planShapes(shapes []*podShape) []placement.Shape {
+	out := make([]placement.Shape, len(shapes))
+	for i, s := range shapes {
+		out[i] = placement.Shape{Name: s.Name, Members: s.Members, Capacity: make(map[string]int, len(s.capacity)), Request: p.podRequest(s.Rep)}
+		for name, node := range s.capacity {
+			out[i].Capacity[name] = node.Capacity
+		}
+	}
+	return out
+}
+
+// shapeFitter answers how many members of a shape fit on a node next to planned members: it
+// adds them to a copy of the node and runs the Filter plugins.
+func (p *NetworkTopologyAware) shapeFitter(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo) placement.Fitter {
 	byName := make(map[string]fwk.NodeInfo, len(nodes))
 	for _, ni := range nodes {
 		if ni.Node() != nil {
@@ -69,7 +119,7 @@ func (p *NetworkTopologyAware) shapeCapacities(ctx context.Context, shapes []*po
 		}
 	}
 	logger := klog.FromContext(ctx)
-	fit := func(node string, planned []int, shape, limit int) int {
+	return func(node string, planned []int, shape, limit int) int {
 		ni, ok := byName[node]
 		if !ok {
 			return 0
@@ -91,7 +141,6 @@ func (p *NetworkTopologyAware) shapeCapacities(ctx context.Context, shapes []*po
 		}
 		return p.countFits(ctx, state, s.Rep, trial, limit, true)
 	}
-	return out, planShapes, fit
 }
 
 // simulatedPod is a copy of pod on node, named apart, for capacity simulations.
