@@ -111,3 +111,52 @@ func TestMixedShapesExplanation(t *testing.T) {
 		"hard topology (tier<=1): no HyperNode can host 3 pods (2 x cpu=8,nvidia.com/gpu=8, 1 x cpu=1); tier 1: s0 2/3, s1 2/3 (+2 more)")
 	e.expectNoneBound()
 }
+
+// An elastic gang: minMember 2 of 3 one-CPU pods, hard at tier 1. In leaves of two 1-CPU
+// nodes, two members run in one leaf and the third waits, saying why; where a leaf has room
+// for all three (2-CPU nodes), all three run in one leaf.
+func TestElasticGang(t *testing.T) {
+	leafOf := map[string]string{"node-0": "s0", "node-1": "s0", "node-2": "s1", "node-3": "s1", "node-4": "s2", "node-5": "s2", "node-6": "s3", "node-7": "s3"}
+	nodes := []string{"node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"}
+	t.Run("two of three fit a leaf", func(t *testing.T) {
+		e := newTopoEnv(t, nodesWithCPU("1", nodes...), nil, seedHyperNodes(t)...)
+		startScheduler(t, nil)
+		names := e.elasticGang("train", 2, 3)
+		got := e.waitBound(names[:2])
+		if leafOf[got["train-0"]] != leafOf[got["train-1"]] {
+			t.Errorf("the two members are not in one leaf: %v", got)
+		}
+		leaf := leafOf[got["train-0"]]
+		e.waitCondition("train-2", v1.PodReasonUnschedulable,
+			"hard topology (tier<=1): no HyperNode can host 1 pods together with the 2 placed members (in "+leaf+"); tier 1: "+leaf+" 0/1")
+		if bound := e.bound(); len(bound) != 2 {
+			t.Errorf("bound %v, want exactly train-0 and train-1", bound)
+		}
+	})
+	t.Run("room for all three", func(t *testing.T) {
+		e := newTopoEnv(t, nodesWithCPU("2", nodes...), nil, seedHyperNodes(t)...)
+		startScheduler(t, nil)
+		got := e.waitBound(e.elasticGang("train", 2, 3))
+		leaves := map[string]bool{}
+		for _, n := range got {
+			leaves[leafOf[n]] = true
+		}
+		if len(got) != 3 || len(leaves) != 1 {
+			t.Errorf("placements %v: want all three in one leaf", got)
+		}
+	})
+}
+
+// elasticGang creates a PodGroup of minMember hard at tier 1 and size one-CPU members.
+func (e *topoEnv) elasticGang(name string, minMember, size int) []string {
+	e.t.Helper()
+	pg := util.PodGroup(e.ns, name, int32(minMember), map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`})
+	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, pg); err != nil {
+		e.t.Fatal(err)
+	}
+	names, err := util.CreatePods(context.Background(), e.c.kube, util.GangPods(e.ns, name, plugins.SchedulerName, "1", size)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return names
+}

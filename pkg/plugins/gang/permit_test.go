@@ -174,3 +174,35 @@ func TestPermitCountsOnlyBindableMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestElasticGangKeepsWaitersWhileOthersCanComplete: minMember 2 of 4. p0 waits; p1 and p2
+// fail one after the other: the other members can still make minMember after p1's failure,
+// so p0 keeps its place; after p2's, only p0 and p3 are left, still 2; a third failure (p3)
+// leaves one, and the round is rejected.
+func TestElasticGangKeepsWaitersWhileOthersCanComplete(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train"), member("p3", "train")}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	keep := "gang team/train: this member cannot be placed now; the other members can still make minMember 2, so they keep their places"
+	for _, p := range pods[1:3] {
+		if _, s := e.plugin.PostFilter(e.ctx, framework.NewCycleState(), p, framework.NewDefaultNodeToStatus()); s.Message() != keep {
+			t.Fatalf("PostFilter(%s) = %q, want %q", p.Name, s.Message(), keep)
+		}
+	}
+	if got := e.registry.Info(podgroup.Key{Namespace: ns, Name: "train"}).Scheduled; got != 1 {
+		t.Fatalf("scheduled = %d, want p0 still reserved", got)
+	}
+	_, s := e.plugin.PostFilter(e.ctx, framework.NewCycleState(), pods[3], framework.NewDefaultNodeToStatus())
+	if want := "gang team/train: this member cannot be placed, so no member binds; 1 waiting members released"; s.Message() != want {
+		t.Errorf("PostFilter(p3) = %q, want %q", s.Message(), want)
+	}
+	if s := e.fw.WaitOnPermit(e.ctx, pods[0]); s.Code() != fwk.Unschedulable || s.Message() != "gang team/train rejected: member p3 cannot be placed" {
+		t.Errorf("p0: %v", s)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -44,6 +46,12 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
 	}
 	g.mu.Lock()
+	if only == nil && g.othersCanCompleteLocked(key, info, pod) {
+		g.mu.Unlock()
+		logger.V(3).Info("Gang member cannot be placed; the others can still make minMember", "pod", klog.KObj(pod), "podGroup", key, "minMember", info.MinMember())
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+			"gang %s: this member cannot be placed now; the other members can still make minMember %d, so they keep their places", key, info.MinMember()))
+	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
 	g.mu.Unlock()
 	if info.PodGroup != nil {
@@ -61,6 +69,22 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		msg += fmt.Sprintf("; %d waiting members released", rejected)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// othersCanCompleteLocked records pod as failed in its gang's open round and reports whether
+// the members that have not failed in it can still make minMember: an elastic gang (more
+// members than minMember) then keeps its waiting members when an extra one finds no room.
+// The round's deadline still bounds the wait. g.mu must be held.
+func (g *Gang) othersCanCompleteLocked(key podgroup.Key, info podgroup.Info, pod *v1.Pod) bool {
+	r := g.rounds[key]
+	if r == nil || info.Members <= info.MinMember() {
+		return false
+	}
+	if r.failed == nil {
+		r.failed = sets.New[types.UID]()
+	}
+	r.failed.Insert(pod.UID)
+	return info.Members-r.failed.Len() >= info.MinMember()
 }
 
 // failureReasons summarises why the member fit no node, the way kube-scheduler's own message

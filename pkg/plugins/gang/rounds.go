@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -35,6 +36,9 @@ type round struct {
 	deadline     *time.Timer
 	// ended is set by stop, so that the waiting gangs' gauge counts each round once.
 	ended bool
+	// failed are the members that could not be placed while the round was open; an elastic
+	// gang's round survives them while the others can still make minMember.
+	failed sets.Set[types.UID]
 }
 
 // start starts the round's deadline: its members wait in Permit from now. g.mu must be held.

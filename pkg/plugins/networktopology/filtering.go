@@ -67,9 +67,12 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 		}
 	}
 	if plan.deferred.Has(pod.Name) {
-		sub, _ := podgroup.SubGroupOf(info.SubGroupPolicies, pod)
+		if sub, ok := podgroup.SubGroupOf(info.SubGroupPolicies, pod); ok {
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+				"gang %s: sub-group %s does not fit next to the job's other sub-groups in %s now", key, sub.ID, plan.domain))
+		}
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
-			"gang %s: sub-group %s does not fit next to the job's other sub-groups in %s now", key, sub.ID, plan.domain))
+			"gang %s: a member beyond minMember %d; no room for it next to the others in %s now, it waits for room", key, info.MinMember(), plan.domain))
 	}
 	leaf := plan.podLeaf[pod.Name]
 	nodeSet := plan.leafNodes[leaf]
@@ -127,15 +130,16 @@ func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleSt
 }
 
 // blockIfFitsNowhere makes the member its gang's blocker when no node of the cluster can ever
-// take it (see podgroup.Blocker).
-func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info) {
+// take it (see podgroup.Blocker), and returns the blocker's message ("" when it fits).
+func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info) string {
 	reasons, fits := p.fitsSomewhere(ctx, pod)
 	if fits {
-		return
+		return ""
 	}
 	b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
 	if p.registry.SetBlocked(key, b) && info.PodGroup != nil {
 		p.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))
 		klog.FromContext(ctx).V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
 	}
+	return b.Message(key)
 }

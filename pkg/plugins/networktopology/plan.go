@@ -209,6 +209,17 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		req = withPending(req, kept, len(req.SubGroups)-1)
 		deferred = append(deferred, last.Pending...)
 	}
+	if unsat := (*placement.Unsatisfiable)(nil); errors.As(err, &unsat) && len(req.SubGroups) == 0 {
+		// An elastic gang (more members than minMember) runs with the first members in rank
+		// order that fit; the others wait for room, like deferred sub-groups.
+		if partial, kept, partialErr := elasticPlan(req, info.MinMember()-len(placedNodes)); partial != nil {
+			result, err = partial, nil
+			deferred = append(deferred, req.Pending[kept:]...)
+			req = withPending(req, req.Pending[:kept], 0)
+		} else if partialErr != nil {
+			err = partialErr
+		}
+	}
 	var yielded []string
 	if unsat := (*placement.Unsatisfiable)(nil); errors.As(err, &unsat) {
 		// Lower-precedence gangs waiting in Permit may give their room back: the gang is
@@ -223,20 +234,25 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 			status := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
 			wholeCluster := req.Soft || req.MaxTier >= tree.RootTier()
 			var possible sets.Set[string]
+			blocked := ""
 			if len(shapes) > 1 {
 				for i, shape := range req.Shapes {
-					if noShapeCapacity(shape.Capacity) {
+					if noShapeCapacity(shape.Capacity) && blocked == "" {
 						// Perhaps not room: the members of this shape may fit no node at all.
-						p.blockIfFitsNowhere(ctx, shapes[i].Rep, key, info)
+						blocked = p.blockIfFitsNowhere(ctx, shapes[i].Rep, key, info)
 					}
 				}
 				possible = p.possibleShapeDomains(tree, shapes, nodes, req.MaxTier, wholeCluster)
 			} else {
 				if noCapacity(req.Nodes) {
 					// Perhaps not room: this member may fit no node at all.
-					p.blockIfFitsNowhere(ctx, pod, key, info)
+					blocked = p.blockIfFitsNowhere(ctx, pod, key, info)
 				}
 				possible = p.possibleDomains(tree, pod, nodes, len(names), req.MaxTier, wholeCluster)
+			}
+			if blocked != "" {
+				// No domain can help while a member fits no node: say that, not the sums.
+				status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, blocked)
 			}
 			outcome = metrics.ResultNoDomain
 			p.recordFailure(key, status, tree, info, possible)
@@ -327,6 +343,34 @@ func canDrop(info podgroup.Info, states []podgroup.SubGroupState, dropped map[st
 		}
 	}
 	return false
+}
+
+// elasticPlan plans the most members, in rank order, that fit when not all pending ones do:
+// at least need (the members minMember still lacks, at least one) and fewer than all. It
+// returns the plan and how many members it holds; or no plan and, when even need members do
+// not fit, the error that says so (it names the gang's real minimum); or neither when the
+// gang is not elastic.
+func elasticPlan(req placement.Request, need int) (*placement.Plan, int, error) {
+	need = max(need, 1)
+	if need >= len(req.Pending) {
+		return nil, 0, nil
+	}
+	best, err := placement.Make(withPending(req, req.Pending[:need], 0))
+	if err != nil {
+		return nil, 0, err
+	}
+	// Fitting is monotone in the number of members (fewer members never need more room):
+	// search for the largest count that fits.
+	kept, lo, hi := need, need+1, len(req.Pending)-1
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		if plan, err := placement.Make(withPending(req, req.Pending[:mid], 0)); err == nil {
+			best, kept, lo = plan, mid, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best, kept, nil
 }
 
 // withPending returns req with only the given pending members and its first n sub-groups.
