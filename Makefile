@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 25m
 all: build
 
 ## build: every binary of the project, plus the control-plane binaries, into bin/
-build: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok bin/kubectl
+build: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok bin/kubectl bin/mpi-operator bin/mpijob-crd.yaml
 
 # The project's own binaries are always rebuilt (go build is incremental).
 .PHONY: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode
@@ -49,6 +49,19 @@ bin/kubectl: go.mod go.sum
 # kwok is its own module with its own dependency graph; go install builds it from the proxy.
 bin/kwok:
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+
+# Kubeflow's mpi-operator and its MPIJob CRD, from the module pinned in
+# hack/tools/mpi-operator/go.mod (a tool module of its own, so that its dependency graph stays
+# apart; `go install ...@version` cannot be used: the module proxy refuses the version list it
+# reads for deprecation notices). The e2e test lets this real workload controller create a gang.
+MPI_OPERATOR_MODULE := $(CURDIR)/hack/tools/mpi-operator
+bin/mpi-operator: $(MPI_OPERATOR_MODULE)/go.mod $(MPI_OPERATOR_MODULE)/go.sum
+	cd $(MPI_OPERATOR_MODULE) && $(GO) build -o $(BIN)/mpi-operator github.com/kubeflow/mpi-operator/cmd/mpi-operator
+
+bin/mpijob-crd.yaml: $(MPI_OPERATOR_MODULE)/go.mod
+	@mkdir -p $(BIN)
+	dir=$$(cd $(MPI_OPERATOR_MODULE) && $(GO) list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator) && \
+		cp "$$dir/manifests/base/kubeflow.org_mpijobs.yaml" $@ && chmod u+w $@
 
 ## test: unit, integration, short benchmark and end-to-end tests (what CI runs)
 test: test-unit test-integration test-bench-short test-e2e

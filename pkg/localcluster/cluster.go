@@ -84,6 +84,8 @@ type Cluster struct {
 	// The HyperNode controller, when started (controller.go).
 	controller          *Process
 	previousControllers []*Process
+	// workloadControllers are the workload controllers tests started (workload.go).
+	workloadControllers []*Process
 	controllerInstalled bool
 	stopped             bool
 	etcdURL             string
@@ -303,7 +305,7 @@ func (c *Cluster) Processes() []*Process {
 	if c.controller != nil {
 		out = append(out, c.controller)
 	}
-	return out
+	return append(out, c.workloadControllers...)
 }
 
 // Stop stops every process in reverse start order; it is safe to call more than once.
