@@ -87,8 +87,8 @@ type benchEnv struct {
 	// leafMembers are a second gang, of benchLeafGang pods hard at tier 1.
 	leafMembers []*v1.Pod
 	// mixed are gangs of a 4-CPU launcher and 8-GPU workers (benchMixedGangs).
-	mixed map[string][]*v1.Pod
-	snapshot    *internalcache.Snapshot
+	mixed    map[string][]*v1.Pod
+	snapshot *internalcache.Snapshot
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {
