@@ -216,3 +216,34 @@ func (p *planner) spread(name string, count int, out *[]leafCount) {
 		p.spread(c, n, out)
 	}
 }
+
+// AssignNodes returns a node of its leaf for every member of a plan, so that each member's
+// slot can be held on a node (the plugin nominates it there): a plan of several shapes already
+// chose them; otherwise the leaf's nodes are filled in order up to their capacity in req
+// (simulated for the chosen domain). A member its leaf's nodes cannot hold by those
+// capacities gets none.
+func AssignNodes(req Request, plan *Plan) map[string]string {
+	if plan.PodNode != nil {
+		return plan.PodNode
+	}
+	out := make(map[string]string, len(plan.PodLeaf))
+	for leaf, pods := range plan.LeafPods {
+		var nodes []string
+		if leaf == LooseLeaf {
+			nodes = LooseNodes(req.Tree, req.Nodes)
+		} else if info, ok := req.Tree.HyperNode(leaf); ok {
+			nodes = info.Nodes
+		}
+		next := 0
+		for _, n := range nodes {
+			for range req.Nodes[n].Capacity {
+				if next == len(pods) {
+					break
+				}
+				out[pods[next]] = n
+				next++
+			}
+		}
+	}
+	return out
+}

@@ -7,35 +7,27 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// promisedByOthers sums the ledger of every other gang's plan. Plans unused for planTTL, and
-// plans of gangs whose PodGroup is gone, are dropped first; if they still promised slots, the
-// gangs waiting for room are retried.
-func (p *NetworkTopologyAware) promisedByOthers(logger klog.Logger, key podgroup.Key) map[string]int {
+// dropExpiredPlans drops the plans unused for planTTL and the plans of gangs whose PodGroup
+// is gone, withdrawing their nominations; if they still promised slots, the gangs waiting for
+// room are retried.
+func (p *NetworkTopologyAware) dropExpiredPlans(logger klog.Logger) {
 	p.mu.Lock()
-	out := map[string]int{}
 	released := false
+	var withdrawn []*v1.Pod
 	for k, plan := range p.plans {
 		if time.Since(plan.lastUsed) > planTTL || p.registry.Info(k).PodGroup == nil {
+			withdrawn = append(withdrawn, plan.withdrawLocked()...)
 			delete(p.plans, k)
 			released = released || plan.pending() > 0
-			continue
-		}
-		if k == key {
-			continue
-		}
-		for leaf, n := range plan.promised {
-			out[leaf] += n
 		}
 	}
 	p.mu.Unlock()
+	p.withdraw(withdrawn)
 	if released {
 		p.promisesReleased(logger)
 	}
-	return out
 }
 
 // Reserve counts the pod in the HyperNodes' usage and turns a member's promised slot into a
@@ -58,6 +50,8 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 	wakeDeferred := false
 	if plan := p.plans[key]; plan != nil && !plan.reserved.Has(pod.Name) {
 		plan.lastUsed = time.Now()
+		// The scheduler withdrew its nomination when it assumed the pod.
+		delete(plan.nominated, pod.Name)
 		if leaf, ok := plan.podLeaf[pod.Name]; ok && plan.promised[leaf] > 0 {
 			plan.promised[leaf]--
 			plan.reserved.Insert(pod.Name)

@@ -45,6 +45,9 @@ type gangPlan struct {
 	// deferred are the members of sub-groups that did not fit next to the others; they wait
 	// until the plan is dropped (capacity freed, a member failed).
 	deferred sets.Set[string]
+	// nominated are the planned members nominated on their nodes that have not reserved yet
+	// (nominate.go); dropping the plan withdraws them.
+	nominated map[string]*v1.Pod
 }
 
 // planTTL bounds how long an unused plan's promises are honoured: a gang that stopped
@@ -89,8 +92,10 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) {
 	p.mu.Lock()
 	released := p.plans[key] != nil && p.plans[key].pending() > 0
+	withdrawn := p.plans[key].withdrawLocked()
 	delete(p.plans, key)
 	p.mu.Unlock()
+	p.withdraw(withdrawn)
 	if released {
 		p.promisesReleased(logger)
 	}
@@ -125,6 +130,11 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	start := time.Now()
 	outcome, simulated := metrics.ResultError, 0
 	defer func() { metrics.ObservePlan(outcome, time.Since(start), simulated) }()
+	// The gang's previous plan must not hold its own slots against the new one.
+	p.mu.Lock()
+	withdrawn := p.plans[key].withdrawLocked()
+	p.mu.Unlock()
+	p.withdraw(withdrawn)
 	gang := p.registry.Gang(key).Including(pod)
 	req, err := placement.GangRequest(tree, gang)
 	if err != nil {
@@ -142,7 +152,9 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 			return nil, status
 		}
 	}
-	req.Promised = p.promisedByOthers(logger, key)
+	// Other plans hold their slots through nominations (nominate.go), which the simulation
+	// sees; this drops expired plans.
+	p.dropExpiredPlans(logger)
 	req.Strategy = placement.Strategy(p.args.CandidateScoringStrategy)
 	req.PodRequest = p.podRequest(pod)
 	req.Weights = p.weights
@@ -294,6 +306,11 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		}
 		plan.placedByLeaf[leaf]++
 	}
+	pendingPods := make(map[string]*v1.Pod, len(gang.Pending))
+	for _, m := range gang.Pending {
+		pendingPods[m.Pod.Name] = m.Pod
+	}
+	p.nominate(logger, plan, placement.AssignNodes(req, result), pendingPods)
 	p.mu.Lock()
 	releasedOld := p.plans[key] != nil && p.plans[key].pending() > 0
 	p.plans[key] = plan
@@ -385,10 +402,12 @@ func withPending(req placement.Request, pending []string, n int) placement.Reque
 func (p *NetworkTopologyAware) forget(key podgroup.Key) {
 	p.mu.Lock()
 	released := p.plans[key] != nil && p.plans[key].pending() > 0
+	withdrawn := p.plans[key].withdrawLocked()
 	delete(p.plans, key)
 	p.forgetFailureLocked(key)
 	p.deferring.Delete(key)
 	p.mu.Unlock()
+	p.withdraw(withdrawn)
 	p.events.Forget(key)
 	if released {
 		p.promisesReleased(klog.Background())

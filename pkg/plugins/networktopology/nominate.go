@@ -1,0 +1,59 @@
+package networktopology
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// A plan holds its members' slots through kube-scheduler's nominator: every planned member
+// that has not reserved yet is nominated, in memory, on the node the plan chose for it. Every
+// Filter run of the scheduler (RunFilterPluginsWithNominatedPods) then counts the member on
+// that node for any pod of lower or equal priority: plain pods, plain gangs and the capacity
+// simulations of other gangs see exactly the resources the plan promised, node by node, in
+// the member's real requests. A pod of higher priority does not (as for preemption's
+// nominations); the planned member then fails and its gang plans again.
+
+// nominate nominates the plan's planned members (pods by name) on their nodes and records
+// them in the plan, so that dropping the plan withdraws the nominations.
+func (p *NetworkTopologyAware) nominate(logger klog.Logger, plan *gangPlan, nodes map[string]string, pods map[string]*v1.Pod) {
+	nominated := make(map[string]*v1.Pod, len(nodes))
+	for name, node := range nodes {
+		pod := pods[name]
+		if pod == nil || node == "" {
+			continue
+		}
+		pi, err := framework.NewPodInfo(pod)
+		if err != nil {
+			logger.V(4).Info("Could not nominate a planned gang member", "pod", klog.KObj(pod), "err", err)
+			continue
+		}
+		p.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
+		nominated[name] = pod
+	}
+	p.mu.Lock()
+	plan.nominated = nominated
+	p.mu.Unlock()
+}
+
+// withdrawLocked takes the plan's open nominations out of it; the caller withdraws them with
+// withdraw once it released p.mu (the nominator has its own lock).
+func (plan *gangPlan) withdrawLocked() []*v1.Pod {
+	if plan == nil || len(plan.nominated) == 0 {
+		return nil
+	}
+	out := make([]*v1.Pod, 0, len(plan.nominated))
+	for _, pod := range plan.nominated {
+		out = append(out, pod)
+	}
+	plan.nominated = nil
+	return out
+}
+
+// withdraw removes nominations from the nominator.
+func (p *NetworkTopologyAware) withdraw(pods []*v1.Pod) {
+	for _, pod := range pods {
+		p.handle.DeleteNominatedPodIfExists(pod)
+	}
+}
