@@ -141,8 +141,6 @@ func TestMPIOperatorCreatesTheGang(t *testing.T) {
 	}
 	// Placed by the plan of both shapes in a leaf, not by luck as a plain gang.
 	waitObjectEvent(t, ns, "PodGroup", job, "TopologyPlanned", "gang mpi/pi planned in leaf-")
-	// Placed by the plan of both shapes in a leaf, not by luck as a plain gang.
-	waitObjectEvent(t, ns, "PodGroup", job, "TopologyPlanned", "gang mpi/pi planned in leaf-")
 	pg, err := runner.Clients.Scheduling.SchedulingV1alpha1().PodGroups(ns).Get(ctx, job, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

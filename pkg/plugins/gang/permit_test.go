@@ -206,3 +206,31 @@ func TestElasticGangKeepsWaitersWhileOthersCanComplete(t *testing.T) {
 		t.Errorf("p0: %v", s)
 	}
 }
+
+// TestElasticGangForgetsFailuresOfMembersThatReserved: minMember 3 of 4. p1 fails, then
+// reserves after all; when p2 fails, only p2 counts as failed: p0, p1 and p3 can still make
+// minMember, so the waiting members keep their places.
+func TestElasticGangForgetsFailuresOfMembersThatReserved(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 3, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train"), member("p3", "train")}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	keep := "gang team/train: this member cannot be placed now; the other members can still make minMember 3, so they keep their places"
+	if _, s := e.plugin.PostFilter(e.ctx, framework.NewCycleState(), pods[1], framework.NewDefaultNodeToStatus()); s.Message() != keep {
+		t.Fatalf("PostFilter(p1) = %q, want %q", s.Message(), keep)
+	}
+	if s := e.reserveAndPermit(t, pods[1]); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p1) = %v, want Wait", s)
+	}
+	if _, s := e.plugin.PostFilter(e.ctx, framework.NewCycleState(), pods[2], framework.NewDefaultNodeToStatus()); s.Message() != keep {
+		t.Errorf("PostFilter(p2) = %q, want %q", s.Message(), keep)
+	}
+	if got := e.registry.Info(podgroup.Key{Namespace: ns, Name: "train"}).Scheduled; got != 2 {
+		t.Errorf("scheduled = %d, want p0 and p1 still reserved", got)
+	}
+}

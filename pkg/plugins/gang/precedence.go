@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -84,7 +85,18 @@ func (g *Gang) othersCanCompleteLocked(key podgroup.Key, info podgroup.Info, pod
 		r.failed = sets.New[types.UID]()
 	}
 	r.failed.Insert(pod.UID)
-	return info.Members-r.failed.Len() >= info.MinMember()
+	// Only members still pending count as failed: one that failed and then reserved does
+	// not, nor one that was deleted (Members no longer counts it).
+	failed := 0
+	for _, m := range g.registry.PendingMembers(key) {
+		if r.failed.Has(m.UID) {
+			failed++
+		}
+	}
+	if !r.failed.Has(pod.UID) || !slices.ContainsFunc(g.registry.PendingMembers(key), func(m *v1.Pod) bool { return m.UID == pod.UID }) {
+		failed++ // the failing member itself, if the registry does not list it as pending
+	}
+	return info.Members-failed >= info.MinMember()
 }
 
 // failureReasons summarises why the member fit no node, the way kube-scheduler's own message

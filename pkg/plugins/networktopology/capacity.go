@@ -173,10 +173,10 @@ func (p *NetworkTopologyAware) draBackedResources(reqs v1.ResourceList) map[v1.R
 }
 
 // nodeCapacities counts, per node, how many copies of pod pass the Filter plugins when added
-// one after another, capped at demand plus the slots other gangs' plans promised in the
-// node's leaf (the planner subtracts those per leaf, so the cap must leave room for them). It
-// runs on copies of the nodes and of the cycle state. With only set, it simulates just those
-// nodes.
+// one after another, capped at demand plus promised[leaf] (a per-leaf count the planner
+// subtracts; the plugin passes none, since other plans hold their slots through nominations,
+// which Filter sees). It runs on copies of the nodes and of the cycle state. With only set, it
+// simulates just those nodes.
 func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, only sets.Set[string], tree *hypernode.Snapshot, demand int, promised map[string]int) map[string]placement.Node {
 	if only != nil {
 		subset := make([]fwk.NodeInfo, 0, only.Len())

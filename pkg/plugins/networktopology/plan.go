@@ -54,6 +54,9 @@ type gangPlan struct {
 // scheduling (its members gone or stuck) must not hold slots forever.
 const planTTL = 10 * time.Minute
 
+// planSweepPeriod is how often expired plans are dropped when no gang plans meanwhile.
+const planSweepPeriod = time.Minute
+
 // pending returns the promised slots that are still open.
 func (g *gangPlan) pending() int {
 	n := 0
@@ -130,11 +133,10 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	start := time.Now()
 	outcome, simulated := metrics.ResultError, 0
 	defer func() { metrics.ObservePlan(outcome, time.Since(start), simulated) }()
-	// The gang's previous plan must not hold its own slots against the new one.
-	p.mu.Lock()
-	withdrawn := p.plans[key].withdrawLocked()
-	p.mu.Unlock()
-	p.withdraw(withdrawn)
+	// The gang's previous plan goes, with its nominations: it must not hold the gang's own
+	// slots against the new plan, and if no new plan comes, its members must not follow a
+	// plan whose slots nobody holds.
+	p.invalidate(logger, key)
 	gang := p.registry.Gang(key).Including(pod)
 	req, err := placement.GangRequest(tree, gang)
 	if err != nil {
@@ -331,10 +333,10 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		leaves = append(leaves, leaf)
 	}
 	sort.Strings(leaves)
-	msg := fmt.Sprintf("gang %s planned in %s (tier %d): %d pending members over leaves %v", key, result.Domain, result.Tier, len(names), leaves)
+	msg := fmt.Sprintf("gang %s planned in %s (tier %d): %d pending members over leaves %v", key, result.Domain, result.Tier, len(result.PodLeaf), leaves)
 	p.events.Record(info.PodGroup, v1.EventTypeNormal, EventPlanned, msg)
 	// V(2): once per gang (not per member), and the benchmark harness reads the duration.
-	logger.V(2).Info("Gang planned", "podGroup", key, "domain", result.Domain, "tier", result.Tier, "pending", len(names), "leaves", leaves, "simulatedNodes", simulated, "duration", time.Since(start), "yielded", yielded)
+	logger.V(2).Info("Gang planned", "podGroup", key, "domain", result.Domain, "tier", result.Tier, "pending", len(result.PodLeaf), "deferred", len(deferred), "leaves", leaves, "simulatedNodes", simulated, "duration", time.Since(start), "yielded", yielded)
 	if len(yielded) > 0 {
 		// The yielding gangs' reservations are released asynchronously; the members retry on
 		// their deletion, and reuse this plan. Unresolvable: per-pod preemption must not

@@ -18,6 +18,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
@@ -93,7 +95,7 @@ var (
 
 // New validates the args and builds the plugin around the scheduler's HyperNode tree cache
 // and PodGroup registry. Invalid args fail the scheduler's start.
-func New(_ context.Context, obj runtime.Object, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) (fwk.Plugin, error) {
 	args, ok := obj.(*config.NetworkTopologyAwareArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args to be of type NetworkTopologyAwareArgs, got %T", obj)
@@ -110,6 +112,9 @@ func New(_ context.Context, obj runtime.Object, handle fwk.Handle, cache *hypern
 			return nil, err
 		}
 	}
+	// Expired plans are dropped when a gang plans, and at least this often: their members'
+	// nominations hold room for every pod of lower or equal priority.
+	go wait.UntilWithContext(ctx, func(ctx context.Context) { p.dropExpiredPlans(klog.FromContext(ctx)) }, planSweepPeriod)
 	return p, nil
 }
 
