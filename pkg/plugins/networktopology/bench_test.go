@@ -393,13 +393,6 @@ func (n *testNominator) NominatedPodsForNode(node string) []fwk.PodInfo {
 	return append([]fwk.PodInfo(nil), n.byNode[node]...)
 }
 
-// count is the number of nominated pods.
-func (n *testNominator) count() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.nodeOf)
-}
-
 // benchMember is member i of a benchmark gang: an 8-GPU trainer.
 func benchMember(group string, i int) *v1.Pod {
 	name := fmt.Sprintf("%s-%d", group, i)
