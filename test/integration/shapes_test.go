@@ -7,7 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
@@ -159,4 +161,32 @@ func (e *topoEnv) elasticGang(name string, minMember, size int) []string {
 		e.t.Fatal(err)
 	}
 	return names
+}
+
+// Two gangs of different shapes on one 8-GPU node: four 1-GPU pods and one 4-GPU pod, both
+// hard at tier 1, pending before the scheduler starts. The plan made first holds its GPUs as
+// nominations in real requests, so the other gang plans onto the same node next to it: both
+// bind there, 8 GPUs in all, and neither gang is ever refused or rejected on the way (with
+// promises counted in slots of the first gang's shape, the node looked full to the second).
+func TestGangsOfTwoShapesShareANode(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0"), v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")},
+		hntesting.MakeHyperNode("leaf").Tier(1).Nodes("node-0").Obj())
+	gpus := func(n string) v1.ResourceList { return v1.ResourceList{"nvidia.com/gpu": resource.MustParse(n)} }
+	small := e.shapedGang("small", `{"mode":"hard","highestTierAllowed":1}`,
+		shapedMember{"small-0", gpus("1")}, shapedMember{"small-1", gpus("1")}, shapedMember{"small-2", gpus("1")}, shapedMember{"small-3", gpus("1")})
+	big := e.shapedGang("big", `{"mode":"hard","highestTierAllowed":1}`, shapedMember{"big-0", gpus("4")})
+	startScheduler(t, nil)
+	got := e.waitBound(append(small, big...))
+	if nodes := nodeSet(got); !cmp.Equal(nodes, []string{"node-0"}) {
+		t.Errorf("placements %v: want every pod on node-0", got)
+	}
+	events, err := e.c.kube.EventsV1().Events(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events.Items {
+		if ev.Reason == "TopologyUnsatisfiable" || ev.Reason == "GangRejected" {
+			t.Errorf("%s %s: %s: %s", ev.Regarding.Kind, ev.Regarding.Name, ev.Reason, ev.Note)
+		}
+	}
 }
