@@ -7,7 +7,7 @@ import (
 )
 
 // Capacities returns how many of the request's pending members each usable HyperNode, and the
-// virtual root, can host after the ledger: the numbers the search compares with the demand.
+// virtual root, can host: the numbers the search compares with the demand.
 // Tools that explain a plan use it to show what the planner saw.
 // For members of several shapes it is an upper bound: what each shape alone can use, summed.
 func Capacities(req Request) map[string]int {
@@ -23,14 +23,14 @@ func Capacities(req Request) map[string]int {
 	return p.capacity
 }
 
-// computeCapacity sums node capacities bottom-up, after the ledger.
+// computeCapacity sums node capacities bottom-up.
 func (p *planner) computeCapacity() {
 	p.loose = LooseNodes(p.req.Tree, p.req.Nodes)
 	p.sumCapacity(hypernode.VirtualRootName, func(n string) int { return p.req.Nodes[n].Capacity }, p.capacity)
 }
 
 // sumCapacity sums nodeCap bottom-up below home into out (every HyperNode below it, and for
-// the virtual root the loose nodes too), after the ledger, and returns home's total.
+// the virtual root the loose nodes too), and returns home's total.
 func (p *planner) sumCapacity(home string, nodeCap func(string) int, out map[string]int) int {
 	tree := p.req.Tree
 	var walk func(string) int
@@ -44,7 +44,6 @@ func (p *planner) sumCapacity(home string, nodeCap func(string) int, out map[str
 			for _, n := range info.Nodes {
 				total += nodeCap(n)
 			}
-			total = max(total-p.req.Promised[name], 0)
 		} else {
 			for _, c := range info.Children {
 				total += walk(c)
@@ -64,7 +63,6 @@ func (p *planner) sumCapacity(home string, nodeCap func(string) int, out map[str
 	for _, n := range p.loose {
 		looseTotal += nodeCap(n)
 	}
-	looseTotal = max(looseTotal-p.req.Promised[LooseLeaf], 0)
 	out[looseKey] = looseTotal
 	out[hypernode.VirtualRootName] = rootTotal + looseTotal
 	return rootTotal + looseTotal

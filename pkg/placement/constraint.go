@@ -52,7 +52,7 @@ func (e *ConstraintError) Unwrap() error { return e.Err }
 
 // GangRequest returns the planning problem of a gang's pending members in tree: the job's
 // constraint and resolved tier, the members in rank order, the placed members' nodes and
-// the sub-groups. The caller adds the node capacities, the ledger and the strategy. The
+// the sub-groups. The caller adds the node capacities and the strategy. The
 // gang's annotations must have parsed (Info.TopologyErr and Info.SubGroupErr nil).
 func GangRequest(tree *hypernode.Snapshot, gang podgroup.Gang) (Request, error) {
 	job := JobTopology(gang.Info)

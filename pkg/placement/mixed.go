@@ -282,8 +282,8 @@ func (m *mixed) pack(pk *packing, home string, members []string) (int, bool) {
 			}
 		}
 		if next < len(pods) {
-			// The ledger took slots the leaf total did not show per node: cannot happen with
-			// consistent capacities, but a short plan must never pass as whole.
+			// Cannot happen: a leaf's count never exceeds its nodes' capacities. A short
+			// plan must still never pass as whole.
 			return placed + next, false
 		}
 		placed += len(pods)
@@ -343,21 +343,16 @@ func (m *mixed) packIntoUsedLeaves(pk *packing, home string, s int, pods []strin
 	var takes []take
 	left := len(pods)
 	for _, leaf := range leaves {
-		nodes := m.nodesOf(pk, leaf)
-		caps := make([]int, len(nodes))
-		room := -m.req.Promised[leaf]
-		for i, n := range nodes {
-			caps[i] = m.nodeCapacity(pk, n, s)
-			room += caps[i]
-		}
-		for i, n := range nodes {
-			k := min(caps[i], room, left)
+		for _, n := range m.nodesOf(pk, leaf) {
+			k := min(m.nodeCapacity(pk, n, s), left)
 			if k <= 0 {
 				continue
 			}
 			takes = append(takes, take{n, leaf, k})
-			room -= k
 			left -= k
+			if left == 0 {
+				break
+			}
 		}
 		if left == 0 {
 			break
@@ -402,11 +397,11 @@ func (m *mixed) nodesOf(pk *packing, leaf string) []string {
 func (m *mixed) nodeCapacity(pk *packing, n string, s int) int {
 	solo := m.req.Shapes[s].Capacity[n]
 	planned := pk.onNode[n]
-	if planned == nil || solo == 0 || m.req.Fit == nil {
-		if planned != nil && m.req.Fit == nil {
-			return 0 // nobody can tell what fits next to them
-		}
+	if planned == nil || solo == 0 {
 		return solo
+	}
+	if m.req.Fit == nil {
+		return 0 // nobody can tell what fits next to the planned members
 	}
 	var key strings.Builder
 	key.WriteString(n)

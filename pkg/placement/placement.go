@@ -7,7 +7,7 @@
 //  1. Capacity is real fit, computed by the caller: for each node, how many more members of
 //     the gang pass the scheduler's Filter plugins when added one after another (capped at
 //     the number of pending members). Leaves sum their nodes, parents their children.
-//     Slots that other gangs' plans already promised are subtracted per leaf (the ledger).
+//     Other gangs' plans hold their slots as nominations, which the caller's Filter sees.
 //  2. Gradient search: for each tier ascending, up to the allowed tier (hard) or the virtual
 //     root (soft), the candidates are the usable HyperNodes of that tier that contain every
 //     bound or reserved member and whose capacity covers the pending members. The first tier
@@ -67,8 +67,6 @@ type Request struct {
 	Placed []string
 	// Nodes are the cluster's nodes; a node missing here has no capacity.
 	Nodes map[string]Node
-	// Promised counts, per leaf, the slots other gangs' plans hold and have not reserved yet.
-	Promised map[string]int
 	Strategy Strategy
 	// PodRequest and Weights are the weighted resources of one member, for BinPack.
 	PodRequest, Weights []float64
@@ -139,7 +137,7 @@ func (u *Unsatisfiable) Error() string { return u.Message }
 // planner holds the state of one Plan call.
 type planner struct {
 	req      Request
-	capacity map[string]int // per HyperNode (and LooseLeaf), after the ledger
+	capacity map[string]int // per HyperNode (and LooseLeaf)
 	loose    []string       // nodes in no usable leaf
 	// planning counts, per leaf, the members a mixed packing planned so far (mixed.go).
 	planning map[string]int

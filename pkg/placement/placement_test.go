@@ -93,12 +93,6 @@ func TestMake(t *testing.T) {
 			want: &Plan{Domain: "s2", Tier: 1, PodLeaf: map[string]string{"p0": "s2", "p1": "s2"}, LeafPods: map[string][]string{"s2": {"p0", "p1"}}},
 		},
 		{
-			name: "the ledger: slots promised to another gang are not offered",
-			req: Request{Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pods(2), Nodes: capacities(everyNode(1)),
-				Promised: map[string]int{"s0": 2, "s1": 1}},
-			want: &Plan{Domain: "s2", Tier: 1, PodLeaf: map[string]string{"p0": "s2", "p1": "s2"}, LeafPods: map[string][]string{"s2": {"p0", "p1"}}},
-		},
-		{
 			name: "soft: nothing fits tier 1, the search goes on upwards, over the fewest leaves",
 			req:  Request{Constraint: "soft topology (tier<=1)", MaxTier: 1, Soft: true, Pending: pods(5), Nodes: capacities(everyNode(1))},
 			want: &Plan{Domain: "s6", Tier: 3,

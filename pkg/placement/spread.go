@@ -220,8 +220,7 @@ func (p *planner) spread(name string, count int, out *[]leafCount) {
 // AssignNodes returns a node of its leaf for every member of a plan, so that each member's
 // slot can be held on a node (the plugin nominates it there): a plan of several shapes already
 // chose them; otherwise the leaf's nodes are filled in order up to their capacity in req
-// (simulated for the chosen domain). A member its leaf's nodes cannot hold by those
-// capacities gets none.
+// (simulated for the chosen domain).
 func AssignNodes(req Request, plan *Plan) map[string]string {
 	if plan.PodNode != nil {
 		return plan.PodNode

@@ -109,7 +109,7 @@ func (p *NetworkTopologyAware) planLazily(req placement.Request, simulate func(*
 // capacityBounds is an upper bound of nodeCapacities without calling any plugin: per node,
 // the free amount of every resource the pod requests (and free pod slots) divided by the
 // request, under the same cap.
-func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo, tree *hypernode.Snapshot, demand int, promised map[string]int) map[string]placement.Node {
+func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo, demand int) map[string]placement.Node {
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	draBacked := p.draBackedResources(reqs)
 	out := make(map[string]placement.Node, len(nodes))
@@ -119,11 +119,7 @@ func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo,
 		}
 		node := placement.Node{}
 		node.Used, node.Allocatable = p.usage(ni)
-		leaf, ok := tree.LeafOf(ni.Node().Name)
-		if !ok {
-			leaf = placement.LooseLeaf
-		}
-		limit := demand + promised[leaf]
+		limit := demand
 		requested, allocatable := ni.GetRequested(), ni.GetAllocatable()
 		limit = min(limit, max(allocatable.GetAllowedPodNumber()-len(ni.GetPods()), 0))
 		for name, q := range reqs {
@@ -173,11 +169,10 @@ func (p *NetworkTopologyAware) draBackedResources(reqs v1.ResourceList) map[v1.R
 }
 
 // nodeCapacities counts, per node, how many copies of pod pass the Filter plugins when added
-// one after another, capped at demand plus promised[leaf] (a per-leaf count the planner
-// subtracts; the plugin passes none, since other plans hold their slots through nominations,
-// which Filter sees). It runs on copies of the nodes and of the cycle state. With only set, it
-// simulates just those nodes.
-func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, only sets.Set[string], tree *hypernode.Snapshot, demand int, promised map[string]int) map[string]placement.Node {
+// one after another, capped at demand (other plans' slots are nominations, which Filter
+// counts). It runs on copies of the nodes and of the cycle state. With only set, it simulates
+// just those nodes.
+func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, only sets.Set[string], demand int) map[string]placement.Node {
 	if only != nil {
 		subset := make([]fwk.NodeInfo, 0, only.Len())
 		for _, ni := range nodes {
@@ -196,11 +191,7 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 			out[i] = node
 			return
 		}
-		leaf, ok := tree.LeafOf(ni.Node().Name)
-		if !ok {
-			leaf = placement.LooseLeaf
-		}
-		node.Capacity = p.countFits(ctx, state, pod, ni, demand+promised[leaf], false)
+		node.Capacity = p.countFits(ctx, state, pod, ni, demand, false)
 		out[i] = node
 	}, Name)
 	result := make(map[string]placement.Node, len(nodes))

@@ -7,13 +7,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -48,7 +46,6 @@ func TestCapacityBoundsDRA(t *testing.T) {
 	nodes[0].SetNode(st.MakeNode().Name("device-plugin").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "8", gpu: "2", v1.ResourcePods: "10"}).Obj())
 	nodes[1].SetNode(st.MakeNode().Name("dra").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "8", v1.ResourcePods: "10"}).Obj())
 	pod := st.MakePod().Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", gpu: "1"}).Obj()
-	tree := hypernode.NewCache(klog.Background(), nil).Snapshot()
 	for _, tc := range []struct {
 		name    string
 		classes map[v1.ResourceName]*resourceapi.DeviceClass
@@ -60,7 +57,7 @@ func TestCapacityBoundsDRA(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPlugin(config.NetworkTopologyAwareArgs{}, draHandle{classes: tc.classes}, nil, podgroup.New())
 			got := map[string]int{}
-			for name, n := range p.capacityBounds(pod, nodes, tree, 4, nil) {
+			for name, n := range p.capacityBounds(pod, nodes, 4) {
 				got[name] = n.Capacity
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

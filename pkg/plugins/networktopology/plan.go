@@ -165,10 +165,10 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	// shape, one per shape and a Fitter otherwise.
 	simulate := func(nodes []fwk.NodeInfo, req *placement.Request) {
 		if len(shapes) > 1 {
-			req.Nodes, req.Shapes, req.Fit = p.shapeCapacities(ctx, shapes, nodes, tree, req.Promised)
+			req.Nodes, req.Shapes, req.Fit = p.shapeCapacities(ctx, shapes, nodes)
 			return
 		}
-		req.Nodes = p.nodeCapacities(ctx, simState, pod, nodes, nil, tree, len(req.Pending), req.Promised)
+		req.Nodes = p.nodeCapacities(ctx, simState, pod, nodes, nil, len(req.Pending))
 	}
 	// The deferral below narrows req; these are the gang's members as planned first.
 	names, placedNodes := req.Pending, req.Placed
@@ -178,14 +178,14 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		// Bounds first, the chosen domains simulated (planLazily).
 		var refine func(*placement.Request, sets.Set[string])
 		if len(shapes) > 1 {
-			req.Nodes, req.Shapes, req.Fit = p.shapeBounds(ctx, shapes, nodes, tree, req.Promised)
+			req.Nodes, req.Shapes, req.Fit = p.shapeBounds(ctx, shapes, nodes)
 			refine = func(req *placement.Request, only sets.Set[string]) {
-				p.simulateShapeNodes(ctx, shapes, nodes, only, tree, req)
+				p.simulateShapeNodes(ctx, shapes, nodes, only, req)
 			}
 		} else {
-			req.Nodes = p.capacityBounds(pod, nodes, tree, len(req.Pending), req.Promised)
+			req.Nodes = p.capacityBounds(pod, nodes, len(req.Pending))
 			refine = func(req *placement.Request, only sets.Set[string]) {
-				maps.Copy(req.Nodes, p.nodeCapacities(ctx, simState, pod, nodes, only, tree, len(req.Pending), req.Promised))
+				maps.Copy(req.Nodes, p.nodeCapacities(ctx, simState, pod, nodes, only, len(req.Pending)))
 			}
 		}
 		result, req, simulated, err = p.planLazily(req, refine)

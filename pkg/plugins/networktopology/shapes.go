@@ -21,8 +21,6 @@ import (
 type podShape struct {
 	podgroup.Shape
 	state fwk.CycleState
-	// capacity is the shape's latest capacity per node (shapeNodes).
-	capacity map[string]placement.Node
 }
 
 // shapesOf groups the pending members by shape (podgroup.ShapesOf).
@@ -49,25 +47,27 @@ func (p *NetworkTopologyAware) simulateShapes(ctx context.Context, shapes []*pod
 // shapeCapacities is nodeCapacities for a gang whose members differ in shape: each shape is
 // simulated on every node; the Fitter answers for a node that holds planned members by adding
 // them to a copy of it before counting. A node's Capacity is its largest shape capacity.
-func (p *NetworkTopologyAware) shapeCapacities(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo, tree *hypernode.Snapshot, promised map[string]int) (map[string]placement.Node, []placement.Shape, placement.Fitter) {
-	return p.shapeNodes(shapes, func(s *podShape) map[string]placement.Node {
-		return p.nodeCapacities(ctx, s.state, s.Rep, nodes, nil, tree, len(s.Members), promised)
-	}), p.planShapes(shapes), p.shapeFitter(ctx, shapes, nodes)
+func (p *NetworkTopologyAware) shapeCapacities(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo) (map[string]placement.Node, []placement.Shape, placement.Fitter) {
+	out, planShapes := p.shapeNodes(shapes, func(s *podShape) map[string]placement.Node {
+		return p.nodeCapacities(ctx, s.state, s.Rep, nodes, nil, len(s.Members))
+	})
+	return out, planShapes, p.shapeFitter(ctx, shapes, nodes)
 }
 
 // shapeBounds is shapeCapacities with capacityBounds: no plugin runs until planLazily
 // simulates the nodes it needs (simulateShapeNodes).
-func (p *NetworkTopologyAware) shapeBounds(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo, tree *hypernode.Snapshot, promised map[string]int) (map[string]placement.Node, []placement.Shape, placement.Fitter) {
-	return p.shapeNodes(shapes, func(s *podShape) map[string]placement.Node {
-		return p.capacityBounds(s.Rep, nodes, tree, len(s.Members), promised)
-	}), p.planShapes(shapes), p.shapeFitter(ctx, shapes, nodes)
+func (p *NetworkTopologyAware) shapeBounds(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo) (map[string]placement.Node, []placement.Shape, placement.Fitter) {
+	out, planShapes := p.shapeNodes(shapes, func(s *podShape) map[string]placement.Node {
+		return p.capacityBounds(s.Rep, nodes, len(s.Members))
+	})
+	return out, planShapes, p.shapeFitter(ctx, shapes, nodes)
 }
 
 // simulateShapeNodes replaces the bounds of the nodes in only with every shape's simulated
 // capacity.
-func (p *NetworkTopologyAware) simulateShapeNodes(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo, only sets.Set[string], tree *hypernode.Snapshot, req *placement.Request) {
+func (p *NetworkTopologyAware) simulateShapeNodes(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo, only sets.Set[string], req *placement.Request) {
 	for i, s := range shapes {
-		for name, node := range p.nodeCapacities(ctx, s.state, s.Rep, nodes, only, tree, len(s.Members), req.Promised) {
+		for name, node := range p.nodeCapacities(ctx, s.state, s.Rep, nodes, only, len(s.Members)) {
 			req.Shapes[i].Capacity[name] = node.Capacity
 		}
 	}
@@ -81,32 +81,23 @@ func (p *NetworkTopologyAware) simulateShapeNodes(ctx context.Context, shapes []
 	}
 }
 
-// shapeNodes computes each shape's capacities with capacities and returns the nodes with
-// their largest shape capacity; the per-shape ones are kept in s.capacity for planShapes.
-func (p *NetworkTopologyAware) shapeNodes(shapes []*podShape, capacities func(*podShape) map[string]placement.Node) map[string]placement.Node {
+// shapeNodes computes each shape's capacities with capacities: the planner's view of the
+// shapes, and the nodes with their largest shape capacity.
+func (p *NetworkTopologyAware) shapeNodes(shapes []*podShape, capacities func(*podShape) map[string]placement.Node) (map[string]placement.Node, []placement.Shape) {
 	out := map[string]placement.Node{}
-	for _, s := range shapes {
-		s.capacity = capacities(s)
-		for name, node := range s.capacity {
+	planShapes := make([]placement.Shape, len(shapes))
+	for i, s := range shapes {
+		caps := capacities(s)
+		planShapes[i] = placement.Shape{Name: s.Name, Members: s.Members, Capacity: make(map[string]int, len(caps)), Request: p.podRequest(s.Rep)}
+		for name, node := range caps {
+			planShapes[i].Capacity[name] = node.Capacity
 			if old, ok := out[name]; ok {
 				node.Capacity = max(node.Capacity, old.Capacity)
 			}
 			out[name] = node
 		}
 	}
-	return out
-}
-
-// planShapes returns the planner's view of the shapes, with the capacities shapeNodes found.
-func (p *NetworkTopologyAware) planShapes(shapes []*podShape) []placement.Shape {
-	out := make([]placement.Shape, len(shapes))
-	for i, s := range shapes {
-		out[i] = placement.Shape{Name: s.Name, Members: s.Members, Capacity: make(map[string]int, len(s.capacity)), Request: p.podRequest(s.Rep)}
-		for name, node := range s.capacity {
-			out[i].Capacity[name] = node.Capacity
-		}
-	}
-	return out
+	return out, planShapes
 }
 
 // shapeFitter answers how many members of a shape fit on a node next to planned members: it
