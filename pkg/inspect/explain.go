@@ -96,7 +96,8 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 		}
 	}
 
-	if shapes := podgroup.ShapesOf(pending); len(shapes) > 1 {
+	shapes := podgroup.ShapesOf(pending)
+	if len(shapes) > 1 {
 		for _, sh := range shapes {
 			e.Shapes = append(e.Shapes, ShapeReport{Name: sh.Name, Pods: len(sh.Members), Example: sh.Rep.Name})
 		}
@@ -111,7 +112,7 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 		}
 	}
 	if len(pending) > 0 && topologyErr == nil && policyErr == nil {
-		search, err := c.search(shape, shapeRequest, gang)
+		search, err := c.search(shape, shapeRequest, gang, shapes)
 		if err != nil {
 			if e.NetworkTopology == nil {
 				e.NetworkTopology = &ConstraintReport{}

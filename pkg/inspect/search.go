@@ -28,8 +28,8 @@ type searchInput struct {
 	shapes string
 }
 
-// search builds the SearchReport of the pending members.
-func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.Gang) (*SearchReport, error) {
+// search builds the SearchReport of the pending members, of the given shapes.
+func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.Gang, shapes []podgroup.Shape) (*SearchReport, error) {
 	in := searchInput{shape: shape, request: request, demand: len(gang.Pending), affinity: nodeaffinity.GetRequiredNodeAffinity(shape)}
 	// The scheduler's own request: a plain gang is not placed by topology, but the question
 	// "where would it fit" has the answer of a soft gang.
@@ -52,7 +52,7 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 	}
 	sort.Slice(report.UnusableNodes, func(i, j int) bool { return report.UnusableNodes[i].Node < report.UnusableNodes[j].Node })
 	req.Nodes, req.Strategy = nodes, placement.BinPack
-	if shapes := podgroup.ShapesOf(gang.Pending); len(shapes) > 1 {
+	if len(shapes) > 1 {
 		// Members of several shapes: planned shape by shape as the scheduler does, with
 		// requests standing in for its Filter plugins.
 		req.Shapes, req.Fit = c.shapeCapacities(shapes)
