@@ -66,7 +66,7 @@ type Request struct {
 	// Placed are the nodes of the members that are bound or reserved (one entry per member).
 	Placed []string
 	// Nodes are the cluster's nodes; a node missing here has no capacity.
-	Nodes map[string]Node
+	Nodes    map[string]Node
 	Strategy Strategy
 	// PodRequest and Weights are the weighted resources of one member, for BinPack.
 	PodRequest, Weights []float64
