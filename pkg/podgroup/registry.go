@@ -49,7 +49,7 @@ type Registry struct {
 	clusterAllocatable v1.ResourceList
 
 	synced    []cache.InformerSynced
-	listeners []func(Key)
+	listeners []func(Key, bool)
 	// forgetters are called when a PodGroup is deleted, so that what plugins keep per gang
 	// does not outlive it.
 	forgetters []func(Key)
@@ -141,9 +141,10 @@ func (r *Registry) forgetIfEmptyLocked(key Key) {
 }
 
 // OnGroupChange registers f to be called (outside the registry's lock) when a group may have
-// just become ready: its PodGroup appeared or its minMember changed, or a new member brought
-// the member count to minMember. Register before the informers start.
-func (r *Registry) OnGroupChange(f func(Key)) {
+// just become ready: its PodGroup appeared or changed what scheduling reads (podGroupChanged),
+// or a new member brought the member count to minMember, or its blocker went away. Register
+// before the informers start.
+func (r *Registry) OnGroupChange(f func(key Key, podGroupChanged bool)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.listeners = append(r.listeners, f)
@@ -157,12 +158,12 @@ func (r *Registry) OnGroupDelete(f func(Key)) {
 	r.forgetters = append(r.forgetters, f)
 }
 
-func (r *Registry) notify(key Key) {
+func (r *Registry) notify(key Key, podGroupChanged bool) {
 	r.mu.RLock()
 	listeners := r.listeners
 	r.mu.RUnlock()
 	for _, f := range listeners {
-		f(key)
+		f(key, podGroupChanged)
 	}
 }
 
@@ -320,7 +321,7 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	}
 	r.mu.Unlock()
 	if changed {
-		r.notify(key)
+		r.notify(key, true)
 	}
 }
 
@@ -387,7 +388,7 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	reachedMinMember := !known && g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
 	r.mu.Unlock()
 	if reachedMinMember || unblocked {
-		r.notify(key)
+		r.notify(key, false)
 	}
 }
 
@@ -414,7 +415,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 	r.mu.Unlock()
 	if unblocked {
 		// The other members were held back for this one: let them try without it.
-		r.notify(key)
+		r.notify(key, false)
 	}
 }
 

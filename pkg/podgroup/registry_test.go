@@ -18,8 +18,12 @@ func member(name, group string) *v1.Pod {
 func TestRegistryCounts(t *testing.T) {
 	r := New()
 	key := Key{Namespace: "ns", Name: "g"}
-	var notified []Key
-	r.OnGroupChange(func(k Key) { notified = append(notified, k) })
+	type notification struct {
+		Key             Key
+		PodGroupChanged bool
+	}
+	var notified []notification
+	r.OnGroupChange(func(k Key, podGroupChanged bool) { notified = append(notified, notification{k, podGroupChanged}) })
 
 	r.SetPod(nil, member("a", "g"))
 	r.SetPod(nil, member("b", "g"))
@@ -63,7 +67,7 @@ func TestRegistryCounts(t *testing.T) {
 	}
 	// Only the PodGroup's arrival notified (the members came first; none of them, nor the
 	// relabelled one, brought a group to exactly minMember with its PodGroup present).
-	want := []Key{key}
+	want := []notification{{key, true}}
 	if diff := cmp.Diff(want, notified); diff != "" {
 		t.Errorf("notifications (-want,+got):\n%s", diff)
 	}

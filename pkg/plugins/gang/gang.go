@@ -131,8 +131,11 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 	}()
 	// The registry and kube-scheduler's queue watch the same objects through different
 	// informers with no ordering between them: when the registry sees a group become ready,
-	// the held-back members are activated so that PreEnqueue looks again.
-	registry.OnGroupChange(func(key podgroup.Key) { g.activateIfReady(klog.FromContext(ctx), key) })
+	// or its PodGroup appear or change, the held-back members are activated so that PreEnqueue
+	// looks again.
+	registry.OnGroupChange(func(key podgroup.Key, podGroupChanged bool) {
+		g.activateOnChange(klog.FromContext(ctx), key, podGroupChanged)
+	})
 	registry.OnGroupDelete(g.forget)
 	return g
 }
@@ -140,9 +143,13 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 // Name returns the name of the plugin.
 func (g *Gang) Name() string { return Name }
 
-func (g *Gang) activateIfReady(logger klog.Logger, key podgroup.Key) {
+// activateOnChange runs PreEnqueue again for the held-back members of a group that became
+// ready. A change of the PodGroup itself re-runs it even below minMember: the members' gate
+// message (the PodGroup "does not exist", a sub-group policy error) may be stale, since the
+// queue's own PodGroup event can arrive before the registry has seen the PodGroup.
+func (g *Gang) activateOnChange(logger klog.Logger, key podgroup.Key, podGroupChanged bool) {
 	info := g.registry.Info(key)
-	if info.PodGroup == nil || info.Members < info.MinMember() {
+	if info.PodGroup == nil || (info.Members < info.MinMember() && !podGroupChanged) {
 		return
 	}
 	g.activatePending(logger, key)

@@ -230,3 +230,42 @@ func (e *env) partitionedJob(policy string, minMember, size, perPartition int) [
 	}
 	return pods
 }
+
+// TestHeldBackMembersLookAgainWhenThePodGroupAppears: kube-scheduler's queue may see the
+// PodGroup before the registry does, so its own requeue finds the PodGroup still missing.
+// The registry's listener then runs PreEnqueue again for every held-back member, even below
+// minMember, so that no member keeps saying "it does not exist"; a member joining below
+// minMember activates nobody.
+func TestHeldBackMembersLookAgainWhenThePodGroupAppears(t *testing.T) {
+	e := newEnv(t, 60)
+	activated := func() []string {
+		e.activator.mu.Lock()
+		defer e.activator.mu.Unlock()
+		got := sorted(e.activator.activated)
+		e.activator.activated = nil
+		return got
+	}
+	e.registry.SetPod(nil, member("p0", "train"))
+	if got := activated(); len(got) != 0 {
+		t.Errorf("activated before the PodGroup exists: %v", got)
+	}
+	e.podGroup("train", 3, nil)
+	if diff := cmp.Diff([]string{"team/p0"}, activated()); diff != "" {
+		t.Errorf("activated when the PodGroup appeared (-want,+got):\n%s", diff)
+	}
+	if s := e.plugin.PreEnqueue(e.ctx, member("p0", "train")); s.Message() != "waiting for PodGroup team/train to have 3 members (minMember)" {
+		t.Errorf("PreEnqueue after the PodGroup appeared = %q", s.Message())
+	}
+	e.registry.SetPod(nil, member("p1", "train"))
+	if got := activated(); len(got) != 0 {
+		t.Errorf("activated by a member below minMember: %v", got)
+	}
+	e.podGroup("train", 3, nil) // the same PodGroup again (a resync): nothing to look at
+	if got := activated(); len(got) != 0 {
+		t.Errorf("activated by an unchanged PodGroup: %v", got)
+	}
+	e.registry.SetPod(nil, member("p2", "train"))
+	if diff := cmp.Diff([]string{"team/p0", "team/p1", "team/p2"}, activated()); diff != "" {
+		t.Errorf("activated when the third member made the group ready (-want,+got):\n%s", diff)
+	}
+}
