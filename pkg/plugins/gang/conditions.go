@@ -1,17 +1,14 @@
 package gang
 
 import (
-	"context"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	clientset "k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/klog/v2"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
 
 // ReasonWaitingForGang is the PodScheduled condition reason of members that the Gang plugin
@@ -22,25 +19,15 @@ const ReasonWaitingForGang = "SchedulingGated"
 // conditionWriter writes the PodScheduled condition of members held back in PreEnqueue.
 // kube-scheduler writes that condition only for pods that went through a scheduling cycle;
 // a pod gated by a PreEnqueue plugin would otherwise show nothing. Writes are asynchronous
-// (PreEnqueue must not call the API) and skipped when the pod already says the same.
+// (PreEnqueue must not call the API) and skipped when the pod already says the same. A
+// member that passes PreEnqueue cancels its wish, so that the write can never overwrite the
+// condition the scheduler writes afterwards (a conflict retries, and by then the wish is gone).
 type conditionWriter struct {
-	client clientset.Interface
-	pods   corelisters.PodLister
-	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
-
-	mu      sync.Mutex
-	desired map[types.NamespacedName]string
+	*podstatus.Writer
 }
 
 func newConditionWriter(client clientset.Interface, pods corelisters.PodLister) *conditionWriter {
-	return &conditionWriter{
-		client: client,
-		pods:   pods,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
-			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "gang-pod-conditions"}),
-		desired: map[types.NamespacedName]string{},
-	}
+	return &conditionWriter{podstatus.NewWriter("gang-pod-conditions", client, pods, conditionUpdate)}
 }
 
 // set asks for the pod's PodScheduled condition to carry message.
@@ -48,12 +35,12 @@ func (w *conditionWriter) set(pod *v1.Pod, message string) {
 	if hasCondition(pod, message) {
 		return
 	}
-	key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
-	w.mu.Lock()
-	w.desired[key] = message
-	w.mu.Unlock()
-	w.queue.Add(key)
+	w.Set(pod, message)
 }
+
+// clear cancels a pending write: the member passed PreEnqueue, and from now on the scheduler
+// owns its PodScheduled condition.
+func (w *conditionWriter) clear(pod *v1.Pod) { w.Cancel(pod) }
 
 func hasCondition(pod *v1.Pod, message string) bool {
 	for _, c := range pod.Status.Conditions {
@@ -64,63 +51,12 @@ func hasCondition(pod *v1.Pod, message string) bool {
 	return false
 }
 
-func (w *conditionWriter) run(ctx context.Context) {
-	go func() {
-		<-ctx.Done()
-		w.queue.ShutDown()
-	}()
-	go func() {
-		for w.next(ctx) {
-		}
-	}()
-}
-
-func (w *conditionWriter) next(ctx context.Context) bool {
-	key, quit := w.queue.Get()
-	if quit {
-		return false
-	}
-	defer w.queue.Done(key)
-	if err := w.write(ctx, key); err != nil {
-		klog.FromContext(ctx).V(2).Info("Could not write the PodScheduled condition of a gang member", "pod", key, "err", err)
-		w.queue.AddRateLimited(key)
-		return true
-	}
-	w.queue.Forget(key)
-	return true
-}
-
-// clear cancels a pending write: the member passed PreEnqueue, and from now on the scheduler
-// owns its PodScheduled condition.
-func (w *conditionWriter) clear(pod *v1.Pod) {
-	w.mu.Lock()
-	delete(w.desired, types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
-	w.mu.Unlock()
-}
-
-// current returns the message still wanted for a pod.
-func (w *conditionWriter) current(key types.NamespacedName) (string, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	message, ok := w.desired[key]
-	return message, ok
-}
-
-// write updates the condition with the pod's resourceVersion, so that it can never overwrite
-// a condition the scheduler wrote in between: a conflict retries, and by then a member that
-// passed PreEnqueue has cleared its wish.
-func (w *conditionWriter) write(ctx context.Context, key types.NamespacedName) error {
-	message, ok := w.current(key)
-	if !ok {
+// conditionUpdate sets the PodScheduled condition of a held-back member.
+func conditionUpdate(pod *v1.Pod, message string) *v1.PodStatus {
+	if hasCondition(pod, message) {
 		return nil
 	}
-	pod, err := w.pods.Pods(key.Namespace).Get(key.Name)
-	if err != nil || pod.Spec.NodeName != "" || hasCondition(pod, message) {
-		// Gone, bound, or already saying it.
-		w.done(key, message)
-		return nil
-	}
-	updated := pod.DeepCopy()
+	status := pod.Status.DeepCopy()
 	condition := v1.PodCondition{
 		Type:               v1.PodScheduled,
 		Status:             v1.ConditionFalse,
@@ -128,28 +64,12 @@ func (w *conditionWriter) write(ctx context.Context, key types.NamespacedName) e
 		Message:            message,
 		LastTransitionTime: metav1.NewTime(time.Now()),
 	}
-	replaced := false
-	for i := range updated.Status.Conditions {
-		if updated.Status.Conditions[i].Type == v1.PodScheduled {
-			updated.Status.Conditions[i] = condition
-			replaced = true
+	for i := range status.Conditions {
+		if status.Conditions[i].Type == v1.PodScheduled {
+			status.Conditions[i] = condition
+			return status
 		}
 	}
-	if !replaced {
-		updated.Status.Conditions = append(updated.Status.Conditions, condition)
-	}
-	if _, err := w.client.CoreV1().Pods(key.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
-		return err
-	}
-	w.done(key, message)
-	return nil
-}
-
-// done forgets a wish that was fulfilled, unless a newer one replaced it meanwhile.
-func (w *conditionWriter) done(key types.NamespacedName, message string) {
-	w.mu.Lock()
-	if w.desired[key] == message {
-		delete(w.desired, key)
-	}
-	w.mu.Unlock()
+	status.Conditions = append(status.Conditions, condition)
+	return status
 }

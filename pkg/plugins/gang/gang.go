@@ -119,7 +119,7 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 		firstReserved: map[podgroup.Key]time.Time{},
 		bound:         sets.New[podgroup.Key](),
 	}
-	g.conditions.run(ctx)
+	g.conditions.Run(ctx)
 	go func() {
 		// Rounds' deadlines must not outlive the scheduler.
 		<-ctx.Done()
