@@ -23,6 +23,12 @@ const (
 	ResultError    = "error"
 )
 
+// Results of a member's relocation (label "result").
+const (
+	ResultRelocated = "relocated"
+	ResultNoRoom    = "no_room"
+)
+
 // Topology modes of a placement (label "mode").
 const (
 	ModeHard = "hard"
@@ -53,6 +59,15 @@ var (
 		Namespace:      namespace,
 		Name:           "plan_reuses_total",
 		Help:           "Gang members that reused their gang's plan instead of planning again, by result: placed (the plan) or no_domain (the gang's remembered failure).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	// MemberRelocationsTotal counts the planned members that found no room in their planned
+	// leaf or node and were moved to another node of their gang's domain.
+	MemberRelocationsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "member_relocations_total",
+		Help:           "Planned gang members whose planned leaf or node had no room for them any more, by result: relocated (moved to another node of the gang's domain) or no_room (none had room; the gang plans again).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 
@@ -106,7 +121,7 @@ var (
 // Register registers the metrics in the legacy registry; later calls do nothing.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(PlanDuration, PlansTotal, PlanReusesTotal, PlanSimulatedNodes,
+		legacyregistry.MustRegister(PlanDuration, PlansTotal, PlanReusesTotal, MemberRelocationsTotal, PlanSimulatedNodes,
 			PlacementsTotal, GangsWaitingInPermit, GangSchedulingDuration)
 		legacyregistry.CustomMustRegister(gauges)
 	})

@@ -3,6 +3,10 @@ package networktopology
 import (
 	"testing"
 
+	"k8s.io/client-go/informers"
+	clientset "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -22,6 +26,12 @@ type draHandle struct {
 }
 
 func (h draHandle) EventRecorder() events.EventRecorderLogger { return &events.FakeRecorder{} }
+
+func (h draHandle) ClientSet() clientset.Interface { return fake.NewClientset() }
+
+func (h draHandle) SharedInformerFactory() informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+}
 
 func (h draHandle) SharedDRAManager() fwk.SharedDRAManager { return draManager{classes: h.classes} }
 

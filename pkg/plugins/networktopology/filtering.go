@@ -15,11 +15,13 @@ import (
 )
 
 // preFilterState is the planned node set of a constrained member: its leaf's nodes, or the
-// one node a plan of members of several shapes chose.
+// one node a plan of members of several shapes chose. While PostFilter looks for another
+// node of the gang's domain (relocate.go), relocating lets every node through.
 type preFilterState struct {
-	leaf  string
-	node  string
-	nodes sets.Set[string]
+	leaf       string
+	node       string
+	nodes      sets.Set[string]
+	relocating bool
 }
 
 func (s *preFilterState) Clone() fwk.StateData { return s }
@@ -96,7 +98,7 @@ func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, p
 		// simulation: the plan must not veto it.
 		return nil
 	}
-	if !s.nodes.Has(nodeInfo.Node().Name) {
+	if !s.relocating && !s.nodes.Has(nodeInfo.Node().Name) {
 		if s.node != "" {
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node is not %s, the node planned for this gang member in HyperNode %s", s.node, s.leaf))
 		}
@@ -105,7 +107,9 @@ func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, p
 	return nil
 }
 
-// PostFilter drops the plan of a member's gang when the member fits nowhere in it, so the
+// PostFilter moves a member that fits nowhere in its planned leaf (or node) to a node of its
+// gang's domain that has room for it now (relocate.go): the gang keeps its plan and its
+// waiting members. Without such a node, it drops the plan of the member's gang, so the
 // next attempt plans again from the cluster as it is. When nothing in its planned leaf could
 // ever take it (every node refused it for a reason no departure fixes), the member is tried
 // on every node of the cluster: if it fits none, it blocks its gang (see podgroup.Blocker)
@@ -116,11 +120,16 @@ func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleSt
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	logger := klog.FromContext(ctx)
-	if readState[*preFilterState](state, preFilterStateKey) == nil {
+	planned := readState[*preFilterState](state, preFilterStateKey)
+	if planned == nil {
 		// Refused at PreFilter: no plan (it failed), or a plan this member waits for (its
 		// sub-group is deferred, the room is being released): nothing to drop.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	if r, ok := p.relocate(ctx, state, pod, key, info, planned); ok {
+		return p.relocated(ctx, pod, key, info, planned, r)
+	}
+	metrics.MemberRelocationsTotal.WithLabelValues(metrics.ResultNoRoom).Inc()
 	p.invalidate(logger, key)
 	if resolvable, err := statuses.NodesForStatusCode(p.handle.SnapshotSharedLister().NodeInfos(), fwk.Unschedulable); err != nil || len(resolvable) > 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable)

@@ -15,7 +15,7 @@ import (
 func (p *NetworkTopologyAware) dropExpiredPlans(logger klog.Logger) {
 	p.mu.Lock()
 	released := false
-	var withdrawn []*v1.Pod
+	var withdrawn []nominee
 	for k, plan := range p.plans {
 		if time.Since(plan.lastUsed) > planTTL || p.registry.Info(k).PodGroup == nil {
 			withdrawn = append(withdrawn, plan.withdrawLocked()...)

@@ -48,6 +48,9 @@ type gangPlan struct {
 	// nominated are the planned members nominated on their nodes that have not reserved yet
 	// (nominate.go); dropping the plan withdraws them.
 	nominated map[string]*v1.Pod
+	// relocated are the members PostFilter moved to another node (relocate.go): the
+	// scheduler wrote their nomination to the API too.
+	relocated sets.Set[string]
 }
 
 // planTTL bounds how long an unused plan's promises are honoured: a gang that stopped
@@ -290,6 +293,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		promised:     map[string]int{},
 		reserved:     sets.New[string](),
 		placedByLeaf: map[string]int{},
+		relocated:    sets.New[string](),
 	}
 	for leaf, pods := range result.LeafPods {
 		plan.promised[leaf] = len(pods)

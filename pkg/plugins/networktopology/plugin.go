@@ -26,6 +26,7 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
 
 // Name is the name of the plugin used in the plugin registry and configurations.
@@ -39,7 +40,10 @@ const (
 	EventTopologyUnsatisfiable = "TopologyUnsatisfiable"
 	// EventPlanned: the gang was planned into a domain.
 	EventPlanned = "TopologyPlanned"
-	eventAction  = "Plan"
+	// EventMemberRelocated: a planned member found no room in its planned leaf or node and
+	// moved to another node of its gang's domain.
+	EventMemberRelocated = "MemberRelocated"
+	eventAction          = "Plan"
 )
 
 const (
@@ -80,6 +84,9 @@ type NetworkTopologyAware struct {
 	deferring sets.Set[podgroup.Key]
 	// lastSimulated is how many nodes the latest plan ran the Filter plugins on.
 	lastSimulated atomic.Int64
+	// nominatedNames keeps the API's status.nominatedNodeName of planned members in line
+	// with their plans (nominate.go).
+	nominatedNames *podstatus.Writer
 }
 
 var (
@@ -104,6 +111,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hype
 		return nil, err
 	}
 	p := newPlugin(*args, handle, cache, registry)
+	p.nominatedNames.Run(ctx)
 	if err := p.watchCapacity(handle.SharedInformerFactory()); err != nil {
 		return nil, err
 	}
@@ -128,6 +136,8 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		plans:     map[podgroup.Key]*gangPlan{},
 		failures:  map[podgroup.Key]*planFailure{},
 		deferring: sets.New[podgroup.Key](),
+		nominatedNames: podstatus.NewWriter("topology-nominated-node-names", handle.ClientSet(),
+			handle.SharedInformerFactory().Core().V1().Pods().Lister(), nominatedNodeNameUpdate),
 	}
 	registry.OnGroupDelete(p.forget)
 	add := func(name v1.ResourceName, w int64) {

@@ -1,0 +1,213 @@
+package networktopology
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// A planned member can find its planned leaf (or node) full: a pod of higher priority, which
+// does not see the plan's nominations, a pod bound by another scheduler, or a node that lost
+// capacity took the room. Rather than failing its gang's round (every waiting member released
+// and the gang planned again), PostFilter moves the member to a node of its gang's domain
+// that is free for it now, nominates it there, and retries it.
+
+// relocation is where a member moved: the node, its leaf, and the domain searched.
+type relocation struct {
+	node, leaf, domain string
+}
+
+// relocate finds a node of the member's domain where it fits now, next to every nomination
+// (the other members' planned nodes stay theirs), and moves the member there in its plan.
+// It returns false when the member is not planned any more or no node has room.
+func (p *NetworkTopologyAware) relocate(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, planned *preFilterState) (relocation, bool) {
+	tree := p.cache.Snapshot()
+	p.mu.Lock()
+	plan := p.plans[key]
+	ok := plan != nil && plan.podLeaf[pod.Name] == planned.leaf && !plan.reserved.Has(pod.Name)
+	var domain string
+	used := sets.New[string]()
+	if ok {
+		domain = plan.domain
+		for leaf, n := range plan.promised {
+			if n > 0 {
+				used.Insert(leaf)
+			}
+		}
+		for leaf, n := range plan.placedByLeaf {
+			if n > 0 {
+				used.Insert(leaf)
+			}
+		}
+	}
+	p.mu.Unlock()
+	if !ok || planned.leaf == placement.LooseLeaf {
+		return relocation{}, false
+	}
+	domain = relocationDomain(tree, domain, planned.leaf, pod, info)
+	// A plan of one shape narrowed the member to its whole leaf, which had no room; a plan of
+	// several shapes narrowed it to one node, and its leaf's other nodes come first.
+	leaves := relocationLeaves(tree, domain, planned.leaf, used, planned.node != "")
+	nodeInfos := p.handle.SnapshotSharedLister().NodeInfos()
+	// Filter keeps the member to its planned set; while it is tried elsewhere, it does not.
+	state.Write(preFilterStateKey, &preFilterState{leaf: planned.leaf, relocating: true})
+	defer state.Write(preFilterStateKey, planned)
+	for _, leaf := range leaves {
+		hn, _ := tree.HyperNode(leaf)
+		for _, node := range hn.Nodes {
+			if node == planned.node {
+				continue
+			}
+			ni, err := nodeInfos.Get(node)
+			if err != nil {
+				continue
+			}
+			if p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni).IsSuccess() {
+				r := relocation{node: node, leaf: leaf, domain: domain}
+				return r, p.moveMember(tree, key, pod, planned.leaf, r)
+			}
+		}
+	}
+	return relocation{}, false
+}
+
+// relocationDomain is where a member may move: its gang's domain, or, for a member of a
+// sub-group with a hard constraint, the highest HyperNode above its planned leaf that the
+// sub-group's constraint allows, when that is lower (the sub-group's other members are
+// below it, so the sub-group stays inside one allowed HyperNode).
+func relocationDomain(tree *hypernode.Snapshot, domain, leaf string, pod *v1.Pod, info podgroup.Info) string {
+	sub, ok := podgroup.SubGroupOf(info.SubGroupPolicies, pod)
+	if !ok {
+		return domain
+	}
+	var constraint *podgroup.NetworkTopology
+	for _, sp := range info.SubGroupPolicies {
+		if sp.Name == sub.Policy {
+			constraint = sp.NetworkTopology
+		}
+	}
+	if constraint == nil || constraint.Mode != podgroup.ModeHard {
+		return domain
+	}
+	maxTier, err := placement.MaxTier(tree, constraint)
+	if err != nil {
+		return leaf
+	}
+	within := leaf
+	for _, a := range tree.Ancestors(leaf) {
+		hn, ok := tree.HyperNode(a)
+		if !ok || hn.Tier > maxTier {
+			break
+		}
+		within = a
+		if a == domain {
+			break
+		}
+	}
+	return within
+}
+
+// relocationLeaves orders the leaves of the domain for a member that has no room in its
+// planned leaf: the leaves already holding the gang's members first (the gang's traffic
+// crosses no new leaf switch), then the others; in each, the nearest to the planned leaf
+// first (the lowest tier of their common ancestor), then by name.
+func relocationLeaves(tree *hypernode.Snapshot, domain, planned string, used sets.Set[string], includePlanned bool) []string {
+	type candidate struct {
+		name string
+		used bool
+		tier int
+	}
+	var candidates []candidate
+	for _, leaf := range tree.Leaves(domain) {
+		if leaf == planned && !includePlanned {
+			continue
+		}
+		tier := math.MaxInt
+		if lca, ok := tree.LCA(leaf, planned); ok {
+			if hn, ok := tree.HyperNode(lca); ok {
+				tier = hn.Tier
+			}
+		}
+		candidates = append(candidates, candidate{name: leaf, used: used.Has(leaf), tier: tier})
+	}
+	sort.Slice(candidates, func(i, j int) bool {
+		a, b := candidates[i], candidates[j]
+		if a.used != b.used {
+			return a.used
+		}
+		if a.tier != b.tier {
+			return a.tier < b.tier
+		}
+		return a.name < b.name
+	})
+	out := make([]string, len(candidates))
+	for i, c := range candidates {
+		out[i] = c.name
+	}
+	return out
+}
+
+// moveMember records the relocation in the gang's plan: the member's promised slot moves to
+// its new leaf (and node), which the plan then watches like its other leaves.
+func (p *NetworkTopologyAware) moveMember(tree *hypernode.Snapshot, key podgroup.Key, pod *v1.Pod, from string, r relocation) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	plan := p.plans[key]
+	if plan == nil || plan.podLeaf[pod.Name] != from || plan.reserved.Has(pod.Name) {
+		return false
+	}
+	if plan.promised[from] > 0 {
+		plan.promised[from]--
+	}
+	plan.promised[r.leaf]++
+	plan.podLeaf[pod.Name] = r.leaf
+	if plan.podNode != nil {
+		plan.podNode[pod.Name] = r.node
+	}
+	if _, ok := plan.leafInfos[r.leaf]; !ok {
+		hn, _ := tree.HyperNode(r.leaf)
+		plan.leafInfos[r.leaf] = hn
+		plan.leafNodes[r.leaf] = sets.New(hn.Nodes...)
+	}
+	// The scheduler nominates the member on its new node when the cycle ends (PostFilter's
+	// result); the plan withdraws that nomination with the others if it is dropped.
+	if plan.nominated == nil {
+		plan.nominated = map[string]*v1.Pod{}
+	}
+	plan.nominated[pod.Name] = pod
+	plan.relocated.Insert(pod.Name)
+	plan.lastUsed = time.Now()
+	return true
+}
+
+// relocated finishes a relocation in PostFilter: the member is retried at once (no cluster
+// event would requeue it), and the Event, metric and status say where it went.
+func (p *NetworkTopologyAware) relocated(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info, from *preFilterState, r relocation) (*fwk.PostFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	where := "HyperNode " + from.leaf
+	if from.node != "" {
+		where = "node " + from.node
+	}
+	msg := fmt.Sprintf("gang %s: no room for member %s in its planned %s now; it moves to node %s in HyperNode %s, inside %s",
+		key, pod.Name, where, r.node, r.leaf, r.domain)
+	metrics.MemberRelocationsTotal.WithLabelValues(metrics.ResultRelocated).Inc()
+	if info.PodGroup != nil {
+		p.events.Record(info.PodGroup, v1.EventTypeNormal, EventMemberRelocated, msg)
+	}
+	logger.V(3).Info("Gang member relocated inside its domain", "pod", klog.KObj(pod), "podGroup", key, "from", where, "node", r.node, "leaf", r.leaf, "domain", r.domain)
+	p.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: r.node}},
+		fwk.NewStatus(fwk.Success, msg)
+}

@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+	"github.com/hypernode-dev/hypernode-scheduler/test/util"
+)
+
+// A gang of three full-GPU pods, hard at tier 2, is planned into s4: train-0 and train-1 in
+// s0 (node-0, node-1: the fuller leaf), train-2 in s1 (node-2 or node-3); s5 is full. train-0 is held by a scheduling gate. A pod of higher priority, which does not see
+// the plan's nominations, then takes node-0 (its node selector allows only that node). When
+// train-0 comes, its planned leaf has no room for it: it moves to the free node of s1, and the gang binds without a rejection, a second plan or an eviction.
+func TestMemberRelocatesInsideItsDomain(t *testing.T) {
+	ctx := context.Background()
+	gpu := v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"), gpu, seedHyperNodes(t)...)
+	node0, err := e.c.kube.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node0.Labels == nil {
+		node0.Labels = map[string]string{}
+	}
+	node0.Labels["hypernode.dev/test-hog"] = "ok"
+	if _, err := e.c.kube.CoreV1().Nodes().Update(ctx, node0, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node-4", "node-5", "node-6", "node-7"} {
+		e.usedBy(n, cpuGPU("1", "8"))
+	}
+	e.filler("node-0", "1")
+	e.filler("node-1", "1")
+	high := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "relocate-high"}, Value: 1000}
+	if _, err := e.c.kube.SchedulingV1().PriorityClasses().Create(ctx, high, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.c.kube.SchedulingV1().PriorityClasses().Delete(ctx, high.Name, metav1.DeleteOptions{}) })
+	startScheduler(t, nil)
+
+	pg := util.PodGroup(e.ns, "train", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`})
+	if err := util.CreatePodGroup(ctx, e.c.scheduling, pg); err != nil {
+		t.Fatal(err)
+	}
+	members := util.GangPods(e.ns, "train", plugins.SchedulerName, "", 3)
+	for _, p := range members {
+		p.Spec.Containers[0].Resources.Requests = cpuGPU("1", "8")
+		p.Spec.Containers[0].Resources.Limits = cpuGPU("1", "8")
+	}
+	members[0].Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "hypernode.dev/test-hold"}}
+	names, err := util.CreatePods(ctx, e.c.kube, members...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := e.waitEvent("TopologyPlanned")
+	if want := fmt.Sprintf("gang %s/train planned in s4 (tier 2): 3 pending members over leaves [s0 s1]", e.ns); planned.Note != want {
+		t.Fatalf("plan %q, want %q", planned.Note, want)
+	}
+
+	hog := util.Pod(e.ns, "hog", plugins.SchedulerName, "", nil)
+	hog.Spec.Containers[0].Resources.Requests = cpuGPU("1", "8")
+	hog.Spec.Containers[0].Resources.Limits = cpuGPU("1", "8")
+	hog.Spec.PriorityClassName = high.Name
+	hog.Spec.NodeSelector = map[string]string{"hypernode.dev/test-hog": "ok"}
+	if _, err := util.CreatePods(ctx, e.c.kube, hog); err != nil {
+		t.Fatal(err)
+	}
+	e.waitBound([]string{"hog"})
+
+	gated, err := e.c.kube.CoreV1().Pods(e.ns).Get(ctx, "train-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated.Spec.SchedulingGates = nil
+	if _, err := e.c.kube.CoreV1().Pods(e.ns).Update(ctx, gated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitBound(append(names, "hog"))
+	// train-2 was planned in s1 and may take either of its nodes (a plan of one shape narrows
+	// a member to its leaf); train-0 takes the other.
+	s1 := []string{got["train-0"], got["train-2"]}
+	slices.Sort(s1)
+	if got["hog"] != "node-0" || got["train-1"] != "node-1" || !slices.Equal(s1, []string{"node-2", "node-3"}) {
+		t.Errorf("placements %v: want the hog on node-0, train-1 on node-1, train-0 and train-2 on node-2 and node-3", got)
+	}
+	relocated := e.waitEvent("MemberRelocated")
+	wantNote := fmt.Sprintf("gang %s/train: no room for member train-0 in its planned HyperNode s0 now; it moves to node %s in HyperNode s1, inside s4", e.ns, got["train-0"])
+	if relocated.Note != wantNote {
+		t.Errorf("MemberRelocated %q, want %q", relocated.Note, wantNote)
+	}
+	events := e.eventsByReason()
+	if n := len(events["MemberRelocated"]); n != 1 {
+		t.Errorf("%d MemberRelocated events, want 1", n)
+	}
+	if n := len(events["TopologyPlanned"]); n != 1 {
+		t.Errorf("%d TopologyPlanned events, want 1: the gang kept its plan", n)
+	}
+	for _, reason := range []string{"GangRejected", "TopologyUnsatisfiable", "Preempted"} {
+		if len(events[reason]) > 0 {
+			t.Errorf("%s: %v", reason, events[reason])
+		}
+	}
+}
+
+// waitEvent waits for the first Event of the namespace with the reason.
+func (e *topoEnv) waitEvent(reason string) eventsv1.Event {
+	e.t.Helper()
+	var found eventsv1.Event
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, boundTimeout, true, func(ctx context.Context) (bool, error) {
+		list, err := e.c.kube.EventsV1().Events(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range list.Items {
+			if ev.Reason == reason {
+				found = ev
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		e.t.Fatalf("no %s Event: %v", reason, err)
+	}
+	return found
+}
+
+// eventsByReason returns the notes of the namespace's Events by reason, an Event repeated in
+// a series once per occurrence.
+func (e *topoEnv) eventsByReason() map[string][]string {
+	e.t.Helper()
+	list, err := e.c.kube.EventsV1().Events(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, ev := range list.Items {
+		n := 1
+		if ev.Series != nil {
+			n = int(ev.Series.Count)
+		}
+		for range n {
+			out[ev.Reason] = append(out[ev.Reason], ev.Note)
+		}
+	}
+	return out
+}
