@@ -20,11 +20,12 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
-// A gang of three full-GPU pods, hard at tier 2, is planned into s4: train-0 and train-1 in
-// s0 (node-0, node-1: the fuller leaf), train-2 in s1 (node-2 or node-3); s5 is full. train-0 is held by a scheduling gate. A pod of higher priority, which does not see
-// the plan's nominations, then takes node-0 (its node selector allows only that node). When
-// train-0 comes, its planned leaf has no room for it: it moves to the free node of s1, and the gang binds without a rejection, a second plan or an eviction.
-func TestMemberRelocatesInsideItsDomain(t *testing.T) {
+// plannedWithGatedMember sets up the cluster of the tests below (seed 001's tree; 8-GPU
+// nodes; s5 full; s0 a little fuller than s1; node-0 labelled for a pod that must go there),
+// starts the scheduler and creates the gang train (three 8-GPU members, hard at tier 2) with
+// train-0 held by a scheduling gate. It returns once the gang is planned: train-0 in s0 on
+// node-0, train-1 on node-1, train-2 in s1.
+func plannedWithGatedMember(t *testing.T) (*topoEnv, []string) {
 	ctx := context.Background()
 	gpu := v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
 	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"), gpu, seedHyperNodes(t)...)
@@ -69,25 +70,66 @@ func TestMemberRelocatesInsideItsDomain(t *testing.T) {
 	if want := fmt.Sprintf("gang %s/train planned in s4 (tier 2): 3 pending members over leaves [s0 s1]", e.ns); planned.Note != want {
 		t.Fatalf("plan %q, want %q", planned.Note, want)
 	}
+	return e, names
+}
 
-	hog := util.Pod(e.ns, "hog", plugins.SchedulerName, "", nil)
-	hog.Spec.Containers[0].Resources.Requests = cpuGPU("1", "8")
-	hog.Spec.Containers[0].Resources.Limits = cpuGPU("1", "8")
-	hog.Spec.PriorityClassName = high.Name
-	hog.Spec.NodeSelector = map[string]string{"hypernode.dev/test-hog": "ok"}
-	if _, err := util.CreatePods(ctx, e.c.kube, hog); err != nil {
+// ungate lets a member held by a scheduling gate be scheduled.
+func (e *topoEnv) ungate(name string) {
+	e.t.Helper()
+	ctx := context.Background()
+	pod, err := e.c.kube.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	pod.Spec.SchedulingGates = nil
+	if _, err := e.c.kube.CoreV1().Pods(e.ns).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// gpuPodOnNode0 is a full-GPU pod that only node-0 admits (its node selector).
+func (e *topoEnv) gpuPodOnNode0(name, priorityClass string) *v1.Pod {
+	pod := util.Pod(e.ns, name, plugins.SchedulerName, "", nil)
+	pod.Spec.Containers[0].Resources.Requests = cpuGPU("1", "8")
+	pod.Spec.Containers[0].Resources.Limits = cpuGPU("1", "8")
+	pod.Spec.PriorityClassName = priorityClass
+	pod.Spec.NodeSelector = map[string]string{"hypernode.dev/test-hog": "ok"}
+	return pod
+}
+
+// A plan holds node-0 for train-0, which is held by a scheduling gate. A plain pod of the
+// same priority that only node-0 admits stays pending: the plan's nomination counts on the
+// node. train-0 then binds there, and the plain pod still waits.
+func TestPlainPodDoesNotTakeAPromisedNode(t *testing.T) {
+	e, names := plannedWithGatedMember(t)
+	if _, err := util.CreatePods(context.Background(), e.c.kube, e.gpuPodOnNode0("web", "")); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCondition("web", v1.PodReasonUnschedulable, "1 Insufficient nvidia.com/gpu")
+	e.ungate("train-0")
+	got := e.waitBound(names)
+	want := map[string]string{"train-0": "node-0", "train-1": "node-1"}
+	if got["train-0"] != want["train-0"] || got["train-1"] != want["train-1"] || (got["train-2"] != "node-2" && got["train-2"] != "node-3") {
+		t.Errorf("placements %v: want train-0 on node-0, train-1 on node-1, train-2 in s1", got)
+	}
+	e.waitCondition("web", v1.PodReasonUnschedulable, "1 Insufficient nvidia.com/gpu")
+}
+
+// A gang of three full-GPU pods, hard at tier 2, is planned into s4: train-0 and train-1 in
+// s0 (node-0, node-1: the fuller leaf), train-2 in s1 (node-2 or node-3); s5 is full.
+// train-0 is held by a scheduling gate. A pod of higher priority, which does not see the plan's nominations, then takes node-0 (its
+// node selector allows only that node). When train-0 comes, its planned leaf has no room for
+// it: it moves to the free node of s1, and the gang binds without a rejection, a second plan
+// or an eviction.
+func TestMemberRelocatesInsideItsDomain(t *testing.T) {
+	ctx := context.Background()
+	e, names := plannedWithGatedMember(t)
+	if _, err := util.CreatePods(ctx, e.c.kube, e.gpuPodOnNode0("hog", "relocate-high")); err != nil {
 		t.Fatal(err)
 	}
 	e.waitBound([]string{"hog"})
 
-	gated, err := e.c.kube.CoreV1().Pods(e.ns).Get(ctx, "train-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gated.Spec.SchedulingGates = nil
-	if _, err := e.c.kube.CoreV1().Pods(e.ns).Update(ctx, gated, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.ungate("train-0")
 	got := e.waitBound(append(names, "hog"))
 	// train-2 was planned in s1 and may take either of its nodes (a plan of one shape narrows
 	// a member to its leaf); train-0 takes the other.
