@@ -236,6 +236,10 @@ func (p *NetworkTopologyAware) watchCapacity(factory informers.SharedInformerFac
 			if ok1 && ok2 && !terminal(old) && terminal(pod) {
 				freed(pod)
 			}
+			if ok2 && pod.Spec.NodeName == "" && p.relocations.Load() > 0 {
+				// The scheduler wrote the failed attempt's condition: it is done with it.
+				p.renominate(klog.Background(), pod)
+			}
 		},
 		DeleteFunc: func(obj any) {
 			if pod, ok := informerutil.Tombstoned[*v1.Pod](obj); ok && !terminal(pod) {

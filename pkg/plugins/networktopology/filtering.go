@@ -76,6 +76,10 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 			"gang %s: a member beyond minMember %d; no room for it next to the others in %s now, it waits for room", key, info.MinMember(), plan.domain))
 	}
+	if p.relocations.Load() > 0 {
+		// A relocated member whose failed attempt wrote no update (renominate).
+		p.renominate(klog.FromContext(ctx), pod)
+	}
 	leaf := plan.podLeaf[pod.Name]
 	nodeSet := plan.leafNodes[leaf]
 	node := plan.podNode[pod.Name]
@@ -126,10 +130,12 @@ func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleSt
 		// sub-group is deferred, the room is being released): nothing to drop.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if r, ok := p.relocate(ctx, state, pod, key, info, planned); ok {
+	switch r, outcome := p.relocate(ctx, state, pod, key, info, planned); outcome {
+	case moved:
 		return p.relocated(ctx, pod, key, info, planned, r)
+	case noRoom:
+		metrics.MemberRelocationsTotal.WithLabelValues(metrics.ResultNoRoom).Inc()
 	}
-	metrics.MemberRelocationsTotal.WithLabelValues(metrics.ResultNoRoom).Inc()
 	p.invalidate(logger, key)
 	if resolvable, err := statuses.NodesForStatusCode(p.handle.SnapshotSharedLister().NodeInfos(), fwk.Unschedulable); err != nil || len(resolvable) > 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable)

@@ -15,10 +15,10 @@ import (
 func (p *NetworkTopologyAware) dropExpiredPlans(logger klog.Logger) {
 	p.mu.Lock()
 	released := false
-	var withdrawn []nominee
+	var withdrawn []*v1.Pod
 	for k, plan := range p.plans {
 		if time.Since(plan.lastUsed) > planTTL || p.registry.Info(k).PodGroup == nil {
-			withdrawn = append(withdrawn, plan.withdrawLocked()...)
+			withdrawn = append(withdrawn, p.withdrawLocked(plan)...)
 			delete(p.plans, k)
 			released = released || plan.pending() > 0
 		}
@@ -52,6 +52,10 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 		plan.lastUsed = time.Now()
 		// The scheduler withdrew its nomination when it assumed the pod.
 		delete(plan.nominated, pod.Name)
+		if _, ok := plan.relocated[pod.Name]; ok {
+			delete(plan.relocated, pod.Name)
+			p.relocations.Add(-1)
+		}
 		if leaf, ok := plan.podLeaf[pod.Name]; ok && plan.promised[leaf] > 0 {
 			plan.promised[leaf]--
 			plan.reserved.Insert(pod.Name)

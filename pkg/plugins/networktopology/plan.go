@@ -21,7 +21,9 @@ import (
 )
 
 // gangPlan is a gang's current plan. It is replaced, never modified, except for the
-// bookkeeping of reservations (promised, reserved, placedByLeaf), under the plugin's lock.
+// bookkeeping of reservations (promised, reserved, placedByLeaf) and the relocation of a
+// member (relocate.go), under the plugin's lock. PreFilter reads a member's leaf and node
+// without it: relocations run in PostFilter, on the same scheduling goroutine.
 type gangPlan struct {
 	// lastUsed is when a member last used the plan (planTTL counts from it).
 	lastUsed time.Time
@@ -48,9 +50,9 @@ type gangPlan struct {
 	// nominated are the planned members nominated on their nodes that have not reserved yet
 	// (nominate.go); dropping the plan withdraws them.
 	nominated map[string]*v1.Pod
-	// relocated are the members PostFilter moved to another node (relocate.go): the
-	// scheduler wrote their nomination to the API too.
-	relocated sets.Set[string]
+	// relocated are the members PostFilter moved (relocate.go), by name, with their new node,
+	// until they are nominated there again.
+	relocated map[string]string
 }
 
 // planTTL bounds how long an unused plan's promises are honoured: a gang that stopped
@@ -98,7 +100,7 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) {
 	p.mu.Lock()
 	released := p.plans[key] != nil && p.plans[key].pending() > 0
-	withdrawn := p.plans[key].withdrawLocked()
+	withdrawn := p.withdrawLocked(p.plans[key])
 	delete(p.plans, key)
 	p.mu.Unlock()
 	p.withdraw(withdrawn)
@@ -293,7 +295,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		promised:     map[string]int{},
 		reserved:     sets.New[string](),
 		placedByLeaf: map[string]int{},
-		relocated:    sets.New[string](),
+		relocated:    map[string]string{},
 	}
 	for leaf, pods := range result.LeafPods {
 		plan.promised[leaf] = len(pods)
@@ -408,7 +410,7 @@ func withPending(req placement.Request, pending []string, n int) placement.Reque
 func (p *NetworkTopologyAware) forget(key podgroup.Key) {
 	p.mu.Lock()
 	released := p.plans[key] != nil && p.plans[key].pending() > 0
-	withdrawn := p.plans[key].withdrawLocked()
+	withdrawn := p.withdrawLocked(p.plans[key])
 	delete(p.plans, key)
 	p.forgetFailureLocked(key)
 	p.deferring.Delete(key)

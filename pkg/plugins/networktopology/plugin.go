@@ -26,7 +26,6 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
 
 // Name is the name of the plugin used in the plugin registry and configurations.
@@ -84,9 +83,9 @@ type NetworkTopologyAware struct {
 	deferring sets.Set[podgroup.Key]
 	// lastSimulated is how many nodes the latest plan ran the Filter plugins on.
 	lastSimulated atomic.Int64
-	// nominatedNames keeps the API's status.nominatedNodeName of planned members in line
-	// with their plans (nominate.go).
-	nominatedNames *podstatus.Writer
+	// relocations counts the relocated members not nominated again yet (relocate.go), so
+	// that pod updates cost nothing while there are none.
+	relocations atomic.Int64
 }
 
 var (
@@ -111,7 +110,6 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hype
 		return nil, err
 	}
 	p := newPlugin(*args, handle, cache, registry)
-	p.nominatedNames.Run(ctx)
 	if err := p.watchCapacity(handle.SharedInformerFactory()); err != nil {
 		return nil, err
 	}
@@ -136,8 +134,6 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		plans:     map[podgroup.Key]*gangPlan{},
 		failures:  map[podgroup.Key]*planFailure{},
 		deferring: sets.New[podgroup.Key](),
-		nominatedNames: podstatus.NewWriter("topology-nominated-node-names", handle.ClientSet(),
-			handle.SharedInformerFactory().Core().V1().Pods().Lister(), nominatedNodeNameUpdate),
 	}
 	registry.OnGroupDelete(p.forget)
 	add := func(name v1.ResourceName, w int64) {

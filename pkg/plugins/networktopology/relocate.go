@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
@@ -24,6 +25,20 @@ import (
 // and the gang planned again), PostFilter moves the member to a node of its gang's domain
 // that is free for it now, nominates it there, and retries it.
 
+// relocationBatch is how many nodes the search filters in parallel at a time: the first node
+// in order that fits wins, and most searches stop in the first batch.
+const relocationBatch = 64
+
+// relocateOutcome says whether a relocation was searched for and found.
+type relocateOutcome int
+
+const (
+	// notPlanned: the member is not (or no longer) a pending member of its gang's plan.
+	notPlanned relocateOutcome = iota
+	noRoom
+	moved
+)
+
 // relocation is where a member moved: the node, its leaf, and the domain searched.
 type relocation struct {
 	node, leaf, domain string
@@ -31,8 +46,7 @@ type relocation struct {
 
 // relocate finds a node of the member's domain where it fits now, next to every nomination
 // (the other members' planned nodes stay theirs), and moves the member there in its plan.
-// It returns false when the member is not planned any more or no node has room.
-func (p *NetworkTopologyAware) relocate(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, planned *preFilterState) (relocation, bool) {
+func (p *NetworkTopologyAware) relocate(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, planned *preFilterState) (relocation, relocateOutcome) {
 	tree := p.cache.Snapshot()
 	p.mu.Lock()
 	plan := p.plans[key]
@@ -54,33 +68,46 @@ func (p *NetworkTopologyAware) relocate(ctx context.Context, state fwk.CycleStat
 	}
 	p.mu.Unlock()
 	if !ok || planned.leaf == placement.LooseLeaf {
-		return relocation{}, false
+		return relocation{}, notPlanned
 	}
 	domain = relocationDomain(tree, domain, planned.leaf, pod, info)
 	// A plan of one shape narrowed the member to its whole leaf, which had no room; a plan of
 	// several shapes narrowed it to one node, and its leaf's other nodes come first.
 	leaves := relocationLeaves(tree, domain, planned.leaf, used, planned.node != "")
-	nodeInfos := p.handle.SnapshotSharedLister().NodeInfos()
-	// Filter keeps the member to its planned set; while it is tried elsewhere, it does not.
-	state.Write(preFilterStateKey, &preFilterState{leaf: planned.leaf, relocating: true})
-	defer state.Write(preFilterStateKey, planned)
+	var candidates []string
 	for _, leaf := range leaves {
 		hn, _ := tree.HyperNode(leaf)
 		for _, node := range hn.Nodes {
-			if node == planned.node {
-				continue
-			}
-			ni, err := nodeInfos.Get(node)
-			if err != nil {
-				continue
-			}
-			if p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni).IsSuccess() {
-				r := relocation{node: node, leaf: leaf, domain: domain}
-				return r, p.moveMember(tree, key, pod, planned.leaf, r)
+			if node != planned.node {
+				candidates = append(candidates, node)
 			}
 		}
 	}
-	return relocation{}, false
+	// Filter keeps the member to its planned set; while it is tried elsewhere, it does not.
+	state.Write(preFilterStateKey, &preFilterState{leaf: planned.leaf, relocating: true})
+	defer state.Write(preFilterStateKey, planned)
+	nodeInfos := p.handle.SnapshotSharedLister().NodeInfos()
+	for start := 0; start < len(candidates); start += relocationBatch {
+		batch := candidates[start:min(start+relocationBatch, len(candidates))]
+		fits := make([]bool, len(batch))
+		p.handle.Parallelizer().Until(ctx, len(batch), func(i int) {
+			if ni, err := nodeInfos.Get(batch[i]); err == nil {
+				fits[i] = p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni).IsSuccess()
+			}
+		}, "NetworkTopologyAwareRelocation")
+		for i, fit := range fits {
+			if !fit {
+				continue
+			}
+			leaf, _ := tree.LeafOf(batch[i])
+			r := relocation{node: batch[i], leaf: leaf, domain: domain}
+			if !p.moveMember(tree, key, pod, planned.leaf, r) {
+				return relocation{}, notPlanned
+			}
+			return r, moved
+		}
+	}
+	return relocation{}, noRoom
 }
 
 // relocationDomain is where a member may move: its gang's domain, or, for a member of a
@@ -181,19 +208,56 @@ func (p *NetworkTopologyAware) moveMember(tree *hypernode.Snapshot, key podgroup
 		plan.leafInfos[r.leaf] = hn
 		plan.leafNodes[r.leaf] = sets.New(hn.Nodes...)
 	}
-	// The scheduler nominates the member on its new node when the cycle ends (PostFilter's
-	// result); the plan withdraws that nomination with the others if it is dropped.
+	// The scheduler drops the member's nomination when it ends the failed attempt; the member
+	// is nominated on its new node once it is done (renominate). Until then the plan counts it
+	// among its nominations, so that dropping the plan withdraws it.
 	if plan.nominated == nil {
 		plan.nominated = map[string]*v1.Pod{}
 	}
 	plan.nominated[pod.Name] = pod
-	plan.relocated.Insert(pod.Name)
+	if _, ok := plan.relocated[pod.Name]; !ok {
+		p.relocations.Add(1)
+	}
+	plan.relocated[pod.Name] = r.node
 	plan.lastUsed = time.Now()
 	return true
 }
 
-// relocated finishes a relocation in PostFilter: the member is retried at once (no cluster
-// event would requeue it), and the Event, metric and status say where it went.
+// renominate nominates a relocated member on its new node once the scheduler has ended the
+// attempt that relocated it (which dropped its nomination): on the pod's next update (the
+// attempt's condition) or, failing that, its next PreFilter.
+func (p *NetworkTopologyAware) renominate(logger klog.Logger, pod *v1.Pod) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	plan := p.plans[key]
+	node, relocated := "", false
+	if plan != nil {
+		node, relocated = plan.relocated[pod.Name]
+		if relocated {
+			delete(plan.relocated, pod.Name)
+			p.relocations.Add(-1)
+		}
+	}
+	p.mu.Unlock()
+	if !relocated {
+		return
+	}
+	pi, err := framework.NewPodInfo(pod)
+	if err != nil {
+		logger.V(4).Info("Could not nominate a relocated gang member", "pod", klog.KObj(pod), "err", err)
+		return
+	}
+	p.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
+}
+
+// relocated finishes a relocation in PostFilter: the member is activated (no cluster event
+// would requeue it; it comes back after its back-off), and the Event, metric and status say
+// where it went. PostFilter's Success keeps DefaultPreemption and Gang's PostFilter from
+// running; no NominatingInfo, since the scheduler would write it to the pod's status, which
+// the nominator then follows even after the plan has moved on.
 func (p *NetworkTopologyAware) relocated(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info, from *preFilterState, r relocation) (*fwk.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	where := "HyperNode " + from.leaf
@@ -208,6 +272,5 @@ func (p *NetworkTopologyAware) relocated(ctx context.Context, pod *v1.Pod, key p
 	}
 	logger.V(3).Info("Gang member relocated inside its domain", "pod", klog.KObj(pod), "podGroup", key, "from", where, "node", r.node, "leaf", r.leaf, "domain", r.domain)
 	p.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
-	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: r.node}},
-		fwk.NewStatus(fwk.Success, msg)
+	return nil, fwk.NewStatus(fwk.Success, msg)
 }

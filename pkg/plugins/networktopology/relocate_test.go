@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -117,14 +118,24 @@ func TestRelocateInsideTheDomain(t *testing.T) {
 	if diff := cmp.Diff(want, status.Message()); diff != "" {
 		t.Errorf("message (-want,+got):\n%s", diff)
 	}
-	if diff := cmp.Diff(&fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: free}, result.NominatingInfo); diff != "" {
-		t.Errorf("nomination (-want,+got):\n%s", diff)
+	if result != nil {
+		t.Errorf("PostFilter result %+v, want none: the nomination stays in memory", result)
 	}
 	if e.plan("a") != plan {
 		t.Error("the relocation replaced the gang's plan")
 	}
 	if diff := cmp.Diff(map[string]int{"s0": 1, "s1": 2}, e.promised("a")); diff != "" {
 		t.Errorf("promised after the relocation (-want,+got):\n%s", diff)
+	}
+	// The scheduler ends the failed attempt by dropping the member's nomination; the pod's
+	// next update (the attempt's condition) nominates it on its new node.
+	e.fw.DeleteNominatedPodIfExists(e.podNamed(moving))
+	e.plugin.renominate(klog.Background(), e.podNamed(moving))
+	if diff := cmp.Diff([]string{moving}, e.nominated(free)); diff != "" {
+		t.Errorf("nominated on %s after the relocation (-want,+got):\n%s", free, diff)
+	}
+	if n := e.plugin.relocations.Load(); n != 0 {
+		t.Errorf("%d relocations wait for their nomination, want 0", n)
 	}
 	if _, nodes := e.preFilter(t, e.podNamed(moving)); !cmp.Equal(nodes, []string{"node-2", "node-3"}) {
 		t.Errorf("%s narrowed to %v after the relocation, want s1 (node-2, node-3)", moving, nodes)
@@ -137,35 +148,6 @@ func TestRelocateInsideTheDomain(t *testing.T) {
 	}
 	if e.plan("a") != nil {
 		t.Error("the plan survived a member that has no room in its domain")
-	}
-	// The scheduler wrote the relocated member's nomination to its status: dropping the plan
-	// asks for it to be cleared.
-	if wish, ok := e.plugin.nominatedNames.Pending("ns", moving); !ok || wish != "" {
-		t.Errorf("status.nominatedNodeName wish for %s = %q (pending %v), want it cleared", moving, wish, ok)
-	}
-}
-
-func TestNominatedNodeNameUpdate(t *testing.T) {
-	tests := []struct {
-		name, status, wish, want string
-		write                    bool
-	}{
-		{name: "a pod whose status names no node is left to the scheduler's memory", wish: "node-1"},
-		{name: "a stale node is corrected", status: "node-0", wish: "node-1", want: "node-1", write: true},
-		{name: "a dropped plan clears it", status: "node-0", wish: "", want: "", write: true},
-		{name: "already right", status: "node-1", wish: "node-1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			pod := st.MakePod().Namespace("ns").Name("m").NominatedNodeName(tt.status).Obj()
-			got := nominatedNodeNameUpdate(pod, tt.wish)
-			if (got != nil) != tt.write {
-				t.Fatalf("write = %v, want %v", got != nil, tt.write)
-			}
-			if got != nil && got.NominatedNodeName != tt.want {
-				t.Errorf("nominatedNodeName = %q, want %q", got.NominatedNodeName, tt.want)
-			}
-		})
 	}
 }
 
