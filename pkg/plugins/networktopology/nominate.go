@@ -27,17 +27,24 @@ func (p *NetworkTopologyAware) nominate(logger klog.Logger, plan *gangPlan, node
 		if pod == nil || node == "" {
 			continue
 		}
-		pi, err := framework.NewPodInfo(pod)
-		if err != nil {
-			logger.V(4).Info("Could not nominate a planned gang member", "pod", klog.KObj(pod), "err", err)
-			continue
+		if p.nominateOn(logger, pod, node) {
+			nominated[name] = pod
 		}
-		p.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
-		nominated[name] = pod
 	}
 	p.mu.Lock()
 	plan.nominated = nominated
 	p.mu.Unlock()
+}
+
+// nominateOn nominates one planned member on its node, in memory.
+func (p *NetworkTopologyAware) nominateOn(logger klog.Logger, pod *v1.Pod, node string) bool {
+	pi, err := framework.NewPodInfo(pod)
+	if err != nil {
+		logger.V(4).Info("Could not nominate a planned gang member", "pod", klog.KObj(pod), "node", node, "err", err)
+		return false
+	}
+	p.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
+	return true
 }
 
 // withdrawLocked takes the plan's open nominations out of it, and its relocations not

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
@@ -242,15 +241,9 @@ func (p *NetworkTopologyAware) renominate(logger klog.Logger, pod *v1.Pod) {
 		}
 	}
 	p.mu.Unlock()
-	if !relocated {
-		return
+	if relocated {
+		p.nominateOn(logger, pod, node)
 	}
-	pi, err := framework.NewPodInfo(pod)
-	if err != nil {
-		logger.V(4).Info("Could not nominate a relocated gang member", "pod", klog.KObj(pod), "err", err)
-		return
-	}
-	p.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
 }
 
 // relocated finishes a relocation in PostFilter: the member is activated (no cluster event
