@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -109,6 +111,17 @@ func (e *gangEnv) waitCondition(pod, reason, want string) string {
 		e.t.Fatalf("pod %s: PodScheduled never became %s with %q (last %q): %v", pod, reason, want, last, err)
 	}
 	return last
+}
+
+// priorityClass creates a PriorityClass for the test (cluster-scoped: deleted when it ends).
+func (e *gangEnv) priorityClass(name string, value int32) {
+	e.t.Helper()
+	ctx := context.Background()
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+	if _, err := e.c.kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = e.c.kube.SchedulingV1().PriorityClasses().Delete(ctx, name, metav1.DeleteOptions{}) })
 }
 
 func (e *gangEnv) expectNoneBound() {

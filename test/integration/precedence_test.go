@@ -6,8 +6,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
@@ -24,11 +22,7 @@ func TestTopologyGangMakesLowerGangYield(t *testing.T) {
 	e := newTopoEnv(t, nodesWithCPU("1", "node-0", "node-1", "node-2"), nil,
 		hntesting.MakeHyperNode("s0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj())
 	ctx := context.Background()
-	high := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "training-high"}, Value: 1000}
-	if _, err := e.c.kube.SchedulingV1().PriorityClasses().Create(ctx, high, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.c.kube.SchedulingV1().PriorityClasses().Delete(ctx, high.Name, metav1.DeleteOptions{}) })
+	e.priorityClass("training-high", 1000)
 	startScheduler(t, nil)
 	tier1 := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}
 
@@ -55,7 +49,7 @@ func TestTopologyGangMakesLowerGangYield(t *testing.T) {
 	}
 	highPods := util.GangPods(e.ns, "high", plugins.SchedulerName, "1", 2)
 	for _, p := range highPods {
-		p.Spec.PriorityClassName = high.Name
+		p.Spec.PriorityClassName = "training-high"
 	}
 	names, err := util.CreatePods(ctx, e.c.kube, highPods...)
 	if err != nil {

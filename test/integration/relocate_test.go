@@ -9,14 +9,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
@@ -45,27 +42,14 @@ func plannedWithGatedMember(t *testing.T) (*topoEnv, []string) {
 	}
 	e.filler("node-0", "1")
 	e.filler("node-1", "1")
-	high := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "relocate-high"}, Value: 1000}
-	if _, err := e.c.kube.SchedulingV1().PriorityClasses().Create(ctx, high, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.c.kube.SchedulingV1().PriorityClasses().Delete(ctx, high.Name, metav1.DeleteOptions{}) })
+	e.priorityClass("relocate-high", 1000)
 	startScheduler(t, nil)
 
-	pg := util.PodGroup(e.ns, "train", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`})
-	if err := util.CreatePodGroup(ctx, e.c.scheduling, pg); err != nil {
-		t.Fatal(err)
-	}
-	members := util.GangPods(e.ns, "train", plugins.SchedulerName, "", 3)
-	for _, p := range members {
-		p.Spec.Containers[0].Resources.Requests = cpuGPU("1", "8")
-		p.Spec.Containers[0].Resources.Limits = cpuGPU("1", "8")
-	}
-	members[0].Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "hypernode.dev/test-hold"}}
-	names, err := util.CreatePods(ctx, e.c.kube, members...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	names := e.gang("train", 3, `{"mode":"hard","highestTierAllowed":2}`, cpuGPU("1", "8"), func(p *v1.Pod) {
+		if p.Name == "train-0" {
+			p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "hypernode.dev/test-hold"}}
+		}
+	})
 	planned := e.waitEvent("TopologyPlanned")
 	if want := fmt.Sprintf("gang %s/train planned in s4 (tier 2): 3 pending members over leaves [s0 s1]", e.ns); planned.Note != want {
 		t.Fatalf("plan %q, want %q", planned.Note, want)

@@ -55,8 +55,8 @@ func newTopoEnv(t *testing.T, nodes map[string]string, extra v1.ResourceList, hy
 }
 
 // gang creates a PodGroup with the topology annotation (none if "") and its members, each
-// requesting the given resources.
-func (e *topoEnv) gang(name string, size int, annotation string, requests v1.ResourceList) []string {
+// requesting the given resources and changed by mutate before it is created.
+func (e *topoEnv) gang(name string, size int, annotation string, requests v1.ResourceList, mutate ...func(*v1.Pod)) []string {
 	e.t.Helper()
 	var annotations map[string]string
 	if annotation != "" {
@@ -69,6 +69,9 @@ func (e *topoEnv) gang(name string, size int, annotation string, requests v1.Res
 	for _, p := range pods {
 		p.Spec.Containers[0].Resources.Requests = requests
 		p.Spec.Containers[0].Resources.Limits = requests
+		for _, m := range mutate {
+			m(p)
+		}
 	}
 	names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
 	if err != nil {

@@ -238,7 +238,7 @@ func (p *NetworkTopologyAware) watchCapacity(factory informers.SharedInformerFac
 			}
 			if ok2 && pod.Spec.NodeName == "" && p.relocations.Load() > 0 {
 				// The scheduler wrote the failed attempt's condition: it is done with it.
-				p.renominate(klog.Background(), pod)
+				p.renominate(klog.Background(), pod, false)
 			}
 		},
 		DeleteFunc: func(obj any) {

@@ -77,8 +77,8 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 			"gang %s: a member beyond minMember %d; no room for it next to the others in %s now, it waits for room", key, info.MinMember(), plan.domain))
 	}
 	if p.relocations.Load() > 0 {
-		// A relocated member whose failed attempt wrote no update (renominate).
-		p.renominate(klog.FromContext(ctx), pod)
+		// A relocated member comes back: nominated on its new node until it reserves.
+		p.renominate(klog.FromContext(ctx), pod, true)
 	}
 	leaf := plan.podLeaf[pod.Name]
 	nodeSet := plan.leafNodes[leaf]

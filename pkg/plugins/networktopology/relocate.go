@@ -222,20 +222,21 @@ func (p *NetworkTopologyAware) moveMember(tree *hypernode.Snapshot, key podgroup
 	return true
 }
 
-// renominate nominates a relocated member on its new node once the scheduler has ended the
-// attempt that relocated it (which dropped its nomination): on the pod's next update (the
-// attempt's condition) or, failing that, its next PreFilter.
-func (p *NetworkTopologyAware) renominate(logger klog.Logger, pod *v1.Pod) {
+// renominate nominates a relocated member on its new node again, after the scheduler ended
+// the attempt that relocated it (which dropped its nomination): on each update of the pod
+// (the attempt's condition comes right after) and at its next PreFilter, which consumes the
+// relocation. Re-adding a nomination is idempotent, so an update that arrives before the
+// scheduler dropped it does no harm.
+func (p *NetworkTopologyAware) renominate(logger klog.Logger, pod *v1.Pod, consume bool) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return
 	}
 	p.mu.Lock()
-	plan := p.plans[key]
 	node, relocated := "", false
-	if plan != nil {
+	if plan := p.plans[key]; plan != nil {
 		node, relocated = plan.relocated[pod.Name]
-		if relocated {
+		if relocated && consume {
 			delete(plan.relocated, pod.Name)
 			p.relocations.Add(-1)
 		}

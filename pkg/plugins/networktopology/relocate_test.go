@@ -130,15 +130,20 @@ func TestRelocateInsideTheDomain(t *testing.T) {
 	// The scheduler ends the failed attempt by dropping the member's nomination; the pod's
 	// next update (the attempt's condition) nominates it on its new node.
 	e.fw.DeleteNominatedPodIfExists(e.podNamed(moving))
-	e.plugin.renominate(klog.Background(), e.podNamed(moving))
+	e.plugin.renominate(klog.Background(), e.podNamed(moving), false)
 	if diff := cmp.Diff([]string{moving}, e.nominated(free)); diff != "" {
-		t.Errorf("nominated on %s after the relocation (-want,+got):\n%s", free, diff)
+		t.Errorf("nominated on %s after the pod's update (-want,+got):\n%s", free, diff)
 	}
-	if n := e.plugin.relocations.Load(); n != 0 {
-		t.Errorf("%d relocations wait for their nomination, want 0", n)
-	}
+	// Its next attempt consumes the relocation and keeps the nomination.
+	e.fw.DeleteNominatedPodIfExists(e.podNamed(moving))
 	if _, nodes := e.preFilter(t, e.podNamed(moving)); !cmp.Equal(nodes, []string{"node-2", "node-3"}) {
 		t.Errorf("%s narrowed to %v after the relocation, want s1 (node-2, node-3)", moving, nodes)
+	}
+	if diff := cmp.Diff([]string{moving}, e.nominated(free)); diff != "" {
+		t.Errorf("nominated on %s at the next attempt (-want,+got):\n%s", free, diff)
+	}
+	if n := e.plugin.relocations.Load(); n != 0 {
+		t.Errorf("%d relocations wait for their next attempt, want 0", n)
 	}
 
 	// The free node is gone too: nothing in s4 has room, and the gang plans again.
