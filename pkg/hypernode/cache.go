@@ -49,6 +49,8 @@ type Cache struct {
 	// arrive in any order, and a parent listed before its children would otherwise be
 	// reported as missing members on every start.
 	quiet bool
+	// listeners are called after each change of the tree (OnChange).
+	listeners []func(*Snapshot)
 }
 
 // NewCache returns a cache with an empty tree. Feed it with Run or with the Set/Delete
@@ -102,15 +104,31 @@ func (c *Cache) DeleteHyperNode(name string) {
 	c.apply(func(t *Tree) []ProblemChange { return t.DeleteHyperNode(name) })
 }
 
-func (c *Cache) apply(update func(*Tree) []ProblemChange) {
+// OnChange registers f to be called, outside the cache's lock, after each change of the tree
+// with the snapshot that has it. Earlier changes are not replayed.
+func (c *Cache) OnChange(f func(*Snapshot)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.listeners = append(c.listeners, f)
+}
+
+func (c *Cache) apply(update func(*Tree) []ProblemChange) {
+	c.mu.Lock()
+	before := c.current.Load()
 	changes := update(c.tree)
-	c.current.Store(c.tree.Snapshot())
+	snap := c.tree.Snapshot()
+	c.current.Store(snap)
 	// Reported under the lock so that Events of one HyperNode are recorded in the order
 	// of the changes (recording only queues the Event).
 	for _, change := range changes {
 		c.report(change)
+	}
+	listeners := c.listeners
+	c.mu.Unlock()
+	if snap.Generation() != before.Generation() {
+		for _, f := range listeners {
+			f(snap)
+		}
 	}
 }
 

@@ -41,6 +41,13 @@ func RegistryOptions() []app.Option {
 			}
 			return gang.NewQueueSort(registry), nil
 		}),
+		app.WithPlugin(gang.RetryGateName, func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+			_, registry, err := state.start(ctx, handle)
+			if err != nil {
+				return nil, err
+			}
+			return gang.NewRetryGate(handle, registry), nil
+		}),
 		app.WithPlugin(networktopology.Name, func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 			cache, registry, err := state.start(ctx, handle)
 			if err != nil {

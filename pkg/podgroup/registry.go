@@ -53,6 +53,8 @@ type Registry struct {
 	// forgetters are called when a PodGroup is deleted, so that what plugins keep per gang
 	// does not outlive it.
 	forgetters []func(Key)
+	// retryGates are the profiles that run GangRetryGate (retry.go).
+	retryGates sets.Set[string]
 }
 
 type group struct {
@@ -77,6 +79,9 @@ type group struct {
 	requeuedAt time.Time
 	// blocker is a member that fits no node (see Blocker).
 	blocker *Blocker
+	// retryHeld says the gang's placement failed and only scout is retried (retry.go).
+	retryHeld bool
+	scout     types.UID
 	// memberSub maps the members in a sub-group to it; subCounts counts each sub-group's
 	// members and scheduled (bound or reserved) members, kept up to date on every change.
 	memberSub map[types.UID]SubGroup
@@ -142,8 +147,8 @@ func (r *Registry) forgetIfEmptyLocked(key Key) {
 
 // OnGroupChange registers f to be called (outside the registry's lock) when a group may have
 // just become ready: its PodGroup appeared or changed what scheduling reads (podGroupChanged),
-// or a new member brought the member count to minMember, or its blocker went away. Register
-// before the informers start.
+// or a new member brought the member count to minMember, or its blocker went away, or the
+// scout of its held retry went away (retry.go). Register before the informers start.
 func (r *Registry) OnGroupChange(f func(key Key, podGroupChanged bool)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -386,8 +391,9 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		g.assignSubGroupLocked(pod.UID, pod)
 	}
 	reachedMinMember := !known && g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
+	scoutLost := g.scoutLostLocked(pod.UID)
 	r.mu.Unlock()
-	if reachedMinMember || unblocked {
+	if reachedMinMember || unblocked || scoutLost {
 		r.notify(key, false)
 	}
 }
@@ -410,6 +416,8 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		if g.blocker != nil && g.blocker.UID == pod.UID {
 			unblocked = g.unblockLocked()
 		}
+		// A held gang whose scout went needs another one (retry.go).
+		unblocked = unblocked || g.scoutLostLocked(pod.UID)
 		r.forgetIfEmptyLocked(key)
 	}
 	r.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -25,6 +26,8 @@ func (g *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ [
 	g.registry.RequeueDone(key)
 	info := g.registry.Info(key)
 	if b := info.Blocker; b != nil && b.UID != pod.UID {
+		// The blocker retries for the gang: this member waits out of the queue.
+		g.registry.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, b.Message(key))
 	}
 	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {

@@ -124,7 +124,8 @@ func (g *Gang) isSchedulableAfterCapacityChange(logger klog.Logger, pod *v1.Pod)
 	if info.Blocker != nil {
 		return fwk.QueueSkip, nil
 	}
-	if !g.registry.ClaimRequeue(key, pod.UID, time.Now()) {
+	if g.registry.Held(pod) || !g.registry.ClaimRequeue(key, pod.UID, time.Now()) {
+		// A held member (on its way to GangRetryGate) leaves the event to the retried one.
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("Gang requeued for room", "pod", klog.KObj(pod), "podGroup", key)

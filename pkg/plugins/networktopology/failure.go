@@ -37,6 +37,8 @@ type planFailure struct {
 	possible sets.Set[string]
 	// wake activates a member when the back-off ends, armed when a change arrives during it.
 	wake *time.Timer
+	// treeWoken says a change of the tree has retried the gang since this failure.
+	treeWoken bool
 }
 
 const (
@@ -97,10 +99,10 @@ func (p *NetworkTopologyAware) waitsForBackoff(logger klog.Logger, key podgroup.
 	return f != nil && p.inBackoffLocked(logger, f, pod)
 }
 
-// recordFailure remembers a failed plan of the gang.
-func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, status *fwk.Status, tree *hypernode.Snapshot, info podgroup.Info, possible sets.Set[string]) {
+// recordFailure remembers a failed plan of the gang, made for pod: from now on the gang is
+// retried through pod alone, its other members are held (podgroup/retry.go).
+func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, pod *v1.Pod, status *fwk.Status, tree *hypernode.Snapshot, info podgroup.Info, possible sets.Set[string]) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	failures := 1
 	if old := p.failures[key]; old != nil {
 		failures = old.failures + 1
@@ -108,6 +110,50 @@ func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, status *fwk.Statu
 	}
 	p.failures[key] = &planFailure{status: status, tree: tree.Generation(), revision: info.Revision,
 		failures: failures, retryAt: time.Now().Add(backoff(failures)), possible: possible}
+	p.mu.Unlock()
+	p.registry.HoldForRetry(key, pod.UID)
+}
+
+// treeChanged retries the gangs whose last plan failed on an older tree. kube-scheduler's
+// queue and the tree cache watch HyperNodes through different informers: the queue's hint
+// can run the retried member before the cache has the change, and the member then reuses the
+// old failure; nothing else would wake it.
+func (p *NetworkTopologyAware) treeChanged(logger klog.Logger, tree *hypernode.Snapshot) {
+	var keys []podgroup.Key
+	p.mu.Lock()
+	for key, f := range p.failures {
+		if f.tree != tree.Generation() && !f.treeWoken {
+			f.treeWoken = true
+			keys = append(keys, key)
+		}
+	}
+	p.mu.Unlock()
+	pods := map[string]*v1.Pod{}
+	for _, key := range keys {
+		if m := p.registry.RetryMember(key); m != nil {
+			pods[m.Namespace+"/"+m.Name] = m
+		}
+	}
+	if len(pods) > 0 {
+		logger.V(4).Info("HyperNode tree changed: gangs that failed on the old tree retried", "gangs", len(pods))
+		p.handle.Activate(logger, pods)
+	}
+}
+
+// releaseHeld ends the gang's retry hold and activates its pending members: no cluster event
+// requeues a held member.
+func (p *NetworkTopologyAware) releaseHeld(logger klog.Logger, key podgroup.Key) {
+	if !p.registry.ReleaseRetry(key) {
+		return
+	}
+	pending := p.registry.PendingMembers(key)
+	pods := make(map[string]*v1.Pod, len(pending))
+	for _, m := range pending {
+		pods[m.Namespace+"/"+m.Name] = m
+	}
+	if len(pods) > 0 {
+		p.handle.Activate(logger, pods)
+	}
 }
 
 // forgetFailure drops the gang's failure (it planned, or it is gone). p.mu must be held.

@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
@@ -91,5 +94,51 @@ func TestBackoff(t *testing.T) {
 		if got := backoff(failures); got != want {
 			t.Errorf("backoff(%d) = %v, want %v", failures, got, want)
 		}
+	}
+}
+
+// TestFailedGangRetriedThroughOneMember: the member whose plan failed is the gang's scout; a
+// sibling that reuses the failure is sent to GangRetryGate (activated, so that PreEnqueue
+// holds it), the scout is not. A change of the tree retries the scout once, even when the
+// queue's own HyperNode event came before the cache had the change. When the scout plans,
+// the hold ends and every pending member is activated.
+func TestFailedGangRetriedThroughOneMember(t *testing.T) {
+	// Leaves of two 1-CPU nodes: a hard tier-1 gang of three fits none.
+	e := newPlanEnv(t, map[string]int{"big": 3})
+	e.registry.EnableRetryGate(e.fw.ProfileName())
+	preFilter := func(i int) *fwk.Status {
+		_, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("big", i))
+		return status
+	}
+	if status := preFilter(0); status.IsSuccess() {
+		t.Fatal("big-0 planned: the gang should not fit")
+	}
+	if retried, held := e.registry.RetryGate(e.pod("big", 1)); !held || retried != "big-0" {
+		t.Errorf("RetryGate(big-1) = %q, %v; want held behind big-0", retried, held)
+	}
+	preFilter(1)
+	preFilter(0)
+	if diff := cmp.Diff([][]string{{"big-1"}}, e.activated.take()); diff != "" {
+		t.Errorf("activations after the siblings' attempts (-want,+got):\n%s", diff)
+	}
+
+	// The cache sees a change of the tree: the scout is retried, once.
+	e.cache.SetHyperNode(hntesting.MakeHyperNode("s1").Tier(1).Nodes("node-3").Obj())
+	e.plugin.treeChanged(klog.Background(), e.cache.Snapshot())
+	e.plugin.treeChanged(klog.Background(), e.cache.Snapshot())
+	if diff := cmp.Diff([][]string{{"big-0"}}, e.activated.take()); diff != "" {
+		t.Errorf("activations after the tree changed (-want,+got):\n%s", diff)
+	}
+
+	// s0 gets a third node: the scout plans, the hold ends, every member is activated.
+	e.cache.SetHyperNode(hntesting.MakeHyperNode("s0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj())
+	if status := preFilter(0); !status.IsSuccess() {
+		t.Fatalf("big-0 after s0 grew: %v", status)
+	}
+	if diff := cmp.Diff([][]string{{"big-0", "big-1", "big-2"}}, e.activated.take()); diff != "" {
+		t.Errorf("activations after the plan (-want,+got):\n%s", diff)
+	}
+	if _, held := e.registry.RetryGate(e.pod("big", 1)); held {
+		t.Error("big-1 still held after the gang planned")
 	}
 }

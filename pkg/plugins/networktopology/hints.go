@@ -31,7 +31,8 @@ func (p *NetworkTopologyAware) EventsToRegister(_ context.Context) ([]fwk.Cluste
 
 // requeue queues the pod if it is the one member its gang requeues for this change.
 func (p *NetworkTopologyAware) requeue(logger klog.Logger, pod *v1.Pod, key podgroup.Key, why string) fwk.QueueingHint {
-	if !p.registry.ClaimRequeue(key, pod.UID, time.Now()) {
+	if p.registry.Held(pod) || !p.registry.ClaimRequeue(key, pod.UID, time.Now()) {
+		// A held member (on its way to GangRetryGate) leaves the event to the retried one.
 		return fwk.QueueSkip
 	}
 	logger.V(5).Info("Gang requeued", "pod", klog.KObj(pod), "podGroup", key, "event", why)

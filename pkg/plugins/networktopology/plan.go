@@ -123,8 +123,8 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
 	p.mu.Unlock()
 	pods := map[string]*v1.Pod{}
 	for _, k := range keys {
-		if pending := p.registry.PendingMembers(k); len(pending) > 0 {
-			pods[pending[0].Namespace+"/"+pending[0].Name] = pending[0]
+		if m := p.registry.RetryMember(k); m != nil {
+			pods[m.Namespace+"/"+m.Name] = m
 		}
 	}
 	if len(pods) > 0 {
@@ -274,7 +274,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 				status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, blocked)
 			}
 			outcome = metrics.ResultNoDomain
-			p.recordFailure(key, status, tree, info, possible)
+			p.recordFailure(key, pod, status, tree, info, possible)
 			p.events.Record(info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
 			logger.V(2).Info("Gang cannot be planned", "podGroup", key, "pending", len(names), "simulatedNodes", simulated, "duration", time.Since(start), "reason", unsat.Message)
 			return nil, status
@@ -330,6 +330,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		p.deferring.Insert(key)
 	}
 	p.mu.Unlock()
+	p.releaseHeld(logger, key)
 	if releasedOld {
 		// Its old promises may have kept another gang out.
 		p.promisesReleased(logger)
@@ -415,6 +416,7 @@ func (p *NetworkTopologyAware) forget(key podgroup.Key) {
 	p.forgetFailureLocked(key)
 	p.deferring.Delete(key)
 	p.mu.Unlock()
+	p.releaseHeld(klog.Background(), key)
 	p.withdraw(withdrawn)
 	p.events.Forget(key)
 	if released {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -37,6 +38,8 @@ type planEnv struct {
 	plugin   *NetworkTopologyAware
 	registry *podgroup.Registry
 	snapshot *internalcache.Snapshot
+	// activated records the pods the plugin activates.
+	activated *recordingActivator
 }
 
 func newPlanEnv(t *testing.T, gangs map[string]int) *planEnv {
@@ -61,7 +64,7 @@ func newPlanEnvWith(t *testing.T, gangs map[string]int, changeNode func(*v1.Node
 	for l := range 4 {
 		cache.SetHyperNode(hntesting.MakeHyperNode(fmt.Sprintf("s%d", l)).Tier(1).Nodes(fmt.Sprintf("node-%d", 2*l), fmt.Sprintf("node-%d", 2*l+1)).Obj())
 	}
-	e := &planEnv{ctx: ctx, cache: cache, registry: podgroup.New(), snapshot: internalcache.NewSnapshot(nil, nodes)}
+	e := &planEnv{ctx: ctx, cache: cache, registry: podgroup.New(), snapshot: internalcache.NewSnapshot(nil, nodes), activated: &recordingActivator{}}
 	for name, size := range gangs {
 		e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("pg-" + name),
@@ -78,7 +81,7 @@ func newPlanEnvWith(t *testing.T, gangs map[string]int, changeNode func(*v1.Node
 		e.plugin = newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, cache, e.registry)
 		return e.plugin, nil
 	}
-	fw, err := frameworkruntime.NewFramework(ctx, reg, &with, testFrameworkOptions(e.snapshot)...)
+	fw, err := frameworkruntime.NewFramework(ctx, reg, &with, append(testFrameworkOptions(e.snapshot), frameworkruntime.WithPodActivator(e.activated))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +170,32 @@ func TestPlanReuseLedgerAndInvalidation(t *testing.T) {
 type noActivation struct{}
 
 func (*noActivation) Activate(klog.Logger, map[string]*v1.Pod) {}
+
+// recordingActivator records the names of the pods activated, sorted per call.
+type recordingActivator struct {
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (a *recordingActivator) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	sort.Strings(names)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, names)
+}
+
+// take returns the calls recorded since the last take.
+func (a *recordingActivator) take() [][]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	calls := a.calls
+	a.calls = nil
+	return calls
+}
 
 // TestLazyPlanMatchesFullSimulation: BinPack plans start from resource bounds and simulate only
 // the domains they pick. Tainted nodes have room by resources but take no member: the plan

@@ -110,6 +110,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hype
 		return nil, err
 	}
 	p := newPlugin(*args, handle, cache, registry)
+	cache.OnChange(func(tree *hypernode.Snapshot) { p.treeChanged(klog.FromContext(ctx), tree) })
 	if err := p.watchCapacity(handle.SharedInformerFactory()); err != nil {
 		return nil, err
 	}

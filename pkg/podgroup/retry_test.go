@@ -1,0 +1,183 @@
+package podgroup
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestRetryGate walks a gang of three members through a hold: who is held back behind whom,
+// what ends a hold, and who replaces a scout that went away.
+func TestRetryGate(t *testing.T) {
+	key := Key{Namespace: "ns", Name: "g"}
+	type gate struct {
+		Pod     string
+		Retried string
+		Held    bool
+	}
+	// check asks RetryGate (which may make the asker the scout) for each pod in turn.
+	check := func(r *Registry, pods ...string) []gate {
+		var out []gate
+		for _, p := range pods {
+			retried, held := r.RetryGate(member(p, "g"))
+			out = append(out, gate{p, retried, held})
+		}
+		return out
+	}
+	bound := func(name string) *v1.Pod {
+		p := member(name, "g")
+		p.Spec.NodeName = "node-1"
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		// setup runs after a, b and c exist; it returns the pods to ask about, in order.
+		setup      func(r *Registry) []string
+		want       []gate
+		wantNotify int
+	}{
+		{
+			name:  "no hold: nobody is held",
+			setup: func(*Registry) []string { return []string{"a", "b", "c"} },
+			want:  []gate{{"a", "", false}, {"b", "", false}, {"c", "", false}},
+		},
+		{
+			name: "held behind the scout",
+			setup: func(r *Registry) []string {
+				r.HoldForRetry(key, "b")
+				return []string{"a", "b", "c"}
+			},
+			want: []gate{{"a", "b", true}, {"b", "", false}, {"c", "b", true}},
+		},
+		{
+			name: "released: nobody is held",
+			setup: func(r *Registry) []string {
+				r.HoldForRetry(key, "b")
+				if !r.ReleaseRetry(key) || r.ReleaseRetry(key) {
+					t.Error("ReleaseRetry: want true once, then false")
+				}
+				return []string{"a", "c"}
+			},
+			want: []gate{{"a", "", false}, {"c", "", false}},
+		},
+		{
+			name: "the scout was deleted: the first member to ask replaces it",
+			setup: func(r *Registry) []string {
+				r.HoldForRetry(key, "b")
+				r.DeletePod(member("b", "g"))
+				return []string{"c", "a", "c"}
+			},
+			want:       []gate{{"c", "", false}, {"a", "c", true}, {"c", "", false}},
+			wantNotify: 1,
+		},
+		{
+			name: "the scout was bound elsewhere: the same",
+			setup: func(r *Registry) []string {
+				r.HoldForRetry(key, "b")
+				r.SetPod(member("b", "g"), bound("b"))
+				return []string{"a", "c"}
+			},
+			want:       []gate{{"a", "", false}, {"c", "a", true}},
+			wantNotify: 1,
+		},
+		{
+			name: "a deleted non-scout notifies nobody",
+			setup: func(r *Registry) []string {
+				r.HoldForRetry(key, "b")
+				r.DeletePod(member("c", "g"))
+				return []string{"a"}
+			},
+			want: []gate{{"a", "b", true}},
+		},
+		{
+			name: "blocked: held behind the blocker, without a hold",
+			setup: func(r *Registry) []string {
+				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "2 node(s) didn't match Pod's node affinity/selector"})
+				return []string{"a", "b", "c"}
+			},
+			want: []gate{{"a", "c", true}, {"b", "c", true}, {"c", "", false}},
+		},
+		{
+			name: "blocked and held: the blocker comes first",
+			setup: func(r *Registry) []string {
+				r.HoldForRetry(key, "b")
+				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "taint"})
+				return []string{"a", "b"}
+			},
+			want: []gate{{"a", "c", true}, {"b", "c", true}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New()
+			notified := 0
+			r.OnGroupChange(func(Key, bool) { notified++ })
+			for _, p := range []string{"a", "b", "c"} {
+				r.SetPod(nil, member(p, "g"))
+			}
+			pods := tc.setup(r)
+			if diff := cmp.Diff(tc.want, check(r, pods...)); diff != "" {
+				t.Errorf("RetryGate (-want,+got):\n%s", diff)
+			}
+			for _, g := range tc.want {
+				if got := r.Held(member(g.Pod, "g")); got != g.Held {
+					t.Errorf("Held(%s) = %v, want %v", g.Pod, got, g.Held)
+				}
+			}
+			if notified != tc.wantNotify {
+				t.Errorf("%d notifications, want %d", notified, tc.wantNotify)
+			}
+		})
+	}
+}
+
+// TestRetryGateClearsAHeldMembersRequeueClaim: a member that a cluster event requeued for its
+// gang and that is then held never runs the attempt that ends the claim; holding it ends the
+// claim, so the next event can requeue the scout.
+func TestRetryGateClearsAHeldMembersRequeueClaim(t *testing.T) {
+	r := New()
+	key := Key{Namespace: "ns", Name: "g"}
+	for _, p := range []string{"a", "b"} {
+		r.SetPod(nil, member(p, "g"))
+	}
+	now := time.Now()
+	if !r.ClaimRequeue(key, "a", now) {
+		t.Fatal("a: first claim refused")
+	}
+	r.HoldForRetry(key, "b")
+	if r.ClaimRequeue(key, "b", now) {
+		t.Fatal("b: claimed while a's claim runs")
+	}
+	if _, held := r.RetryGate(member("a", "g")); !held {
+		t.Fatal("a: not held")
+	}
+	if !r.ClaimRequeue(key, "b", now) {
+		t.Error("b: the scout cannot claim after a was held")
+	}
+}
+
+func TestRetryMemberAndGateProfiles(t *testing.T) {
+	r := New()
+	key := Key{Namespace: "ns", Name: "g"}
+	if r.RetryMember(key) != nil {
+		t.Error("RetryMember of an unknown gang: want nil")
+	}
+	for _, p := range []string{"a", "b", "c"} {
+		r.SetPod(nil, member(p, "g"))
+	}
+	if got := r.RetryMember(key).Name; got != "a" {
+		t.Errorf("without a hold: RetryMember = %s, want a (first pending by name)", got)
+	}
+	r.HoldForRetry(key, "c")
+	if got := r.RetryMember(key).Name; got != "c" {
+		t.Errorf("held: RetryMember = %s, want the scout c", got)
+	}
+	if r.RetryGateEnabled("hypernode-scheduler") {
+		t.Error("gate enabled before EnableRetryGate")
+	}
+	r.EnableRetryGate("hypernode-scheduler")
+	if !r.RetryGateEnabled("hypernode-scheduler") || r.RetryGateEnabled("default-scheduler") {
+		t.Error("EnableRetryGate: want exactly hypernode-scheduler enabled")
+	}
+}

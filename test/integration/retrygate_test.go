@@ -1,0 +1,67 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/metrics/testutil"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gang"
+)
+
+// TestImpossibleGangWaitsBehindOneMember: a hard tier-1 gang that no leaf can hold is retried
+// through one member. The others are held by GangRetryGate, which kube-scheduler counts in
+// scheduler_unschedulable_pods{plugin="GangRetryGate"}: four of five, none bound. When an
+// admin adds a node to a leaf, that one member plans for all of them, the hold ends, and the
+// whole gang binds inside that leaf.
+func TestImpossibleGangWaitsBehindOneMember(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("4", "node-0", "node-1", "node-2", "node-3", "node-4"), nil,
+		hntesting.MakeHyperNode("s0").Tier(1).Nodes("node-0", "node-1").Obj(),
+		hntesting.MakeHyperNode("s1").Tier(1).Nodes("node-2", "node-3").Obj())
+	startScheduler(t, nil)
+	before := heldByRetryGate(t)
+
+	// A leaf holds four members of 2 CPUs (two 4-CPU nodes); the gang has five.
+	names := e.gang("train", 5, `{"mode":"hard","highestTierAllowed":1}`, cpu("2"))
+	for _, n := range names {
+		e.waitCondition(n, v1.PodReasonUnschedulable, "no HyperNode")
+	}
+	waitHeldByRetryGate(t, before+4)
+	e.expectNoneBound()
+
+	updateHyperNode(t, e.c, "s0", hntesting.MakeHyperNode("s0").Tier(1).Nodes("node-0", "node-1", "node-4").Obj().Spec.Members)
+	got := e.waitBound(names)
+	if !within(got, "node-0", "node-1", "node-4") || len(got) != 5 {
+		t.Errorf("placements %v: want all five in s0 (node-0, node-1, node-4)", got)
+	}
+	waitHeldByRetryGate(t, before)
+}
+
+// heldByRetryGate reads how many pods kube-scheduler counts as held by GangRetryGate.
+func heldByRetryGate(t *testing.T) int {
+	t.Helper()
+	v, err := testutil.GetGaugeMetricValue(schedmetrics.UnschedulableReason(gang.RetryGateName, plugins.SchedulerName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(v)
+}
+
+// waitHeldByRetryGate polls until GangRetryGate holds want pods.
+func waitHeldByRetryGate(t *testing.T, want int) {
+	t.Helper()
+	got := -1
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, boundTimeout, true, func(context.Context) (bool, error) {
+		got = heldByRetryGate(t)
+		return got == want, nil
+	})
+	if err != nil {
+		t.Fatalf("GangRetryGate holds %d pods, want %d", got, want)
+	}
+}
