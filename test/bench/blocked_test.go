@@ -64,17 +64,22 @@ func TestBlockedGangs(t *testing.T) {
 		// hard at tier 1 and larger than a leaf (a leaf holds LeafSize*4 pods of 2 GPUs).
 		blocker bool
 	}{{name: "none"}, {name: "impossible hard tier-1 gang", size: impossible}, {name: "gang with a never-fitting member", size: withBlocker, blocker: true}}
-	for vi, v := range variants {
-		bv := BlockedVariant{Name: v.name, GangPods: v.size}
-		var plans, cycles, cpu []float64
-		for rep := range repeats() {
+	// Runs alternate between the variants (none, impossible, blocker, none, ...) so that a
+	// machine that slows down during the run weighs on every variant alike.
+	type series struct{ runs, plans, cycles, cpu []float64 }
+	all := make([]series, len(variants))
+	for rep := range repeats() {
+		for vi, v := range variants {
 			r := runBlocked(t, c, fmt.Sprintf("blocked-%d-%d", vi, rep), wave, v.size, v.blocker)
 			t.Logf("blocked (%s) run %d: %.0f plain pods/s, %.1f plans/min, %.1f failed gang cycles/min, CPU %.1fs", v.name, rep, r.podsPerSecond, r.plansPerMinute, r.cyclesPerMinute, r.cpuSeconds)
-			bv.Runs = append(bv.Runs, r.podsPerSecond)
-			plans, cycles, cpu = append(plans, r.plansPerMinute), append(cycles, r.cyclesPerMinute), append(cpu, r.cpuSeconds)
+			s := &all[vi]
+			s.runs, s.plans, s.cycles, s.cpu = append(s.runs, r.podsPerSecond), append(s.plans, r.plansPerMinute), append(s.cycles, r.cyclesPerMinute), append(s.cpu, r.cpuSeconds)
 		}
-		bv.PodsPerSecond, bv.PlansPerMinute, bv.CyclesPerMinute, bv.CPUSeconds = median(bv.Runs), median(plans), median(cycles), median(cpu)
-		res.Variants = append(res.Variants, bv)
+	}
+	for vi, v := range variants {
+		s := all[vi]
+		res.Variants = append(res.Variants, BlockedVariant{Name: v.name, GangPods: v.size, Runs: s.runs,
+			PodsPerSecond: median(s.runs), PlansPerMinute: median(s.plans), CyclesPerMinute: median(s.cycles), CPUSeconds: median(s.cpu)})
 	}
 	for i := range res.Variants {
 		res.Variants[i].Ratio = res.Variants[i].PodsPerSecond / res.Variants[0].PodsPerSecond
