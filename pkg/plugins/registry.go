@@ -14,6 +14,7 @@ import (
 	// Registers the plugins' args in kube-scheduler's config scheme.
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gang"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gangpreemption"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
 )
 
@@ -47,6 +48,13 @@ func RegistryOptions() []app.Option {
 				return nil, err
 			}
 			return gang.NewRetryGate(handle, registry), nil
+		}),
+		app.WithPlugin(gangpreemption.Name, func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+			cache, registry, err := state.start(ctx, handle)
+			if err != nil {
+				return nil, err
+			}
+			return gangpreemption.New(ctx, handle, cache, registry)
 		}),
 		app.WithPlugin(networktopology.Name, func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 			cache, registry, err := state.start(ctx, handle)

@@ -1,0 +1,121 @@
+// Package gangpreemption implements the GangPreemption plugin, which replaces kube-scheduler's
+// DefaultPreemption in the profile: a pod that is not in a gang is preempted for exactly as
+// DefaultPreemption does (the plugin wraps it); a gang member preempts for its whole gang, all
+// or nothing. Per candidate domain (the HyperNodes of the tiers its constraint allows, lowest
+// tier first; the whole cluster for a gang without a hard constraint) the plugin removes
+// every pod of lower priority, checks that minMember members then fit, gives back every
+// victim that is not needed (highest priority first), and evicts the victims of the cheapest
+// domain. When no domain can hold the gang even then, nothing is evicted and the members say
+// so. See docs/design.md, "Gang preemption".
+package gangpreemption
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// Name is the name of the plugin used in the plugin registry and configurations.
+const Name = "GangPreemption"
+
+// Event reasons recorded on PodGroups.
+const (
+	// EventGangPreempting: pods of lower priority are evicted so that the gang fits.
+	EventGangPreempting = "GangPreempting"
+	// EventPreemptionNotHelpful: no domain can hold the gang even without the pods of lower
+	// priority; nothing was evicted.
+	EventPreemptionNotHelpful = "PreemptionNotHelpful"
+	eventAction               = "Preempt"
+)
+
+// GangPreemption is the plugin. DefaultPreemption is embedded for the pods that are not gang
+// members, and for its PreEnqueue and events (a pod whose preemption runs asynchronously
+// waits for it).
+type GangPreemption struct {
+	*defaultpreemption.DefaultPreemption
+	handle   fwk.Handle
+	cache    *hypernode.Cache
+	registry *podgroup.Registry
+	events   *podgroup.EventLog
+	pods     corelisters.PodLister
+
+	mu sync.Mutex
+	// running are the gangs whose victims are being evicted: no new preemption for a gang
+	// until they are gone.
+	running map[podgroup.Key]*attempt
+}
+
+// attempt is one gang preemption whose victims may still be terminating.
+type attempt struct {
+	domain  string
+	victims []*v1.Pod
+}
+
+var (
+	_ fwk.PostFilterPlugin = &GangPreemption{}
+	_ fwk.PreEnqueuePlugin = &GangPreemption{}
+)
+
+// defaultArgs are DefaultPreemption's defaults (kube-scheduler's v1 config): the wrapped
+// plugin is configured by them, since the profile disables DefaultPreemption itself.
+func defaultArgs() *schedconfig.DefaultPreemptionArgs {
+	return &schedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}
+}
+
+// New builds the plugin around the scheduler's tree cache and PodGroup registry.
+func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) (*GangPreemption, error) {
+	dp, err := defaultpreemption.New(ctx, defaultArgs(), handle, plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+	if err != nil {
+		return nil, fmt.Errorf("building the wrapped DefaultPreemption: %w", err)
+	}
+	pl := &GangPreemption{
+		DefaultPreemption: dp,
+		handle:            handle,
+		cache:             cache,
+		registry:          registry,
+		events:            podgroup.NewEventLog(handle.EventRecorder(), eventAction),
+		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
+		running:           map[podgroup.Key]*attempt{},
+	}
+	registry.OnGroupDelete(pl.forget)
+	return pl, nil
+}
+
+// Name returns the name of the plugin.
+func (pl *GangPreemption) Name() string { return Name }
+
+// PostFilter preempts for a pod that fits no node: DefaultPreemption for a pod without a
+// gang, the whole gang's preemption for a gang member. Per-pod preemption never runs for a
+// gang member: it would evict for one member of a gang that may never fit as a whole. For a
+// gang member the status is always Unschedulable (with the nomination as the result when it
+// preempted): Unresolvable or Success would end the PostFilter chain before Gang's, which
+// releases the gang's waiting members.
+func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return pl.DefaultPreemption.PostFilter(ctx, state, pod, m)
+	}
+	schedmetrics.PreemptionAttempts.Inc()
+	result, status := pl.preemptForGang(ctx, state, pod, key)
+	return result, fwk.NewStatus(status.Code(), "preemption: "+status.Message())
+}
+
+// forget drops what the plugin keeps for a gang whose PodGroup was deleted.
+func (pl *GangPreemption) forget(key podgroup.Key) {
+	pl.mu.Lock()
+	delete(pl.running, key)
+	pl.mu.Unlock()
+	pl.events.Forget(key)
+}

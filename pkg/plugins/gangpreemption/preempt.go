@@ -1,0 +1,281 @@
+package gangpreemption
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// wholeCluster names the domain of a gang without a hard constraint.
+const wholeCluster = "the cluster"
+
+// preemptForGang decides, once for the gang, whether evicting pods of lower priority lets
+// minMember members fit in one domain, and if so evicts the cheapest set and nominates the
+// members. Its message goes after "preemption: " in the member's condition.
+func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key) (*fwk.PostFilterResult, *fwk.Status) {
+	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s does not preempt (preemptionPolicy: Never)", key))
+	}
+	if msg, waiting := pl.waitingForVictims(key); waiting {
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	}
+	gang := pl.registry.Gang(key).Including(pod)
+	info := gang.Info
+	if info.PodGroup == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has no PodGroup", key))
+	}
+	need := info.MinMember() - len(gang.Placed)
+	if need <= 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has minMember members placed; nothing to preempt for", key))
+	}
+	if shapes := podgroup.ShapesOf(gang.Pending); len(shapes) > 1 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+			"gang %s has members of %d pod shapes; gang preemption handles gangs of one shape", key, len(shapes)))
+	}
+	tiers, err := pl.domains(gang)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, err))
+	}
+	list, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	// The gang's own nominations (an earlier attempt's) must not count against it.
+	for _, m := range gang.Pending {
+		if m.Pod.UID != pod.UID {
+			pl.handle.DeleteNominatedPodIfExists(m.Pod)
+		}
+	}
+	sim := &simulation{pl: pl, state: withoutPlan(state), pod: pod, own: key, priority: corev1helpers.PodPriority(pod),
+		need: need, nodes: make(map[string]fwk.NodeInfo, len(list)), units: map[string]*unit{}, spared: sets.New[string]()}
+	for _, ni := range list {
+		sim.nodes[ni.Node().Name] = ni
+	}
+	var figures []string
+	for _, domains := range tiers {
+		var best *choice
+		for _, d := range domains {
+			c, fit := sim.evaluate(ctx, d)
+			if c == nil {
+				figures = append(figures, fmt.Sprintf("%s %d/%d", d.name, fit, need))
+				continue
+			}
+			if best == nil || c.cheaper(best) {
+				best = c
+			}
+		}
+		if best != nil {
+			return pl.actuate(ctx, pod, gang, need, best)
+		}
+	}
+	msg := fmt.Sprintf("gang %s cannot fit even if every pod of lower priority were evicted: no domain holds %d members (%s); nothing was evicted",
+		key, need, strings.Join(shorten(figures, 6), ", "))
+	pl.events.Record(info.PodGroup, v1.EventTypeWarning, EventPreemptionNotHelpful, msg)
+	klog.FromContext(ctx).V(2).Info("Gang preemption cannot help", "podGroup", key, "need", need, "domains", len(figures))
+	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// withoutPlan is a copy of the cycle state in which NetworkTopologyAware's Filter does not
+// narrow the member to its plan: the simulation chooses the domain itself.
+func withoutPlan(state fwk.CycleState) fwk.CycleState {
+	c := state.Clone()
+	skip := sets.New[string]()
+	if s := c.GetSkipFilterPlugins(); s != nil {
+		skip = s.Clone()
+	}
+	c.SetSkipFilterPlugins(skip.Insert(networktopology.Name))
+	return c
+}
+
+// domains returns the candidate domains, lowest tier first: every HyperNode of each tier up
+// to the constraint's highest one that holds the placed members; a soft constraint or none
+// adds the whole cluster last.
+func (pl *GangPreemption) domains(gang podgroup.Gang) ([][]domain, error) {
+	tree := pl.cache.Snapshot()
+	job := placement.JobTopology(gang.Info)
+	maxTier, err := placement.MaxTier(tree, job)
+	if err != nil {
+		return nil, err
+	}
+	placed := gang.PlacedNodes()
+	var out [][]domain
+	for _, tier := range tree.Tiers() {
+		if tier > maxTier {
+			break
+		}
+		var ds []domain
+		for _, name := range tree.Candidates(tier) {
+			nodes := tree.Nodes(name)
+			if holdsAll(nodes, placed) {
+				ds = append(ds, domain{name: name, tier: tier, nodes: nodes})
+			}
+		}
+		if len(ds) > 0 {
+			out = append(out, ds)
+		}
+	}
+	if job.Mode != podgroup.ModeHard {
+		list, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+		if err != nil {
+			return nil, err
+		}
+		all := make([]string, 0, len(list))
+		for _, ni := range list {
+			all = append(all, ni.Node().Name)
+		}
+		out = append(out, []domain{{name: wholeCluster, tier: tree.RootTier() + 1, nodes: all}})
+	}
+	return out, nil
+}
+
+func holdsAll(nodes, placed []string) bool {
+	if len(placed) == 0 {
+		return true
+	}
+	set := sets.New(nodes...)
+	for _, n := range placed {
+		if !set.Has(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitingForVictims reports whether the gang's last preemption still has victims that exist:
+// no new preemption for the gang until they are gone.
+func (pl *GangPreemption) waitingForVictims(key podgroup.Key) (string, bool) {
+	pl.mu.Lock()
+	a := pl.running[key]
+	pl.mu.Unlock()
+	if a == nil {
+		return "", false
+	}
+	left := 0
+	for _, v := range a.victims {
+		if p, err := pl.pods.Pods(v.Namespace).Get(v.Name); err == nil && p.UID == v.UID {
+			left++
+		}
+	}
+	if left == 0 {
+		pl.mu.Lock()
+		if pl.running[key] == a {
+			delete(pl.running, key)
+		}
+		pl.mu.Unlock()
+		return "", false
+	}
+	return fmt.Sprintf("gang %s waits for %d of the %d pods evicted for it in %s to terminate", key, left, len(a.victims), a.domain), true
+}
+
+// actuate evicts the choice's victims the way kube-scheduler's preemption does (the
+// DisruptionTarget condition, then delete; a pod waiting in Permit is rejected instead), and
+// nominates the needed members on their nodes, so that no pod of lower or equal priority
+// takes the room while the victims terminate.
+func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgroup.Gang, need int, c *choice) (*fwk.PostFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	key := gang.Key
+	if len(c.victims) == 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s fits in %s without evicting anyone; it is retried", key, c.domain.name))
+	}
+	var victims []*v1.Pod
+	var names []string
+	for _, u := range c.victims {
+		for _, p := range u.pods {
+			victims = append(victims, p.pod)
+			names = append(names, p.pod.Namespace+"/"+p.pod.Name)
+		}
+	}
+	sort.Strings(names)
+	pl.mu.Lock()
+	pl.running[key] = &attempt{domain: c.domain.name, victims: victims}
+	pl.mu.Unlock()
+
+	preemptor := &gangPreemptor{pod: pod}
+	errs := make([]error, len(victims))
+	pl.handle.Parallelizer().Until(ctx, len(victims), func(i int) {
+		v := victims[i]
+		if v.DeletionTimestamp != nil {
+			return
+		}
+		_, errs[i] = pl.Executor.PreemptPod(ctx, &victimCandidate{node: v.Spec.NodeName, pod: v}, preemptor, v, Name)
+	}, Name)
+	for _, err := range errs {
+		if err != nil {
+			return nil, fwk.AsStatus(fmt.Errorf("evicting for gang %s: %w", key, err))
+		}
+	}
+
+	// The member in this cycle first (the scheduler nominates it from the result), then the
+	// others in rank order.
+	members := []*v1.Pod{pod}
+	for _, m := range gang.Pending {
+		if m.Pod.UID != pod.UID && len(members) < need {
+			members = append(members, m.Pod)
+		}
+	}
+	// The others are nominated in memory only: kube-scheduler resets a pod's nomination to its
+	// status.nominatedNodeName on every update, so a written one would outlive the plan that
+	// NetworkTopologyAware makes once the victims are gone (docs/design.md).
+	for i, m := range members[1:] {
+		if pi, err := framework.NewPodInfo(m); err == nil {
+			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: c.nodes[i+1], NominatingMode: fwk.ModeOverride})
+		}
+	}
+	msg := fmt.Sprintf("gang %s: evicting %d pod(s) of lower priority in %s so that %d members fit: %s",
+		key, len(victims), c.domain.name, need, strings.Join(shorten(names, 5), ", "))
+	pl.events.Record(gang.Info.PodGroup, v1.EventTypeNormal, EventGangPreempting, msg)
+	logger.V(2).Info("Gang preempting", "podGroup", key, "domain", c.domain.name, "victims", len(victims), "highestVictimPriority", c.highest, "need", need)
+	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: c.nodes[0], NominatingMode: fwk.ModeOverride}},
+		fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// shorten keeps the first n entries and says how many more there are.
+func shorten(items []string, n int) []string {
+	if len(items) <= n {
+		return items
+	}
+	return append(items[:n:n], fmt.Sprintf("+%d more", len(items)-n))
+}
+
+// gangPreemptor is the gang as kube-scheduler's preemption executor sees the preemptor.
+type gangPreemptor struct {
+	pod *v1.Pod
+}
+
+func (g *gangPreemptor) GetName() string       { return g.pod.Name }
+func (g *gangPreemptor) GetNamespace() string  { return g.pod.Namespace }
+func (g *gangPreemptor) UID() types.UID        { return g.pod.UID }
+func (g *gangPreemptor) SchedulerName() string { return g.pod.Spec.SchedulerName }
+func (g *gangPreemptor) Obj() runtime.Object   { return g.pod }
+func (g *gangPreemptor) Priority() int32       { return corev1helpers.PodPriority(g.pod) }
+func (g *gangPreemptor) Type() string          { return "gang member" }
+func (g *gangPreemptor) Pods() map[string]*v1.Pod {
+	return map[string]*v1.Pod{g.pod.Name: g.pod}
+}
+
+// victimCandidate is one victim's node, as the executor's Candidate.
+type victimCandidate struct {
+	node string
+	pod  *v1.Pod
+}
+
+func (c *victimCandidate) Victims() *extenderv1.Victims {
+	return &extenderv1.Victims{Pods: []*v1.Pod{c.pod}}
+}
+func (c *victimCandidate) Name() string                { return c.node }
+func (c *victimCandidate) NumPodGroupDisruptions() int { return 0 }

@@ -1,0 +1,254 @@
+package gangpreemption
+
+import (
+	"context"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// domain is a set of nodes the gang may run in: a HyperNode of an allowed tier, or the whole
+// cluster.
+type domain struct {
+	name  string
+	tier  int
+	nodes []string
+}
+
+// unit is what is evicted together: a pod, or every placed member of another gang (a gang
+// that loses one member is evicted whole, or spared).
+type unit struct {
+	key      string
+	priority int32
+	pods     []placed
+}
+
+// placed is a victim pod and the node it runs on (or is reserved on).
+type placed struct {
+	pod  *v1.Pod
+	node string
+}
+
+// choice is a domain where the gang fits once its victims are gone.
+type choice struct {
+	domain  domain
+	victims []*unit
+	// nodes is the node of each of the needed members, in the order they are nominated.
+	nodes []string
+	// highest is the highest priority among the victims; evicted counts their pods.
+	highest int32
+	evicted int
+}
+
+// cheaper orders choices: the lowest highest-victim priority, then the fewest pods evicted
+// (a gang counts with all its pods), then the domain's name.
+func (c *choice) cheaper(o *choice) bool {
+	if c.highest != o.highest {
+		return c.highest < o.highest
+	}
+	if c.evicted != o.evicted {
+		return c.evicted < o.evicted
+	}
+	return c.domain.name < o.domain.name
+}
+
+// simulation evaluates domains for one gang member's shape.
+type simulation struct {
+	pl       *GangPreemption
+	state    fwk.CycleState
+	pod      *v1.Pod
+	own      podgroup.Key
+	priority int32
+	need     int
+	nodes    map[string]fwk.NodeInfo
+	// units caches the victim units by key; spared are units with a pod of equal or
+	// higher priority than the gang.
+	units  map[string]*unit
+	spared sets.Set[string]
+}
+
+// unitOf returns the victim unit of a pod on a node, or nil when the pod is not a victim:
+// the gang's own member, a pod of equal or higher priority, or a member of a gang that has
+// such a pod.
+func (s *simulation) unitOf(p *v1.Pod) *unit {
+	if key, ok := podgroup.KeyOf(p); ok {
+		if key == s.own {
+			return nil
+		}
+		id := "gang " + key.String()
+		if u, ok := s.units[id]; ok || s.spared.Has(id) {
+			return u
+		}
+		u := &unit{key: id, priority: corev1helpers.PodPriority(p)}
+		for _, m := range s.pl.registry.PlacedMembers(key) {
+			u.pods = append(u.pods, placed{pod: m.Pod, node: m.Node})
+			u.priority = max(u.priority, corev1helpers.PodPriority(m.Pod))
+		}
+		if len(u.pods) == 0 {
+			u.pods = []placed{{pod: p, node: p.Spec.NodeName}}
+		}
+		if u.priority >= s.priority {
+			s.spared.Insert(id)
+			return nil
+		}
+		s.units[id] = u
+		return u
+	}
+	if corev1helpers.PodPriority(p) >= s.priority {
+		return nil
+	}
+	id := "pod " + p.Namespace + "/" + p.Name
+	if u, ok := s.units[id]; ok {
+		return u
+	}
+	u := &unit{key: id, priority: corev1helpers.PodPriority(p), pods: []placed{{pod: p, node: p.Spec.NodeName}}}
+	s.units[id] = u
+	return u
+}
+
+// evaluate removes every victim unit with a pod in the domain, counts how many members then
+// fit, and gives back each unit the gang does not need, highest priority first. It returns
+// the choice, or nil and the number of members that fit without anything of lower priority.
+func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
+	logger := klog.FromContext(ctx)
+	state := s.state.Clone()
+	clones := map[string]fwk.NodeInfo{}
+	var units []*unit
+	seen := sets.New[string]()
+	for _, name := range d.nodes {
+		ni, ok := s.nodes[name]
+		if !ok || ni.Node() == nil {
+			continue
+		}
+		clones[name] = ni.Snapshot()
+		for _, pi := range ni.GetPods() {
+			if u := s.unitOf(pi.GetPod()); u != nil && !seen.Has(u.key) {
+				seen.Insert(u.key)
+				units = append(units, u)
+			}
+		}
+	}
+	inDomain := func(u *unit) []placed {
+		var out []placed
+		for _, p := range u.pods {
+			if _, ok := clones[p.node]; ok {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	// The pods are taken from and given back to the domain's copies of the nodes, and the
+	// PreFilter plugins' state follows (inter-pod affinity counts, for example).
+	remove := func(u *unit) {
+		for _, p := range inDomain(u) {
+			ni := clones[p.node]
+			if err := ni.RemovePod(logger, p.pod); err != nil {
+				continue
+			}
+			if pi, err := framework.NewPodInfo(p.pod); err == nil {
+				s.pl.handle.RunPreFilterExtensionRemovePod(ctx, state, s.pod, pi, ni)
+			}
+		}
+	}
+	restore := func(u *unit) {
+		for _, p := range inDomain(u) {
+			ni := clones[p.node]
+			bound := p.pod.DeepCopy()
+			bound.Spec.NodeName = p.node
+			if pi, err := framework.NewPodInfo(bound); err == nil {
+				ni.AddPodInfo(pi)
+				s.pl.handle.RunPreFilterExtensionAddPod(ctx, state, s.pod, pi, ni)
+			}
+		}
+	}
+	for _, u := range units {
+		remove(u)
+	}
+	counts := map[string]int{}
+	total := 0
+	for name, ni := range clones {
+		counts[name] = s.fitsOn(ctx, state, ni)
+		total += counts[name]
+	}
+	if total < s.need {
+		return nil, total
+	}
+	// Give back what is not needed, the most important first.
+	sort.SliceStable(units, func(i, j int) bool {
+		if units[i].priority != units[j].priority {
+			return units[i].priority > units[j].priority
+		}
+		if len(units[i].pods) != len(units[j].pods) {
+			return len(units[i].pods) > len(units[j].pods)
+		}
+		return units[i].key < units[j].key
+	})
+	var victims []*unit
+	for _, u := range units {
+		restore(u)
+		affected := sets.New[string]()
+		for _, p := range inDomain(u) {
+			affected.Insert(p.node)
+		}
+		after := total
+		recount := map[string]int{}
+		for name := range affected {
+			recount[name] = s.fitsOn(ctx, state, clones[name])
+			after += recount[name] - counts[name]
+		}
+		if after >= s.need {
+			total = after
+			for name, n := range recount {
+				counts[name] = n
+			}
+			continue
+		}
+		remove(u)
+		victims = append(victims, u)
+	}
+	c := &choice{domain: d, victims: victims}
+	for _, u := range victims {
+		c.evicted += len(u.pods)
+		c.highest = max(c.highest, u.priority)
+	}
+	names := make([]string, 0, len(counts))
+	for name := range counts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for i := 0; i < counts[name] && len(c.nodes) < s.need; i++ {
+			c.nodes = append(c.nodes, name)
+		}
+	}
+	return c, total
+}
+
+// fitsOn counts the members (of the simulated member's shape) that fit on a node, up to
+// need: Filter with nominated pods of equal or higher priority, a copy added after each fit.
+func (s *simulation) fitsOn(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo) int {
+	c := ni.Snapshot()
+	n := 0
+	for n < s.need {
+		if !s.pl.handle.RunFilterPluginsWithNominatedPods(ctx, state, s.pod, c).IsSuccess() {
+			break
+		}
+		copied := s.pod.DeepCopy()
+		copied.UID = copied.UID + "-gang-preemption-copy"
+		copied.Spec.NodeName = c.Node().Name
+		pi, err := framework.NewPodInfo(copied)
+		if err != nil {
+			break
+		}
+		c.AddPodInfo(pi)
+		n++
+	}
+	return n
+}
