@@ -55,12 +55,6 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	// The gang's own nominations (an earlier attempt's) must not count against it.
-	for _, m := range gang.Pending {
-		if m.Pod.UID != pod.UID {
-			pl.handle.DeleteNominatedPodIfExists(m.Pod)
-		}
-	}
 	sim := &simulation{pl: pl, state: withoutPlan(state), pod: pod, own: key, priority: corev1helpers.PodPriority(pod),
 		need: need, nodes: make(map[string]fwk.NodeInfo, len(list)), units: map[string]*unit{}, spared: sets.New[string]()}
 	for _, ni := range list {

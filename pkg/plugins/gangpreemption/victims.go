@@ -45,16 +45,23 @@ type choice struct {
 	// highest is the highest priority among the victims; evicted counts their pods.
 	highest int32
 	evicted int
+	// surplus is how many more members than needed the domain holds with every pod of
+	// lower priority gone: the placement strategy's tie-break (the tightest domain, as
+	// BinPack and LeastWaste choose among domains that fit).
+	surplus int
 }
 
 // cheaper orders choices: the lowest highest-victim priority, then the fewest pods evicted
-// (a gang counts with all its pods), then the domain's name.
+// (a gang counts with all its pods), then the smallest surplus, then the domain's name.
 func (c *choice) cheaper(o *choice) bool {
 	if c.highest != o.highest {
 		return c.highest < o.highest
 	}
 	if c.evicted != o.evicted {
 		return c.evicted < o.evicted
+	}
+	if c.surplus != o.surplus {
+		return c.surplus < o.surplus
 	}
 	return c.domain.name < o.domain.name
 }
@@ -127,13 +134,15 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 		if !ok || ni.Node() == nil {
 			continue
 		}
-		clones[name] = ni.Snapshot()
+		clone := ni.Snapshot()
+		clones[name] = clone
 		for _, pi := range ni.GetPods() {
 			if u := s.unitOf(pi.GetPod()); u != nil && !seen.Has(u.key) {
 				seen.Insert(u.key)
 				units = append(units, u)
 			}
 		}
+		s.addNominated(ctx, state, clone)
 	}
 	inDomain := func(u *unit) []placed {
 		var out []placed
@@ -180,6 +189,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 	if total < s.need {
 		return nil, total
 	}
+	surplus := total - s.need
 	// Give back what is not needed, the most important first.
 	sort.SliceStable(units, func(i, j int) bool {
 		if units[i].priority != units[j].priority {
@@ -213,7 +223,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 		remove(u)
 		victims = append(victims, u)
 	}
-	c := &choice{domain: d, victims: victims}
+	c := &choice{domain: d, victims: victims, surplus: surplus}
 	for _, u := range victims {
 		c.evicted += len(u.pods)
 		c.highest = max(c.highest, u.priority)
@@ -231,13 +241,28 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 	return c, total
 }
 
+// addNominated adds to a node's copy the pods nominated on it with a priority at least the
+// gang's, as kube-scheduler's Filter does, except the gang's own members: their nominations
+// (this preemption's, a plan's) hold room for the gang, not against it.
+func (s *simulation) addNominated(ctx context.Context, state fwk.CycleState, clone fwk.NodeInfo) {
+	for _, pi := range s.pl.handle.NominatedPodsForNode(clone.Node().Name) {
+		p := pi.GetPod()
+		if key, ok := podgroup.KeyOf(p); (ok && key == s.own) || corev1helpers.PodPriority(p) < s.priority {
+			continue
+		}
+		clone.AddPodInfo(pi)
+		s.pl.handle.RunPreFilterExtensionAddPod(ctx, state, s.pod, pi, clone)
+	}
+}
+
 // fitsOn counts the members (of the simulated member's shape) that fit on a node, up to
-// need: Filter with nominated pods of equal or higher priority, a copy added after each fit.
+// need: Filter on the node's copy (which holds the nominated pods that count), a copy of the
+// member added after each fit.
 func (s *simulation) fitsOn(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo) int {
 	c := ni.Snapshot()
 	n := 0
 	for n < s.need {
-		if !s.pl.handle.RunFilterPluginsWithNominatedPods(ctx, state, s.pod, c).IsSuccess() {
+		if !s.pl.handle.RunFilterPlugins(ctx, state, s.pod, c).IsSuccess() {
 			break
 		}
 		copied := s.pod.DeepCopy()

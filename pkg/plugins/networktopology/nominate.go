@@ -36,7 +36,10 @@ func (p *NetworkTopologyAware) nominate(logger klog.Logger, plan *gangPlan, node
 	p.mu.Unlock()
 }
 
-// nominateOn nominates one planned member on its node, in memory.
+// nominateOn nominates one planned member on its node, in memory. A member whose
+// status.nominatedNodeName names another node (GangPreemption's, written for the member it
+// preempted in) gets the field rewritten: kube-scheduler resets the in-memory nomination to
+// that field on every update of the pod, so it must not name a node the plan does not hold.
 func (p *NetworkTopologyAware) nominateOn(logger klog.Logger, pod *v1.Pod, node string) bool {
 	pi, err := framework.NewPodInfo(pod)
 	if err != nil {
@@ -44,7 +47,21 @@ func (p *NetworkTopologyAware) nominateOn(logger klog.Logger, pod *v1.Pod, node 
 		return false
 	}
 	p.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: node})
+	if nominated := pod.Status.NominatedNodeName; nominated != "" && nominated != node && p.nominations != nil {
+		p.nominations.Set(pod, node)
+	}
 	return true
+}
+
+// nominationUpdate rewrites a status.nominatedNodeName that names another node than the
+// planned one; it never adds one (a write per member would cost a large gang dearly).
+func nominationUpdate(pod *v1.Pod, node string) *v1.PodStatus {
+	if pod.Status.NominatedNodeName == "" || pod.Status.NominatedNodeName == node {
+		return nil
+	}
+	status := pod.Status.DeepCopy()
+	status.NominatedNodeName = node
+	return status
 }
 
 // withdrawLocked takes the plan's open nominations out of it, and its relocations not

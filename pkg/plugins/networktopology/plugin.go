@@ -26,6 +26,7 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
 
 // Name is the name of the plugin used in the plugin registry and configurations.
@@ -73,6 +74,9 @@ type NetworkTopologyAware struct {
 	weights   []float64
 	// usageSums sums the HyperNodes' resources for the normal-pod score; nil when it is off.
 	usageSums *usageCache
+	// nominations rewrites a member's status.nominatedNodeName to its planned node when the
+	// field already names another (nominate.go).
+	nominations *podstatus.Writer
 
 	mu    sync.Mutex
 	plans map[podgroup.Key]*gangPlan
@@ -110,6 +114,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hype
 		return nil, err
 	}
 	p := newPlugin(*args, handle, cache, registry)
+	p.nominations.Run(ctx)
 	cache.OnChange(func(tree *hypernode.Snapshot) { p.treeChanged(klog.FromContext(ctx), tree) })
 	if err := p.watchCapacity(handle.SharedInformerFactory()); err != nil {
 		return nil, err
@@ -137,6 +142,7 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		deferring: sets.New[podgroup.Key](),
 	}
 	registry.OnGroupDelete(p.forget)
+	p.nominations = podstatus.NewWriter("hypernode-nominations", handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister(), nominationUpdate)
 	add := func(name v1.ResourceName, w int64) {
 		if w > 0 {
 			p.resources = append(p.resources, name)

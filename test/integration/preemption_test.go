@@ -1,0 +1,163 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gangpreemption"
+	"github.com/hypernode-dev/hypernode-scheduler/test/util"
+)
+
+// priorityClasses creates <namespace>-low (1000) and <namespace>-high (1000000): names of
+// the test's own, since a deleted PriorityClass may linger into the next test.
+func (e *topoEnv) priorityClasses() {
+	e.t.Helper()
+	e.priorityClass(e.ns+"-low", 1000)
+	e.priorityClass(e.ns+"-high", 1000000)
+	// Priority admission reads PriorityClasses from its informer: wait until it has both
+	// (a dry-run pod creation passes admission without creating anything).
+	for _, class := range []string{e.ns + "-low", e.ns + "-high"} {
+		probe := util.Pod(e.ns, "probe", "no-scheduler", "", nil)
+		probe.Spec.PriorityClassName = class
+		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, boundTimeout, true, func(ctx context.Context) (bool, error) {
+			_, err := e.c.kube.CoreV1().Pods(e.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err == nil, nil
+		})
+		if err != nil {
+			e.t.Fatalf("PriorityClass %s never admitted: %v", class, err)
+		}
+	}
+}
+
+// lowPodOn binds a low-priority pod that fills an 8-CPU node, without a scheduler; it goes at
+// once when evicted (grace period 0, as there is no kubelet).
+func (e *topoEnv) lowPodOn(node string) string {
+	e.t.Helper()
+	pod := util.Pod(e.ns, "low-"+node, "no-scheduler", "8", nil)
+	pod.Spec.NodeName = node
+	pod.Spec.PriorityClassName = e.ns + "-low"
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+	if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
+		e.t.Fatal(err)
+	}
+	return pod.Name
+}
+
+// remaining lists the pods of the namespace that exist and are not being deleted, by name.
+func (e *topoEnv) remaining(prefix string) []string {
+	e.t.Helper()
+	list, err := e.c.kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, p := range list.Items {
+		if strings.HasPrefix(p.Name, prefix) && p.DeletionTimestamp == nil {
+			out = append(out, p.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestGangPreemptionSeed004Example2: seed 004, example 2. Low-priority pods fill node-0,
+// node-1 and node-5; a high-priority gang of four 8-CPU pods must be inside one spine. No
+// spine has four free nodes. Evicting one pod frees a spine in spine-0 (node-0 or node-1) and
+// in spine-1 (node-5): the same cost, and spine-1 is the tighter fit, so exactly the pod on
+// node-5 goes and the gang binds on node-5..node-8.
+func TestGangPreemptionSeed004Example2(t *testing.T) {
+	var nodes []string
+	for i := range 12 {
+		nodes = append(nodes, fmt.Sprintf("node-%d", i))
+	}
+	e := newTopoEnv(t, nodesWithCPU("8", nodes...), nil, seed004Tree()...)
+	e.priorityClasses()
+	for _, n := range []string{"node-0", "node-1", "node-5"} {
+		e.lowPodOn(n)
+	}
+	startScheduler(t, nil)
+
+	names := e.gang("train", 4, `{"mode":"hard","highestTierAllowed":2}`, cpu("8"), func(p *v1.Pod) {
+		p.Spec.PriorityClassName = e.ns + "-high"
+	})
+	got := e.waitBound(names)
+	if diff := cmp.Diff([]string{"node-5", "node-6", "node-7", "node-8"}, nodeSet(got)); diff != "" {
+		t.Errorf("gang nodes (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"low-node-0", "low-node-1"}, e.remaining("low-")); diff != "" {
+		t.Errorf("low-priority pods left (-want,+got):\n%s", diff)
+	}
+	preempting := e.waitEvent(gangpreemption.EventGangPreempting)
+	want := fmt.Sprintf("gang %s/train: evicting 1 pod(s) of lower priority in spine-1 so that 4 members fit: %s/low-node-5", e.ns, e.ns)
+	if preempting.Note != want {
+		t.Errorf("GangPreempting %q, want %q", preempting.Note, want)
+	}
+	if n := len(e.eventsByReason()[gangpreemption.EventGangPreempting]); n != 1 {
+		t.Errorf("%d GangPreempting events, want 1", n)
+	}
+}
+
+// TestPlainGangPreemptsAllOrNothing: four 8-CPU nodes full of low-priority pods. A gang of
+// five never fits, so nothing is evicted (kube-scheduler's per-pod preemption would evict for
+// each member); a gang of three evicts exactly three pods and binds; a gang of the same
+// priority as the pods evicts nothing.
+func TestPlainGangPreemptsAllOrNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		size     int
+		priority string
+		// bound: the gang binds; left: the low-priority pods that must remain (count).
+		bound bool
+		left  int
+		// message is part of the members' condition when nothing is evicted.
+		message string
+	}{
+		{name: "five on four: nothing evicted", size: 5, priority: "-high", left: 4,
+			message: "preemption: gang %s/train cannot fit even if every pod of lower priority were evicted: no domain holds 5 members (the cluster 4/5); nothing was evicted"},
+		{name: "three on four: exactly three evicted", size: 3, priority: "-high", bound: true, left: 1},
+		{name: "equal priority: spared", size: 3, priority: "-low", left: 4,
+			message: "preemption: gang %s/train cannot fit even if every pod of lower priority were evicted: no domain holds 3 members (the cluster 0/3); nothing was evicted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
+			e.priorityClasses()
+			for _, n := range []string{"node-0", "node-1", "node-2", "node-3"} {
+				e.lowPodOn(n)
+			}
+			startScheduler(t, nil)
+			names := e.gang("train", tc.size, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + tc.priority })
+			if tc.bound {
+				got := e.waitBound(names)
+				if len(got) != tc.size {
+					t.Errorf("bound %v, want all %d", got, tc.size)
+				}
+			} else {
+				for _, n := range names {
+					e.waitCondition(n, v1.PodReasonUnschedulable, fmt.Sprintf(tc.message, e.ns))
+				}
+				for pod, node := range e.bound() {
+					if strings.HasPrefix(pod, "train-") {
+						t.Errorf("%s bound to %s although the gang cannot fit", pod, node)
+					}
+				}
+			}
+			if left := e.remaining("low-"); len(left) != tc.left {
+				t.Errorf("low-priority pods left: %v, want %d", left, tc.left)
+			}
+			preempted := e.eventsByReason()["Preempted"]
+			if want := 4 - tc.left; len(preempted) != want {
+				t.Errorf("Preempted events %v, want %d", preempted, want)
+			}
+		})
+	}
+}
