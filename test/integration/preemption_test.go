@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gangpreemption"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
@@ -121,10 +122,14 @@ func TestPlainGangPreemptsAllOrNothing(t *testing.T) {
 		left  int
 		// message is part of the members' condition when nothing is evicted.
 		message string
+		// annotation is the PodGroup's topology constraint ("": none).
+		annotation string
 	}{
 		{name: "five on four: nothing evicted", size: 5, priority: "-high", left: 4,
 			message: "preemption: gang %s/train cannot fit even if every pod of lower priority were evicted: no domain holds 5 members (the cluster 4/5); nothing was evicted"},
 		{name: "three on four: exactly three evicted", size: 3, priority: "-high", bound: true, left: 1},
+		{name: "soft topology gang: exactly three evicted", size: 3, priority: "-high", bound: true, left: 1,
+			annotation: `{"mode":"soft","highestTierAllowed":1}`},
 		{name: "equal priority: spared", size: 3, priority: "-low", left: 4,
 			message: "preemption: gang %s/train cannot fit even if every pod of lower priority were evicted: no domain holds 3 members (the cluster 0/3); nothing was evicted"},
 	} {
@@ -135,7 +140,7 @@ func TestPlainGangPreemptsAllOrNothing(t *testing.T) {
 				e.lowPodOn(n)
 			}
 			startScheduler(t, nil)
-			names := e.gang("train", tc.size, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + tc.priority })
+			names := e.gang("train", tc.size, tc.annotation, cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + tc.priority })
 			if tc.bound {
 				got := e.waitBound(names)
 				if len(got) != tc.size {
@@ -160,4 +165,95 @@ func TestPlainGangPreemptsAllOrNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestVictimGangEvictedWhole: a low-priority gang of two runs on node-0 and node-1, a
+// low-priority pod on node-2, node-3 is free. A high-priority gang of three needs two more
+// nodes. Evicting one member of the low gang would evict the whole gang anyway, so the
+// cheapest set is the low gang alone (two pods); the lone pod is given back.
+func TestVictimGangEvictedWhole(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
+	e.priorityClasses()
+	e.lowPodOn("node-2")
+	e.lowPodOn("node-3") // only while the low gang is placed on node-0 and node-1
+	startScheduler(t, nil)
+	low := e.gang("batch", 2, "", cpu("8"), func(p *v1.Pod) {
+		p.Spec.PriorityClassName = e.ns + "-low"
+		p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+	})
+	if got := e.waitBound(low); !within(got, "node-0", "node-1") {
+		t.Fatalf("low gang on %v, want node-0 and node-1", got)
+	}
+	e.deletePodNow("low-node-3")
+
+	names := e.gang("train", 3, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
+	got := e.waitBound(names)
+	if diff := cmp.Diff([]string{"node-0", "node-1", "node-3"}, nodeSet(got)); diff != "" {
+		t.Errorf("gang nodes (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"low-node-2"}, append(e.remaining("low-"), e.remaining("batch-")...)); diff != "" {
+		t.Errorf("low-priority pods left (-want,+got):\n%s", diff)
+	}
+}
+
+// TestNominatedNodesHeldWhileVictimsTerminate: the victims take their grace period (no kubelet
+// here: they stay terminating until deleted for good). The gang waits without evicting more,
+// and when the victims are gone, a pod of lower priority that arrived meanwhile does not take
+// the freed nodes: the gang's nominations hold them, and the gang binds there.
+func TestNominatedNodesHeldWhileVictimsTerminate(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
+	e.priorityClasses()
+	for _, n := range []string{"node-0", "node-1", "node-2", "node-3"} {
+		pod := util.Pod(e.ns, "low-"+n, "no-scheduler", "8", nil)
+		pod.Spec.NodeName = n
+		pod.Spec.PriorityClassName = e.ns + "-low"
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3600)
+		if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startScheduler(t, nil)
+	names := e.gang("train", 2, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
+	// train-0 preempts (its condition says so); train-1, tried next, waits for the victims.
+	e.waitCondition("train-0", v1.PodReasonUnschedulable, "/train: evicting 2 pod(s) of lower priority in the cluster so that 2 members fit: ")
+	e.waitCondition("train-1", v1.PodReasonUnschedulable, "waits for 2 of the 2 pods evicted for it in the cluster to terminate")
+	terminating := e.terminating("low-")
+	if len(terminating) != 2 {
+		t.Fatalf("terminating victims %v, want 2", terminating)
+	}
+	// A newcomer of lower priority than the gang arrives while the victims terminate.
+	newcomer := util.Pod(e.ns, "newcomer", plugins.SchedulerName, "8", nil)
+	newcomer.Spec.PriorityClassName = e.ns + "-low"
+	if _, err := util.CreatePods(context.Background(), e.c.kube, newcomer); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range terminating {
+		e.deletePodNow(v)
+	}
+	got := e.waitBound(names)
+	freed := map[string]string{"low-node-0": "node-0", "low-node-1": "node-1", "low-node-2": "node-2", "low-node-3": "node-3"}
+	if diff := cmp.Diff([]string{freed[terminating[0]], freed[terminating[1]]}, nodeSet(got)); diff != "" {
+		t.Errorf("gang nodes (-want,+got):\n%s", diff)
+	}
+	e.waitCondition("newcomer", v1.PodReasonUnschedulable, "Insufficient cpu")
+	if n := len(e.eventsByReason()["Preempted"]); n != 2 {
+		t.Errorf("%d Preempted events, want 2: no eviction beyond the gang's first", n)
+	}
+}
+
+// terminating lists the pods of the namespace being deleted, by name.
+func (e *topoEnv) terminating(prefix string) []string {
+	e.t.Helper()
+	list, err := e.c.kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, p := range list.Items {
+		if strings.HasPrefix(p.Name, prefix) && p.DeletionTimestamp != nil {
+			out = append(out, p.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
