@@ -15,6 +15,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
@@ -198,6 +199,7 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	pl.mu.Lock()
 	pl.running[key] = &attempt{domain: c.domain.name, victims: victims}
 	pl.mu.Unlock()
+	schedmetrics.PreemptionVictims.Observe(float64(len(victims)))
 
 	preemptor := &gangPreemptor{pod: pod}
 	errs := make([]error, len(victims))

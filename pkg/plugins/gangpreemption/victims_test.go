@@ -1,0 +1,54 @@
+package gangpreemption
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestCheaperOrdersChoices: the lowest highest-victim priority wins, then the fewest pods
+// evicted, then the tightest domain (seed 004 example 2: spine-1, an exact fit, over spine-0
+// at the same cost), then the name.
+func TestCheaperOrdersChoices(t *testing.T) {
+	choices := []*choice{
+		{domain: domain{name: "spine-0"}, highest: 1000, evicted: 1, surplus: 1},
+		{domain: domain{name: "spine-1"}, highest: 1000, evicted: 1, surplus: 0},
+		{domain: domain{name: "spine-2"}, highest: 1000, evicted: 2, surplus: 0},
+		{domain: domain{name: "spine-3"}, highest: 500, evicted: 3, surplus: 4},
+		{domain: domain{name: "spine-4"}, highest: 1000, evicted: 1, surplus: 0},
+	}
+	sort.SliceStable(choices, func(i, j int) bool { return choices[i].cheaper(choices[j]) })
+	var got []string
+	for _, c := range choices {
+		got = append(got, c.domain.name)
+	}
+	if diff := cmp.Diff([]string{"spine-3", "spine-1", "spine-4", "spine-0", "spine-2"}, got); diff != "" {
+		t.Errorf("order (-want,+got):\n%s", diff)
+	}
+}
+
+func TestHoldsAllAndShorten(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		nodes  []string
+		placed []string
+		want   bool
+	}{
+		{name: "nothing placed", nodes: []string{"a"}, want: true},
+		{name: "placed inside", nodes: []string{"a", "b"}, placed: []string{"b", "b"}, want: true},
+		{name: "one placed outside", nodes: []string{"a", "b"}, placed: []string{"b", "c"}, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := holdsAll(tc.nodes, tc.placed); got != tc.want {
+				t.Errorf("holdsAll = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if diff := cmp.Diff([]string{"a", "b", "+2 more"}, shorten([]string{"a", "b", "c", "d"}, 2)); diff != "" {
+		t.Errorf("shorten (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a"}, shorten([]string{"a"}, 2)); diff != "" {
+		t.Errorf("shorten (-want,+got):\n%s", diff)
+	}
+}
