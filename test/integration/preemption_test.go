@@ -54,8 +54,14 @@ func (e *topoEnv) lowPodOn(node string) string {
 	return pod.Name
 }
 
-// remaining lists the pods of the namespace that exist and are not being deleted, by name.
-func (e *topoEnv) remaining(prefix string) []string {
+// remaining lists the pods of the namespace with the prefix that exist and are not being
+// deleted, by name.
+func (e *topoEnv) remaining(prefix string) []string { return e.podsNamed(prefix, false) }
+
+// terminating lists the pods of the namespace with the prefix that are being deleted.
+func (e *topoEnv) terminating(prefix string) []string { return e.podsNamed(prefix, true) }
+
+func (e *topoEnv) podsNamed(prefix string, deleting bool) []string {
 	e.t.Helper()
 	list, err := e.c.kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -63,7 +69,7 @@ func (e *topoEnv) remaining(prefix string) []string {
 	}
 	var out []string
 	for _, p := range list.Items {
-		if strings.HasPrefix(p.Name, prefix) && p.DeletionTimestamp == nil {
+		if strings.HasPrefix(p.Name, prefix) && (p.DeletionTimestamp != nil) == deleting {
 			out = append(out, p.Name)
 		}
 	}
@@ -239,21 +245,4 @@ func TestNominatedNodesHeldWhileVictimsTerminate(t *testing.T) {
 	if n := len(e.eventsByReason()["Preempted"]); n != 2 {
 		t.Errorf("%d Preempted events, want 2: no eviction beyond the gang's first", n)
 	}
-}
-
-// terminating lists the pods of the namespace being deleted, by name.
-func (e *topoEnv) terminating(prefix string) []string {
-	e.t.Helper()
-	list, err := e.c.kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []string
-	for _, p := range list.Items {
-		if strings.HasPrefix(p.Name, prefix) && p.DeletionTimestamp != nil {
-			out = append(out, p.Name)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
