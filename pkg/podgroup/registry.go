@@ -316,6 +316,8 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	if g.podGroup == nil || SchedulingChanged(g.podGroup, pg) {
 		g.revision++
 		changed = g.unblockLocked() || changed
+		// A hold follows a failure under the old spec: every member looks again.
+		changed = g.releaseRetryLocked() || changed
 	}
 	// The policies' validity depends on the job's constraint too: rebuild on either change.
 	policiesChanged := changed
@@ -392,6 +394,10 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	}
 	reachedMinMember := !known && g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
 	scoutLost := g.scoutLostLocked(pod.UID)
+	if scoutLost && g.bound.Has(pod.UID) {
+		// Bound elsewhere (not by a plan, which would have ended the hold): the hold ends.
+		g.releaseRetryLocked()
+	}
 	r.mu.Unlock()
 	if reachedMinMember || unblocked || scoutLost {
 		r.notify(key, false)

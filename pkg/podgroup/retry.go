@@ -52,7 +52,13 @@ func (r *Registry) ReleaseRetry(key Key) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.groups[key]
-	if g == nil || !g.retryHeld {
+	return g != nil && g.releaseRetryLocked()
+}
+
+// releaseRetryLocked ends the group's hold; it reports whether there was one. r.mu must be
+// held.
+func (g *group) releaseRetryLocked() bool {
+	if !g.retryHeld {
 		return false
 	}
 	g.retryHeld, g.scout = false, ""
@@ -81,7 +87,10 @@ func (r *Registry) RetryGate(pod *v1.Pod) (retried string, held bool) {
 		return "", false
 	}
 	switch b := g.blocker; {
-	case b != nil && b.UID != pod.UID && g.pendingLocked(b.UID):
+	case b != nil && b.UID == pod.UID:
+		// The blocker is never held, not even behind a scout: each would wait for the other.
+		return "", false
+	case b != nil && g.pendingLocked(b.UID):
 		retried = b.Name
 	case !g.retryHeld || g.scout == pod.UID:
 		return "", false
@@ -111,8 +120,13 @@ func (r *Registry) Held(pod *v1.Pod) bool {
 	if g == nil {
 		return false
 	}
-	if b := g.blocker; b != nil && b.UID != pod.UID && g.pendingLocked(b.UID) {
-		return true
+	if b := g.blocker; b != nil {
+		if b.UID == pod.UID {
+			return false
+		}
+		if g.pendingLocked(b.UID) {
+			return true
+		}
 	}
 	return g.retryHeld && g.scout != pod.UID && g.pendingLocked(g.scout)
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
 // TestRetryGate walks a gang of three members through a hold: who is held back behind whom,
@@ -73,14 +75,25 @@ func TestRetryGate(t *testing.T) {
 			wantNotify: 1,
 		},
 		{
-			name: "the scout was bound elsewhere: the same",
+			name: "the scout was bound elsewhere: the hold ends",
 			setup: func(r *Registry) []string {
 				r.HoldForRetry(key, "b")
 				r.SetPod(member("b", "g"), bound("b"))
 				return []string{"a", "c"}
 			},
-			want:       []gate{{"a", "", false}, {"c", "a", true}},
+			want:       []gate{{"a", "", false}, {"c", "", false}},
 			wantNotify: 1,
+		},
+		{
+			name: "the PodGroup's spec changed: the hold ends",
+			setup: func(r *Registry) []string {
+				r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 3}})
+				r.HoldForRetry(key, "b")
+				r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
+				return []string{"a", "c"}
+			},
+			want:       []gate{{"a", "", false}, {"c", "", false}},
+			wantNotify: 2,
 		},
 		{
 			name: "a deleted non-scout notifies nobody",
@@ -107,6 +120,15 @@ func TestRetryGate(t *testing.T) {
 				return []string{"a", "b"}
 			},
 			want: []gate{{"a", "c", true}, {"b", "c", true}},
+		},
+		{
+			name: "a blocker that is not the scout is never held behind it",
+			setup: func(r *Registry) []string {
+				r.HoldForRetry(key, "b")
+				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "taint"})
+				return []string{"c"}
+			},
+			want: []gate{{"c", "", false}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -53,14 +54,19 @@ type GangPreemption struct {
 
 	mu sync.Mutex
 	// running are the gangs whose victims are being evicted: no new preemption for a gang
-	// until they are gone.
-	running map[podgroup.Key]*attempt
+	// until they are gone; victimOf maps each victim still there to its gang.
+	running  map[podgroup.Key]*attempt
+	victimOf map[types.UID]podgroup.Key
 }
 
 // attempt is one gang preemption whose victims may still be terminating.
 type attempt struct {
 	domain  string
 	victims []*v1.Pod
+	// nodes are the nominated members' nodes, by pod UID.
+	nodes map[types.UID]string
+	// left counts the victims not seen deleted yet.
+	left int
 }
 
 var (
@@ -88,8 +94,12 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		events:            podgroup.NewEventLog(handle.EventRecorder(), eventAction),
 		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
 		running:           map[podgroup.Key]*attempt{},
+		victimOf:          map[types.UID]podgroup.Key{},
 	}
 	registry.OnGroupDelete(pl.forget)
+	if err := pl.addVictimHandler(ctx); err != nil {
+		return nil, err
+	}
 	return pl, nil
 }
 
@@ -107,6 +117,10 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	if !ok {
 		return pl.DefaultPreemption.PostFilter(ctx, state, pod, m)
 	}
+	if pl.registry.Held(pod) {
+		// Another member is retried for the gang (GangRetryGate): it decides for all.
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: gang %s is retried through another member", key))
+	}
 	schedmetrics.PreemptionAttempts.Inc()
 	result, status := pl.preemptForGang(ctx, state, pod, key)
 	return result, fwk.NewStatus(status.Code(), "preemption: "+status.Message())
@@ -115,7 +129,9 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 // forget drops what the plugin keeps for a gang whose PodGroup was deleted.
 func (pl *GangPreemption) forget(key podgroup.Key) {
 	pl.mu.Lock()
-	delete(pl.running, key)
+	if a := pl.running[key]; a != nil {
+		pl.endLocked(key, a)
+	}
 	pl.mu.Unlock()
 	pl.events.Forget(key)
 }

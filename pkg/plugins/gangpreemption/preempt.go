@@ -32,8 +32,14 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s does not preempt (preemptionPolicy: Never)", key))
 	}
-	if msg, waiting := pl.waitingForVictims(key); waiting {
-		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	if msg, node, waiting := pl.waitingForVictims(key, pod); waiting {
+		// The member keeps its nomination: kube-scheduler ends a failed attempt by resetting
+		// the pod's nomination to the result's (or to its status.nominatedNodeName).
+		var result *fwk.PostFilterResult
+		if node != "" {
+			result = &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}}
+		}
+		return result, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	gang := pl.registry.Gang(key).Including(pod)
 	info := gang.Info
@@ -54,7 +60,7 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	}
 	list, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
-		return nil, fwk.AsStatus(err)
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: listing nodes: %v", key, err))
 	}
 	sim := &simulation{pl: pl, state: withoutPlan(state), pod: pod, own: key, priority: corev1helpers.PodPriority(pod),
 		need: need, nodes: make(map[string]fwk.NodeInfo, len(list)), units: map[string]*unit{}, spared: sets.New[string]()}
@@ -151,30 +157,16 @@ func holdsAll(nodes, placed []string) bool {
 	return true
 }
 
-// waitingForVictims reports whether the gang's last preemption still has victims that exist:
-// no new preemption for the gang until they are gone.
-func (pl *GangPreemption) waitingForVictims(key podgroup.Key) (string, bool) {
+// waitingForVictims reports whether the gang's last preemption still has victims to go (no
+// new preemption for the gang until they are gone), and the node it nominated pod on.
+func (pl *GangPreemption) waitingForVictims(key podgroup.Key, pod *v1.Pod) (msg, node string, waiting bool) {
 	pl.mu.Lock()
+	defer pl.mu.Unlock()
 	a := pl.running[key]
-	pl.mu.Unlock()
-	if a == nil {
-		return "", false
+	if a == nil || a.left == 0 {
+		return "", "", false
 	}
-	left := 0
-	for _, v := range a.victims {
-		if p, err := pl.pods.Pods(v.Namespace).Get(v.Name); err == nil && p.UID == v.UID {
-			left++
-		}
-	}
-	if left == 0 {
-		pl.mu.Lock()
-		if pl.running[key] == a {
-			delete(pl.running, key)
-		}
-		pl.mu.Unlock()
-		return "", false
-	}
-	return fmt.Sprintf("gang %s waits for %d of the %d pods evicted for it in %s to terminate", key, left, len(a.victims), a.domain), true
+	return fmt.Sprintf("gang %s waits for %d of the %d pods evicted for it in %s to terminate", key, a.left, len(a.victims), a.domain), a.nodes[pod.UID], true
 }
 
 // actuate evicts the choice's victims the way kube-scheduler's preemption does (the
@@ -196,26 +188,6 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 		}
 	}
 	sort.Strings(names)
-	pl.mu.Lock()
-	pl.running[key] = &attempt{domain: c.domain.name, victims: victims}
-	pl.mu.Unlock()
-	schedmetrics.PreemptionVictims.Observe(float64(len(victims)))
-
-	preemptor := &gangPreemptor{pod: pod}
-	errs := make([]error, len(victims))
-	pl.handle.Parallelizer().Until(ctx, len(victims), func(i int) {
-		v := victims[i]
-		if v.DeletionTimestamp != nil {
-			return
-		}
-		_, errs[i] = pl.Executor.PreemptPod(ctx, &victimCandidate{node: v.Spec.NodeName, pod: v}, preemptor, v, Name)
-	}, Name)
-	for _, err := range errs {
-		if err != nil {
-			return nil, fwk.AsStatus(fmt.Errorf("evicting for gang %s: %w", key, err))
-		}
-	}
-
 	// The member in this cycle first (the scheduler nominates it from the result), then the
 	// others in rank order.
 	members := []*v1.Pod{pod}
@@ -224,14 +196,59 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 			members = append(members, m.Pod)
 		}
 	}
-	// The others are nominated in memory only: kube-scheduler resets a pod's nomination to its
-	// status.nominatedNodeName on every update, so a written one would outlive the plan that
-	// NetworkTopologyAware makes once the victims are gone (docs/design.md).
+	nodes := make(map[types.UID]string, len(members))
+	for i, m := range members {
+		nodes[m.UID] = c.nodes[i]
+	}
+	pl.mu.Lock()
+	if old := pl.running[key]; old != nil {
+		pl.endLocked(key, old)
+	}
+	a := &attempt{domain: c.domain.name, victims: victims, nodes: nodes, left: len(victims)}
+	pl.running[key] = a
+	for _, v := range victims {
+		pl.victimOf[v.UID] = key
+	}
+	pl.mu.Unlock()
+	schedmetrics.PreemptionVictims.Observe(float64(len(victims)))
+
+	preemptor := &gangPreemptor{pod: pod}
+	errs := make([]error, len(victims))
+	inMemory := make([]bool, len(victims))
+	pl.handle.Parallelizer().Until(ctx, len(victims), func(i int) {
+		v := victims[i]
+		if v.DeletionTimestamp != nil {
+			return
+		}
+		inMemory[i], errs[i] = pl.Executor.PreemptPod(ctx, &victimCandidate{node: v.Spec.NodeName, pod: v}, preemptor, v, Name)
+	}, Name)
+	for _, err := range errs {
+		if err != nil {
+			// Nothing waits for victims that may not go: the next attempt decides again.
+			pl.mu.Lock()
+			pl.endLocked(key, a)
+			pl.mu.Unlock()
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: evicting in %s failed: %v", key, c.domain.name, err))
+		}
+	}
+	// A victim rejected in memory (it waited in Permit) is not deleted, and one already gone
+	// sends no more deletion: neither is waited for.
+	for i, v := range victims {
+		if current, err := pl.pods.Pods(v.Namespace).Get(v.Name); inMemory[i] || err != nil || current.UID != v.UID {
+			pl.victimGone(logger, v)
+		}
+	}
+
+	// The others are nominated in memory; one that runs a cycle before the victims are gone
+	// keeps its nomination through its result (waitingForVictims), which kube-scheduler then
+	// also writes to its status.nominatedNodeName.
 	for i, m := range members[1:] {
 		if pi, err := framework.NewPodInfo(m); err == nil {
 			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: c.nodes[i+1], NominatingMode: fwk.ModeOverride})
 		}
 	}
+	// This member too waits out of the queue (PreEnqueue) once its attempt ends.
+	pl.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
 	msg := fmt.Sprintf("gang %s: evicting %d pod(s) of lower priority in %s so that %d members fit: %s",
 		key, len(victims), c.domain.name, need, strings.Join(shorten(names, 5), ", "))
 	pl.events.Record(gang.Info.PodGroup, v1.EventTypeNormal, EventGangPreempting, msg)

@@ -54,6 +54,9 @@ type choice struct {
 // cheaper orders choices: the lowest highest-victim priority, then the fewest pods evicted
 // (a gang counts with all its pods), then the smallest surplus, then the domain's name.
 func (c *choice) cheaper(o *choice) bool {
+	if (len(c.victims) == 0) != (len(o.victims) == 0) {
+		return len(c.victims) == 0 // evicting nobody beats any priority, negative ones too
+	}
 	if c.highest != o.highest {
 		return c.highest < o.highest
 	}

@@ -7,23 +7,27 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestCheaperOrdersChoices: the lowest highest-victim priority wins, then the fewest pods
+// TestCheaperOrdersChoices: no victim at all wins, then the lowest highest-victim priority, then the fewest pods
 // evicted, then the tightest domain (seed 004 example 2: spine-1, an exact fit, over spine-0
 // at the same cost), then the name.
 func TestCheaperOrdersChoices(t *testing.T) {
+	victims := func(n int) []*unit { return make([]*unit, n) }
 	choices := []*choice{
-		{domain: domain{name: "spine-0"}, highest: 1000, evicted: 1, surplus: 1},
-		{domain: domain{name: "spine-1"}, highest: 1000, evicted: 1, surplus: 0},
-		{domain: domain{name: "spine-2"}, highest: 1000, evicted: 2, surplus: 0},
-		{domain: domain{name: "spine-3"}, highest: 500, evicted: 3, surplus: 4},
-		{domain: domain{name: "spine-4"}, highest: 1000, evicted: 1, surplus: 0},
+		{domain: domain{name: "spine-0"}, victims: victims(1), highest: 1000, evicted: 1, surplus: 1},
+		{domain: domain{name: "spine-1"}, victims: victims(1), highest: 1000, evicted: 1, surplus: 0},
+		{domain: domain{name: "spine-2"}, victims: victims(2), highest: 1000, evicted: 2, surplus: 0},
+		{domain: domain{name: "spine-3"}, victims: victims(3), highest: 500, evicted: 3, surplus: 4},
+		{domain: domain{name: "spine-4"}, victims: victims(1), highest: 1000, evicted: 1, surplus: 0},
+		// No victim: first, even against victims of negative priority.
+		{domain: domain{name: "spine-5"}, surplus: 9},
+		{domain: domain{name: "spine-6"}, victims: victims(1), highest: -10, evicted: 1},
 	}
 	sort.SliceStable(choices, func(i, j int) bool { return choices[i].cheaper(choices[j]) })
 	var got []string
 	for _, c := range choices {
 		got = append(got, c.domain.name)
 	}
-	if diff := cmp.Diff([]string{"spine-3", "spine-1", "spine-4", "spine-0", "spine-2"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"spine-5", "spine-6", "spine-3", "spine-1", "spine-4", "spine-0", "spine-2"}, got); diff != "" {
 		t.Errorf("order (-want,+got):\n%s", diff)
 	}
 }

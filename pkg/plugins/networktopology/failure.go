@@ -56,8 +56,9 @@ func backoff(failures int) time.Duration {
 }
 
 // reuseFailure returns the gang's remembered failure while nothing relevant changed, or
-// while its back-off runs (then pod is activated when it ends); nil means plan again.
-func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, pod *v1.Pod) *fwk.Status {
+// while its back-off runs (then the retried member is activated when it ends); nil means plan
+// again.
+func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot) *fwk.Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.failures[key]
@@ -68,7 +69,7 @@ func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key
 		// The tree or the PodGroup changed (an admin's fix): plan now.
 		return nil
 	}
-	if !f.stale || p.inBackoffLocked(logger, f, pod) {
+	if !f.stale || p.inBackoffLocked(logger, key, f) {
 		metrics.PlanReusesTotal.WithLabelValues(metrics.ResultNoDomain).Inc()
 		return f.status
 	}
@@ -76,15 +77,19 @@ func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key
 }
 
 // inBackoffLocked reports whether the failure's back-off still runs; if it does and the
-// failure went stale, pod is activated when it ends (once). p.mu must be held.
-func (p *NetworkTopologyAware) inBackoffLocked(logger klog.Logger, f *planFailure, pod *v1.Pod) bool {
+// failure went stale, the gang's retried member is activated when it ends (once): the member
+// the gang is retried through then (podgroup/retry.go), not the one that saw the change,
+// which may be held by then. p.mu must be held.
+func (p *NetworkTopologyAware) inBackoffLocked(logger klog.Logger, key podgroup.Key, f *planFailure) bool {
 	wait := time.Until(f.retryAt)
 	if wait <= 0 {
 		return false
 	}
 	if f.stale && f.wake == nil {
 		f.wake = time.AfterFunc(wait, func() {
-			p.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+			if m := p.registry.RetryMember(key); m != nil {
+				p.handle.Activate(logger, map[string]*v1.Pod{m.Namespace + "/" + m.Name: m})
+			}
 		})
 	}
 	return true
@@ -92,11 +97,11 @@ func (p *NetworkTopologyAware) inBackoffLocked(logger klog.Logger, f *planFailur
 
 // waitsForBackoff reports whether the gang's failure is in its back-off: an event that can
 // help it then does not requeue it, the end of the back-off does (see inBackoffLocked).
-func (p *NetworkTopologyAware) waitsForBackoff(logger klog.Logger, key podgroup.Key, pod *v1.Pod) bool {
+func (p *NetworkTopologyAware) waitsForBackoff(logger klog.Logger, key podgroup.Key) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.failures[key]
-	return f != nil && p.inBackoffLocked(logger, f, pod)
+	return f != nil && p.inBackoffLocked(logger, key, f)
 }
 
 // recordFailure remembers a failed plan of the gang, made for pod: from now on the gang is

@@ -59,7 +59,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	if plan != nil {
 		metrics.PlanReusesTotal.WithLabelValues(metrics.ResultPlaced).Inc()
 	} else {
-		if status := p.reuseFailure(klog.FromContext(ctx), key, info, tree, pod); status != nil {
+		if status := p.reuseFailure(klog.FromContext(ctx), key, info, tree); status != nil {
 			// Another member retries for the gang: this one waits out of the queue.
 			p.registry.SendToRetryGate(klog.FromContext(ctx), p.handle, pod)
 			return nil, status

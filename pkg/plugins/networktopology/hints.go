@@ -47,7 +47,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, 
 		return fwk.QueueSkip, nil
 	}
 	p.markAllStale()
-	if p.waitsForBackoff(logger, key, pod) {
+	if p.waitsForBackoff(logger, key) {
 		return fwk.QueueSkip, nil
 	}
 	return p.requeue(logger, pod, key, "node"), nil
@@ -69,7 +69,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, 
 	if theirs, ok := podgroup.KeyOf(deleted); ok && theirs == key {
 		return fwk.QueueSkip, nil
 	}
-	if !p.freedOn(deleted.Spec.NodeName, key) || p.waitsForBackoff(logger, key, pod) {
+	if !p.freedOn(deleted.Spec.NodeName, key) || p.waitsForBackoff(logger, key) {
 		return fwk.QueueSkip, nil
 	}
 	return p.requeue(logger, pod, key, "pod deleted"), nil
