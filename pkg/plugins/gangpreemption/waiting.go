@@ -92,4 +92,3 @@ func (pl *GangPreemption) addVictimHandler(ctx context.Context) error {
 	}
 	return nil
 }
-
