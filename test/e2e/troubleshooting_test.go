@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -293,7 +294,17 @@ spec:
 				// The gang of "Pods wait for their PodGroup or members" (which runs before)
 				// is still held back; no other gang is.
 				[]string{"hypernode_gangs_waiting_in_permit 0\n", `hypernode_gangs_gated{reason="WaitingForMembers"} 1` + "\n",
-					`hypernode_gangs_gated{reason="PodGroupMissing"} 0` + "\n", `scheduler_pending_pods{queue="gated"} 2` + "\n"}
+					`hypernode_gangs_gated{reason="PodGroupMissing"} 0` + "\n"}
+		},
+	}
+	// The gated queue holds that gang's 2 members plus the members GangRetryGate holds for
+	// the gangs of the earlier sections that cannot be placed (one member of each is retried).
+	checks := map[string]func(t *testing.T, out string){
+		"Scheduler slow": func(t *testing.T, out string) {
+			gated, held := sampleInt(t, out, `scheduler_pending_pods{queue="gated"}`), sampleInt(t, out, `scheduler_unschedulable_pods{plugin="GangRetryGate",profile="hypernode-scheduler"}`)
+			if held < 1 || gated != 2+held {
+				t.Errorf("gated pods %d, held by GangRetryGate %d: want at least one held, and 2 + held gated", gated, held)
+			}
 		},
 	}
 	sections := docCommands(t)
@@ -328,6 +339,9 @@ spec:
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("the output of the section's commands lacks %q:\n%s", w, out.String())
 				}
+			}
+			if check := checks[title]; check != nil {
+				check(t, out.String())
 			}
 		})
 	}
@@ -381,4 +395,15 @@ func waitValidCondition(t *testing.T, name string) {
 	if err != nil {
 		t.Fatalf("HyperNode %s: no False Valid condition: %v", name, err)
 	}
+}
+
+// sampleInt reads the integer value of one sample ("name{labels} value") of a metrics text
+// (metricValue), failing the test when it is missing or not a number.
+func sampleInt(t *testing.T, text, sample string) int {
+	t.Helper()
+	v, err := strconv.ParseFloat(metricValue(text, sample+" "), 64)
+	if err != nil {
+		t.Fatalf("sample %s in:\n%s: %v", sample, text, err)
+	}
+	return int(v)
 }
