@@ -10,10 +10,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gangpreemption"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
@@ -244,5 +247,49 @@ func TestNominatedNodesHeldWhileVictimsTerminate(t *testing.T) {
 	e.waitCondition("newcomer", v1.PodReasonUnschedulable, "Insufficient cpu")
 	if n := len(e.eventsByReason()["Preempted"]); n != 2 {
 		t.Errorf("%d Preempted events, want 2: no eviction beyond the gang's first", n)
+	}
+}
+
+// TestGangPreemptionAvoidsPDBViolations: a high-priority gang of two, hard at tier 1, fits in
+// leaf-a by evicting the pod on node-0, or in leaf-b by evicting the pod on node-2: the same
+// priority and count. A PodDisruptionBudget allows no disruption of the pod on node-0, so
+// leaf-b is chosen (by name alone, leaf-a would be).
+func TestGangPreemptionAvoidsPDBViolations(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil,
+		hntesting.MakeHyperNode("leaf-a").Tier(1).Nodes("node-0", "node-1").Obj(),
+		hntesting.MakeHyperNode("leaf-b").Tier(1).Nodes("node-2", "node-3").Obj())
+	e.priorityClasses()
+	for _, n := range []string{"node-0", "node-1", "node-2", "node-3"} {
+		pod := util.Pod(e.ns, "low-"+n, "no-scheduler", "4", map[string]string{"app": "low-" + n})
+		pod.Spec.NodeName = n
+		pod.Spec.PriorityClassName = e.ns + "-low"
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+		if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// node-0's pod is protected. No disruption controller runs here: the status keeps
+	// disruptionsAllowed 0, which is what it would compute for one healthy pod.
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "protect-node-0"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "low-node-0"}},
+		},
+	}
+	if _, err := e.c.kube.PolicyV1().PodDisruptionBudgets(e.ns).Create(context.Background(), pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startScheduler(t, nil)
+	// Each member needs 6 CPUs: a node holds one only once its 4-CPU pod is gone.
+	names := e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, cpu("6"), func(p *v1.Pod) {
+		p.Spec.PriorityClassName = e.ns + "-high"
+	})
+	got := e.waitBound(names)
+	if diff := cmp.Diff([]string{"node-2", "node-3"}, nodeSet(got)); diff != "" {
+		t.Errorf("gang nodes (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"low-node-0", "low-node-1"}, e.remaining("low-")); diff != "" {
+		t.Errorf("low-priority pods left (-want,+got):\n%s", diff)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
@@ -51,6 +52,7 @@ type GangPreemption struct {
 	registry *podgroup.Registry
 	events   *podgroup.EventLog
 	pods     corelisters.PodLister
+	pdbs     policylisters.PodDisruptionBudgetLister
 
 	mu sync.Mutex
 	// running are the gangs whose victims are being evicted: no new preemption for a gang
@@ -93,6 +95,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		registry:          registry,
 		events:            podgroup.NewEventLog(handle.EventRecorder(), eventAction),
 		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
+		pdbs:              handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 		running:           map[podgroup.Key]*attempt{},
 		victimOf:          map[types.UID]podgroup.Key{},
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -62,8 +63,12 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: listing nodes: %v", key, err))
 	}
+	pdbs, err := pl.pdbs.List(labels.Everything())
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: listing PodDisruptionBudgets: %v", key, err))
+	}
 	sim := &simulation{pl: pl, state: withoutPlan(state), pod: pod, own: key, priority: corev1helpers.PodPriority(pod),
-		need: need, nodes: make(map[string]fwk.NodeInfo, len(list)), units: map[string]*unit{}, spared: sets.New[string]()}
+		need: need, nodes: make(map[string]fwk.NodeInfo, len(list)), units: map[string]*unit{}, spared: sets.New[string](), pdbs: pdbs}
 	for _, ni := range list {
 		sim.nodes[ni.Node().Name] = ni
 	}

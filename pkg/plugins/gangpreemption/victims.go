@@ -5,11 +5,13 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -42,20 +44,26 @@ type choice struct {
 	victims []*unit
 	// nodes is the node of each of the needed members, in the order they are nominated.
 	nodes []string
+	// violations counts the victims whose eviction a PodDisruptionBudget does not allow;
 	// highest is the highest priority among the victims; evicted counts their pods.
-	highest int32
-	evicted int
+	violations int
+	highest    int32
+	evicted    int
 	// surplus is how many more members than needed the domain holds with every pod of
 	// lower priority gone: the placement strategy's tie-break (the tightest domain, as
 	// BinPack and LeastWaste choose among domains that fit).
 	surplus int
 }
 
-// cheaper orders choices: the lowest highest-victim priority, then the fewest pods evicted
-// (a gang counts with all its pods), then the smallest surplus, then the domain's name.
+// cheaper orders choices: no victim at all, then the fewest PodDisruptionBudget violations,
+// then the lowest highest-victim priority, then the fewest pods evicted (a gang counts with
+// all its pods), then the smallest surplus, then the domain's name.
 func (c *choice) cheaper(o *choice) bool {
 	if (len(c.victims) == 0) != (len(o.victims) == 0) {
 		return len(c.victims) == 0 // evicting nobody beats any priority, negative ones too
+	}
+	if c.violations != o.violations {
+		return c.violations < o.violations
 	}
 	if c.highest != o.highest {
 		return c.highest < o.highest
@@ -82,6 +90,41 @@ type simulation struct {
 	// higher priority than the gang.
 	units  map[string]*unit
 	spared sets.Set[string]
+	// pdbs are the cluster's PodDisruptionBudgets.
+	pdbs []*policyv1.PodDisruptionBudget
+}
+
+// violating returns the keys of the units whose eviction, all of them together, a
+// PodDisruptionBudget does not allow (kube-scheduler's own accounting: a unit violates when
+// any of its pods does).
+func (s *simulation) violating(units []*unit) sets.Set[string] {
+	out := sets.New[string]()
+	if len(s.pdbs) == 0 {
+		return out
+	}
+	victims := make([]preemption.Victim, 0, len(units))
+	unitOf := map[preemption.Victim]*unit{}
+	for _, u := range units {
+		pods := make([]fwk.PodInfo, 0, len(u.pods))
+		for _, p := range u.pods {
+			if pi, err := framework.NewPodInfo(p.pod); err == nil {
+				pods = append(pods, pi)
+			}
+		}
+		keyType := fwk.PodKeyType
+		if len(u.pods) > 1 {
+			keyType = fwk.PodGroupKeyType
+		}
+		if v, err := preemption.NewVictim(pods, u.priority, keyType); err == nil {
+			victims = append(victims, v)
+			unitOf[v] = u
+		}
+	}
+	violating, _ := preemption.FilterVictimsWithPDBViolation(victims, s.pdbs)
+	for _, v := range violating {
+		out.Insert(unitOf[v.Victim].key)
+	}
+	return out
 }
 
 // unitOf returns the victim unit of a pod on a node, or nil when the pod is not a victim:
@@ -193,8 +236,13 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 		return nil, total
 	}
 	surplus := total - s.need
-	// Give back what is not needed, the most important first.
+	// Give back what is not needed: first the units a PodDisruptionBudget protects, then the
+	// most important first (as kube-scheduler reprieves on a node).
+	protected := s.violating(units)
 	sort.SliceStable(units, func(i, j int) bool {
+		if pi, pj := protected.Has(units[i].key), protected.Has(units[j].key); pi != pj {
+			return pi
+		}
 		if units[i].priority != units[j].priority {
 			return units[i].priority > units[j].priority
 		}
@@ -226,7 +274,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 		remove(u)
 		victims = append(victims, u)
 	}
-	c := &choice{domain: d, victims: victims, surplus: surplus}
+	c := &choice{domain: d, victims: victims, surplus: surplus, violations: s.violating(victims).Len()}
 	for _, u := range victims {
 		c.evicted += len(u.pods)
 		c.highest = max(c.highest, u.priority)

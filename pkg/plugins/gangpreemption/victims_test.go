@@ -7,7 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestCheaperOrdersChoices: no victim at all wins, then the lowest highest-victim priority, then the fewest pods
+// TestCheaperOrdersChoices: no victim at all wins, then the fewest PodDisruptionBudget
+// violations, then the lowest highest-victim priority, then the fewest pods
 // evicted, then the tightest domain (seed 004 example 2: spine-1, an exact fit, over spine-0
 // at the same cost), then the name.
 func TestCheaperOrdersChoices(t *testing.T) {
@@ -21,13 +22,15 @@ func TestCheaperOrdersChoices(t *testing.T) {
 		// No victim: first, even against victims of negative priority.
 		{domain: domain{name: "spine-5"}, surplus: 9},
 		{domain: domain{name: "spine-6"}, victims: victims(1), highest: -10, evicted: 1},
+		// A PodDisruptionBudget violation outweighs priority and count.
+		{domain: domain{name: "spine-7"}, victims: victims(1), violations: 1, highest: -20, evicted: 1},
 	}
 	sort.SliceStable(choices, func(i, j int) bool { return choices[i].cheaper(choices[j]) })
 	var got []string
 	for _, c := range choices {
 		got = append(got, c.domain.name)
 	}
-	if diff := cmp.Diff([]string{"spine-5", "spine-6", "spine-3", "spine-1", "spine-4", "spine-0", "spine-2"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"spine-5", "spine-6", "spine-3", "spine-1", "spine-4", "spine-0", "spine-2", "spine-7"}, got); diff != "" {
 		t.Errorf("order (-want,+got):\n%s", diff)
 	}
 }
