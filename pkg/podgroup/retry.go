@@ -139,7 +139,7 @@ func (r *Registry) SendToRetryGate(logger klog.Logger, handle fwk.Handle, pod *v
 	if !r.Held(pod) || !r.RetryGateEnabled(handle.ProfileName()) {
 		return false
 	}
-	handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	Activate(logger, handle, pod)
 	return true
 }
 

@@ -122,24 +122,26 @@ func TestGangPreemptionSeed004Example2(t *testing.T) {
 // each member); a gang of three evicts exactly three pods and binds; a gang of the same
 // priority as the pods evicts nothing.
 func TestPlainGangPreemptsAllOrNothing(t *testing.T) {
+	allLow := []string{"low-node-0", "low-node-1", "low-node-2", "low-node-3"}
 	for _, tc := range []struct {
 		name     string
 		size     int
 		priority string
-		// bound: the gang binds; left: the low-priority pods that must remain (count).
+		// bound: the gang binds, on the nodes of the evicted pods; left: the low-priority pods
+		// that remain. Equal victims are given back in name order, so low-node-0 stays.
 		bound bool
-		left  int
+		left  []string
 		// message is part of the members' condition when nothing is evicted.
 		message string
 		// annotation is the PodGroup's topology constraint ("": none).
 		annotation string
 	}{
-		{name: "five on four: nothing evicted", size: 5, priority: "-high", left: 4,
+		{name: "five on four: nothing evicted", size: 5, priority: "-high", left: allLow,
 			message: "preemption: gang %s/train cannot fit even if every pod of lower priority were evicted: no domain holds 5 members (the cluster 4/5); nothing was evicted"},
-		{name: "three on four: exactly three evicted", size: 3, priority: "-high", bound: true, left: 1},
-		{name: "soft topology gang: exactly three evicted", size: 3, priority: "-high", bound: true, left: 1,
+		{name: "three on four: exactly three evicted", size: 3, priority: "-high", bound: true, left: []string{"low-node-0"}},
+		{name: "soft topology gang: exactly three evicted", size: 3, priority: "-high", bound: true, left: []string{"low-node-0"},
 			annotation: `{"mode":"soft","highestTierAllowed":1}`},
-		{name: "equal priority: spared", size: 3, priority: "-low", left: 4,
+		{name: "equal priority: spared", size: 3, priority: "-low", left: allLow,
 			message: "preemption: gang %s/train cannot fit even if every pod of lower priority were evicted: no domain holds 3 members (the cluster 0/3); nothing was evicted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,8 +154,8 @@ func TestPlainGangPreemptsAllOrNothing(t *testing.T) {
 			names := e.gang("train", tc.size, tc.annotation, cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + tc.priority })
 			if tc.bound {
 				got := e.waitBound(names)
-				if len(got) != tc.size {
-					t.Errorf("bound %v, want all %d", got, tc.size)
+				if diff := cmp.Diff([]string{"node-1", "node-2", "node-3"}, nodeSet(got)); diff != "" {
+					t.Errorf("gang nodes (-want,+got):\n%s", diff)
 				}
 			} else {
 				for _, n := range names {
@@ -165,11 +167,11 @@ func TestPlainGangPreemptsAllOrNothing(t *testing.T) {
 					}
 				}
 			}
-			if left := e.remaining("low-"); len(left) != tc.left {
-				t.Errorf("low-priority pods left: %v, want %d", left, tc.left)
+			if diff := cmp.Diff(tc.left, e.remaining("low-")); diff != "" {
+				t.Errorf("low-priority pods left (-want,+got):\n%s", diff)
 			}
 			preempted := e.eventsByReason()["Preempted"]
-			if want := 4 - tc.left; len(preempted) != want {
+			if want := 4 - len(tc.left); len(preempted) != want {
 				t.Errorf("Preempted events %v, want %d", preempted, want)
 			}
 		})

@@ -30,7 +30,7 @@ func TestImpossibleGangWaitsBehindOneMember(t *testing.T) {
 	// A leaf holds four members of 2 CPUs (two 4-CPU nodes); the gang has five.
 	names := e.gang("train", 5, `{"mode":"hard","highestTierAllowed":1}`, cpu("2"))
 	for _, n := range names {
-		e.waitCondition(n, v1.PodReasonUnschedulable, "no HyperNode")
+		e.waitCondition(n, v1.PodReasonUnschedulable, "hard topology (tier<=1): no HyperNode can host 5 pods; tier 1: s0 4/5, s1 4/5.")
 	}
 	waitHeldByRetryGate(t, before+4)
 	e.expectNoneBound()

@@ -158,15 +158,7 @@ func (g *Gang) activateOnChange(logger klog.Logger, key podgroup.Key, podGroupCh
 // activatePending moves the group's members that are neither reserved nor bound to the
 // active queue, so that a gang is scheduled back to back.
 func (g *Gang) activatePending(logger klog.Logger, key podgroup.Key) {
-	pending := g.registry.PendingMembers(key)
-	if len(pending) == 0 {
-		return
-	}
-	pods := make(map[string]*v1.Pod, len(pending))
-	for _, p := range pending {
-		pods[p.Namespace+"/"+p.Name] = p
-	}
-	g.handle.Activate(logger, pods)
+	g.registry.ActivatePending(logger, g.handle, key)
 }
 
 // PreEnqueue holds a member back until its PodGroup exists and has minMember members.

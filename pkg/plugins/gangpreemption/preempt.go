@@ -55,13 +55,13 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"gang %s has members of %d pod shapes; gang preemption handles gangs of one shape", key, len(shapes)))
 	}
-	tiers, err := pl.domains(gang)
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, err))
-	}
 	list, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: listing nodes: %v", key, err))
+	}
+	tiers, err := pl.domains(gang, list)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, err))
 	}
 	pdbs, err := pl.pdbs.List(labels.Everything())
 	if err != nil {
@@ -111,7 +111,7 @@ func withoutPlan(state fwk.CycleState) fwk.CycleState {
 // domains returns the candidate domains, lowest tier first: every HyperNode of each tier up
 // to the constraint's highest one that holds the placed members; a soft constraint or none
 // adds the whole cluster last.
-func (pl *GangPreemption) domains(gang podgroup.Gang) ([][]domain, error) {
+func (pl *GangPreemption) domains(gang podgroup.Gang, list []fwk.NodeInfo) ([][]domain, error) {
 	tree := pl.cache.Snapshot()
 	job := placement.JobTopology(gang.Info)
 	maxTier, err := placement.MaxTier(tree, job)
@@ -128,7 +128,7 @@ func (pl *GangPreemption) domains(gang podgroup.Gang) ([][]domain, error) {
 		for _, name := range tree.Candidates(tier) {
 			nodes := tree.Nodes(name)
 			if holdsAll(nodes, placed) {
-				ds = append(ds, domain{name: name, tier: tier, nodes: nodes})
+				ds = append(ds, domain{name: name, nodes: nodes})
 			}
 		}
 		if len(ds) > 0 {
@@ -136,15 +136,11 @@ func (pl *GangPreemption) domains(gang podgroup.Gang) ([][]domain, error) {
 		}
 	}
 	if job.Mode != podgroup.ModeHard {
-		list, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
-		if err != nil {
-			return nil, err
-		}
 		all := make([]string, 0, len(list))
 		for _, ni := range list {
 			all = append(all, ni.Node().Name)
 		}
-		out = append(out, []domain{{name: wholeCluster, tier: tree.RootTier() + 1, nodes: all}})
+		out = append(out, []domain{{name: wholeCluster, nodes: all}})
 	}
 	return out, nil
 }
@@ -253,7 +249,7 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 		}
 	}
 	// This member too waits out of the queue (PreEnqueue) once its attempt ends.
-	pl.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	podgroup.Activate(logger, pl.handle, pod)
 	msg := fmt.Sprintf("gang %s: evicting %d pod(s) of lower priority in %s so that %d members fit: %s",
 		key, len(victims), c.domain.name, need, strings.Join(shorten(names, 5), ", "))
 	pl.events.Record(gang.Info.PodGroup, v1.EventTypeNormal, EventGangPreempting, msg)

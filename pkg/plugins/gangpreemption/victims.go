@@ -20,7 +20,6 @@ import (
 // cluster.
 type domain struct {
 	name  string
-	tier  int
 	nodes []string
 }
 

@@ -54,15 +54,8 @@ func (pl *GangPreemption) victimGone(logger klog.Logger, pod *v1.Pod) {
 	}
 	pl.endLocked(key, a)
 	pl.mu.Unlock()
-	pending := pl.registry.PendingMembers(key)
-	pods := make(map[string]*v1.Pod, len(pending))
-	for _, m := range pending {
-		pods[m.Namespace+"/"+m.Name] = m
-	}
-	if len(pods) > 0 {
-		logger.V(2).Info("Gang preemption's victims are gone", "podGroup", key, "members", len(pods))
-		pl.handle.Activate(logger, pods)
-	}
+	n := pl.registry.ActivatePending(logger, pl.handle, key)
+	logger.V(2).Info("Gang preemption's victims are gone", "podGroup", key, "membersActivated", n)
 }
 
 // endLocked drops an attempt and its victim index entries. pl.mu must be held.

@@ -86,11 +86,7 @@ func (p *NetworkTopologyAware) inBackoffLocked(logger klog.Logger, key podgroup.
 		return false
 	}
 	if f.stale && f.wake == nil {
-		f.wake = time.AfterFunc(wait, func() {
-			if m := p.registry.RetryMember(key); m != nil {
-				p.handle.Activate(logger, map[string]*v1.Pod{m.Namespace + "/" + m.Name: m})
-			}
-		})
+		f.wake = time.AfterFunc(wait, func() { p.activateRetried(logger, []podgroup.Key{key}) })
 	}
 	return true
 }
@@ -133,31 +129,25 @@ func (p *NetworkTopologyAware) treeChanged(logger klog.Logger, tree *hypernode.S
 		}
 	}
 	p.mu.Unlock()
-	pods := map[string]*v1.Pod{}
+	if n := p.activateRetried(logger, keys); n > 0 {
+		logger.V(4).Info("HyperNode tree changed: gangs that failed on the old tree retried", "gangs", n)
+	}
+}
+
+// activateRetried activates the member each gang is retried through; it reports how many.
+func (p *NetworkTopologyAware) activateRetried(logger klog.Logger, keys []podgroup.Key) int {
+	pods := make([]*v1.Pod, 0, len(keys))
 	for _, key := range keys {
-		if m := p.registry.RetryMember(key); m != nil {
-			pods[m.Namespace+"/"+m.Name] = m
-		}
+		pods = append(pods, p.registry.RetryMember(key))
 	}
-	if len(pods) > 0 {
-		logger.V(4).Info("HyperNode tree changed: gangs that failed on the old tree retried", "gangs", len(pods))
-		p.handle.Activate(logger, pods)
-	}
+	return podgroup.Activate(logger, p.handle, pods...)
 }
 
 // releaseHeld ends the gang's retry hold and activates its pending members: no cluster event
 // requeues a held member.
 func (p *NetworkTopologyAware) releaseHeld(logger klog.Logger, key podgroup.Key) {
-	if !p.registry.ReleaseRetry(key) {
-		return
-	}
-	pending := p.registry.PendingMembers(key)
-	pods := make(map[string]*v1.Pod, len(pending))
-	for _, m := range pending {
-		pods[m.Namespace+"/"+m.Name] = m
-	}
-	if len(pods) > 0 {
-		p.handle.Activate(logger, pods)
+	if p.registry.ReleaseRetry(key) {
+		p.registry.ActivatePending(logger, p.handle, key)
 	}
 }
 

@@ -66,11 +66,7 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 	p.mu.Unlock()
 	if wakeDeferred {
 		// Every planned member has its place: the deferred sub-groups can be planned now.
-		pods := map[string]*v1.Pod{}
-		for _, m := range p.registry.PendingMembers(key) {
-			pods[m.Namespace+"/"+m.Name] = m
-		}
-		p.handle.Activate(klog.FromContext(ctx), pods)
+		p.registry.ActivatePending(klog.FromContext(ctx), p.handle, key)
 	}
 	return nil
 }

@@ -121,15 +121,7 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
 		keys = append(keys, k)
 	}
 	p.mu.Unlock()
-	pods := map[string]*v1.Pod{}
-	for _, k := range keys {
-		if m := p.registry.RetryMember(k); m != nil {
-			pods[m.Namespace+"/"+m.Name] = m
-		}
-	}
-	if len(pods) > 0 {
-		p.handle.Activate(logger, pods)
-	}
+	p.activateRetried(logger, keys)
 }
 
 // makePlan computes and records a plan for the gang of pod.

@@ -265,6 +265,6 @@ func (p *NetworkTopologyAware) relocated(ctx context.Context, pod *v1.Pod, key p
 		p.events.Record(info.PodGroup, v1.EventTypeNormal, EventMemberRelocated, msg)
 	}
 	logger.V(3).Info("Gang member relocated inside its domain", "pod", klog.KObj(pod), "podGroup", key, "from", where, "node", r.node, "leaf", r.leaf, "domain", r.domain)
-	p.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	podgroup.Activate(logger, p.handle, pod)
 	return nil, fwk.NewStatus(fwk.Success, msg)
 }
