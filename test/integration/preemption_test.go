@@ -212,26 +212,10 @@ func TestVictimGangEvictedWhole(t *testing.T) {
 // and when the victims are gone, a pod of lower priority that arrived meanwhile does not take
 // the freed nodes: the gang's nominations hold them, and the gang binds there.
 func TestNominatedNodesHeldWhileVictimsTerminate(t *testing.T) {
-	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
-	e.priorityClasses()
-	for _, n := range []string{"node-0", "node-1", "node-2", "node-3"} {
-		pod := util.Pod(e.ns, "low-"+n, "no-scheduler", "8", nil)
-		pod.Spec.NodeName = n
-		pod.Spec.PriorityClassName = e.ns + "-low"
-		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3600)
-		if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
-			t.Fatal(err)
-		}
-	}
-	startScheduler(t, nil)
-	names := e.gang("train", 2, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
-	// train-0 preempts (its condition says so); train-1, tried next, waits for the victims.
-	e.waitCondition("train-0", v1.PodReasonUnschedulable, "/train: evicting 2 pod(s) of lower priority in the cluster so that 2 members fit: ")
+	e, _, names, freed := preemptTwoOfFour(t)
+	// train-1, tried after train-0 preempted, waits for the victims.
 	e.waitCondition("train-1", v1.PodReasonUnschedulable, "waits for 2 of the 2 pods evicted for it in the cluster to terminate")
 	terminating := e.terminating("low-")
-	if len(terminating) != 2 {
-		t.Fatalf("terminating victims %v, want 2", terminating)
-	}
 	// A newcomer of lower priority than the gang arrives while the victims terminate.
 	newcomer := util.Pod(e.ns, "newcomer", plugins.SchedulerName, "8", nil)
 	newcomer.Spec.PriorityClassName = e.ns + "-low"
@@ -242,7 +226,6 @@ func TestNominatedNodesHeldWhileVictimsTerminate(t *testing.T) {
 		e.deletePodNow(v)
 	}
 	got := e.waitBound(names)
-	freed := map[string]string{"low-node-0": "node-0", "low-node-1": "node-1", "low-node-2": "node-2", "low-node-3": "node-3"}
 	if diff := cmp.Diff([]string{freed[terminating[0]], freed[terminating[1]]}, nodeSet(got)); diff != "" {
 		t.Errorf("gang nodes (-want,+got):\n%s", diff)
 	}
@@ -294,4 +277,129 @@ func TestGangPreemptionAvoidsPDBViolations(t *testing.T) {
 	if diff := cmp.Diff([]string{"low-node-0", "low-node-1"}, e.remaining("low-")); diff != "" {
 		t.Errorf("low-priority pods left (-want,+got):\n%s", diff)
 	}
+}
+
+// preemptTwoOfFour fills four 8-CPU nodes with low-priority pods that take an hour to stop,
+// and lets a high-priority gang of two preempt: it returns the running scheduler's stop, the
+// gang's members and the nodes its two victims free, by victim.
+func preemptTwoOfFour(t *testing.T) (e *topoEnv, stop func(), members []string, freed map[string]string) {
+	e = newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
+	e.priorityClasses()
+	for _, n := range []string{"node-0", "node-1", "node-2", "node-3"} {
+		pod := util.Pod(e.ns, "low-"+n, "no-scheduler", "8", nil)
+		pod.Spec.NodeName = n
+		pod.Spec.PriorityClassName = e.ns + "-low"
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3600)
+		if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop = startScheduler(t, nil)
+	members = e.gang("train", 2, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
+	e.waitCondition("train-0", v1.PodReasonUnschedulable, "/train: evicting 2 pod(s) of lower priority in the cluster so that 2 members fit: ")
+	freed = map[string]string{}
+	for _, v := range e.terminating("low-") {
+		freed[v] = strings.TrimPrefix(v, "low-")
+	}
+	if len(freed) != 2 {
+		t.Fatalf("terminating victims %v, want 2", freed)
+	}
+	return e, stop, members, freed
+}
+
+// waitNominated waits until the pods' status.nominatedNodeName are, together, the given
+// nodes ("" for none), and returns them by pod.
+func (e *topoEnv) waitNominated(pods []string, want []string) map[string]string {
+	e.t.Helper()
+	var got map[string]string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, boundTimeout, true, func(ctx context.Context) (bool, error) {
+		got = map[string]string{}
+		var nodes []string
+		for _, name := range pods {
+			p, err := e.c.kube.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			got[name] = p.Status.NominatedNodeName
+			nodes = append(nodes, p.Status.NominatedNodeName)
+		}
+		slices.Sort(nodes)
+		return slices.Equal(nodes, want), nil
+	})
+	if err != nil {
+		e.t.Fatalf("nominated nodes %v, want %v: %v", got, want, err)
+	}
+	return got
+}
+
+// sortedValues returns the map's values, sorted.
+func sortedValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestGangPreemptionResumesAfterRestart: the scheduler restarts while a gang's victims
+// terminate. Every member is nominated in the API on a freed node; the new scheduler picks the
+// preemption up from those nominations (the members wait for the same victims: no second
+// GangPreempting, no other eviction) and the gang binds on the freed nodes.
+func TestGangPreemptionResumesAfterRestart(t *testing.T) {
+	e, stop, members, freed := preemptTwoOfFour(t)
+	nominated := e.waitNominated(members, sortedValues(freed))
+	stop()
+	// The members' conditions are the old scheduler's: mark them, to see the new one's.
+	for _, name := range members {
+		p, err := e.c.kube.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range p.Status.Conditions {
+			if p.Status.Conditions[i].Type == v1.PodScheduled {
+				p.Status.Conditions[i].Message = "before the restart"
+			}
+		}
+		if _, err := e.c.kube.CoreV1().Pods(e.ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startScheduler(t, nil)
+	e.waitCondition("train-0", v1.PodReasonUnschedulable, "waits for 2 of the 2 pods evicted for it in the cluster to terminate")
+	if diff := cmp.Diff(nominated, e.waitNominated(members, sortedValues(freed))); diff != "" {
+		t.Errorf("nominations after the restart (-before,+after):\n%s", diff)
+	}
+	var victims []string
+	for v := range freed {
+		victims = append(victims, v)
+	}
+	slices.Sort(victims)
+	if diff := cmp.Diff(victims, e.terminating("low-")); diff != "" {
+		t.Errorf("terminating pods after the restart (-want,+got):\n%s", diff)
+	}
+	for _, v := range victims {
+		e.deletePodNow(v)
+	}
+	got := e.waitBound(members)
+	if diff := cmp.Diff(nominated, got); diff != "" {
+		t.Errorf("gang nodes (-nominated,+bound):\n%s", diff)
+	}
+	if n := len(e.eventsByReason()[gangpreemption.EventGangPreempting]); n != 1 {
+		t.Errorf("%d GangPreempting events, want 1: the restarted scheduler must not preempt again", n)
+	}
+	if n := len(e.eventsByReason()["Preempted"]); n != 2 {
+		t.Errorf("%d Preempted events, want 2", n)
+	}
+}
+
+// TestGangPreemptionNominationsClearedWithPodGroup: when the PodGroup of a gang whose victims
+// terminate is deleted, its members' nominations go (in the API too), so they hold no room.
+func TestGangPreemptionNominationsClearedWithPodGroup(t *testing.T) {
+	e, _, members, freed := preemptTwoOfFour(t)
+	e.waitNominated(members, sortedValues(freed))
+	if err := e.c.scheduling.SchedulingV1alpha1().PodGroups(e.ns).Delete(context.Background(), "train", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitNominated(members, []string{"", ""})
 }

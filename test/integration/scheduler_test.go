@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,8 +15,9 @@ import (
 )
 
 // startScheduler starts the project's scheduler with the manifests' config (and the given
-// plugin args instead of the manifests' ones) and stops it at the end of the test.
-func startScheduler(t *testing.T, pluginArgs map[string]map[string]any) {
+// plugin args instead of the manifests' ones) and stops it at the end of the test, unless the
+// stop it returns was called before (a restart).
+func startScheduler(t *testing.T, pluginArgs map[string]map[string]any) (stop func()) {
 	t.Helper()
 	config, err := util.SchedulerConfig(controlPlane, pluginArgs)
 	if err != nil {
@@ -25,11 +27,16 @@ func startScheduler(t *testing.T, pluginArgs map[string]map[string]any) {
 	if err != nil {
 		t.Fatalf("starting the scheduler: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := sched.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if err := sched.Stop(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // testNamespace creates a namespace for the test and deletes its pods when the test ends.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
 
 // Name is the name of the plugin used in the plugin registry and configurations.
@@ -53,6 +54,9 @@ type GangPreemption struct {
 	events   *podgroup.EventLog
 	pods     corelisters.PodLister
 	pdbs     policylisters.PodDisruptionBudgetLister
+	// nominations writes the members' status.nominatedNodeName, as kube-scheduler writes
+	// its preemptor's: it holds the room in the API, so a restarted scheduler keeps it.
+	nominations *podstatus.Writer
 
 	mu sync.Mutex
 	// running are the gangs whose victims are being evicted: no new preemption for a gang
@@ -65,8 +69,9 @@ type GangPreemption struct {
 type attempt struct {
 	domain  string
 	victims []*v1.Pod
-	// nodes are the nominated members' nodes, by pod UID.
-	nodes map[types.UID]string
+	// members are the nominated members, and nodes their nodes by pod UID.
+	members []*v1.Pod
+	nodes   map[types.UID]string
 	// left counts the victims not seen deleted yet.
 	left int
 }
@@ -96,9 +101,12 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		events:            podgroup.NewEventLog(handle.EventRecorder(), eventAction),
 		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:              handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
+		nominations: podstatus.NewWriter("gang-preemption-nominations", handle.ClientSet(),
+			handle.SharedInformerFactory().Core().V1().Pods().Lister(), nominationUpdate),
 		running:           map[podgroup.Key]*attempt{},
 		victimOf:          map[types.UID]podgroup.Key{},
 	}
+	pl.nominations.Run(ctx)
 	registry.OnGroupDelete(pl.forget)
 	if err := pl.addVictimHandler(ctx); err != nil {
 		return nil, err
@@ -120,21 +128,66 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	if !ok {
 		return pl.DefaultPreemption.PostFilter(ctx, state, pod, m)
 	}
+	pl.resume(ctx, key, pod)
+	if msg, node, waiting := pl.waitingForVictims(key, pod); waiting {
+		// The member keeps its nomination: kube-scheduler ends a failed attempt by resetting
+		// the pod's nomination to the result's (or to its status.nominatedNodeName).
+		var result *fwk.PostFilterResult
+		if node != "" {
+			result = &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}}
+		}
+		return result, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
+	}
 	if pl.registry.Held(pod) {
 		// Another member is retried for the gang (GangRetryGate): it decides for all.
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: gang %s is retried through another member", key))
+		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: gang %s is retried through another member", key))
 	}
 	schedmetrics.PreemptionAttempts.Inc()
 	result, status := pl.preemptForGang(ctx, state, pod, key)
+	if result == nil {
+		// No preemption holds room for the member: a nomination it still has (of an
+		// abandoned attempt, or one from before a restart) goes, in memory and in the API,
+		// as DefaultPreemption clears its preemptor's.
+		result = clearNomination()
+	}
 	return result, fwk.NewStatus(status.Code(), "preemption: "+status.Message())
 }
 
-// forget drops what the plugin keeps for a gang whose PodGroup was deleted.
+// clearNomination is the PostFilter result that clears the pod's nominated node.
+func clearNomination() *fwk.PostFilterResult {
+	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
+}
+
+// nominationUpdate sets a member's status.nominatedNodeName ("" clears it).
+func nominationUpdate(pod *v1.Pod, node string) *v1.PodStatus {
+	if pod.Status.NominatedNodeName == node {
+		return nil
+	}
+	status := pod.Status.DeepCopy()
+	status.NominatedNodeName = node
+	return status
+}
+
+// forget drops what the plugin keeps for a gang whose PodGroup was deleted, and the
+// nominations of a preemption still running for it.
 func (pl *GangPreemption) forget(key podgroup.Key) {
 	pl.mu.Lock()
-	if a := pl.running[key]; a != nil {
+	a := pl.running[key]
+	if a != nil {
 		pl.endLocked(key, a)
 	}
 	pl.mu.Unlock()
+	if a != nil {
+		pl.withdraw(a.members)
+	}
 	pl.events.Forget(key)
+}
+
+// withdraw clears the members' nominations of an abandoned preemption, in memory and in the
+// API.
+func (pl *GangPreemption) withdraw(members []*v1.Pod) {
+	for _, m := range members {
+		pl.handle.DeleteNominatedPodIfExists(m)
+		pl.nominations.Set(m, "")
+	}
 }

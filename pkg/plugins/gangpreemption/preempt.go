@@ -33,15 +33,6 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s does not preempt (preemptionPolicy: Never)", key))
 	}
-	if msg, node, waiting := pl.waitingForVictims(key, pod); waiting {
-		// The member keeps its nomination: kube-scheduler ends a failed attempt by resetting
-		// the pod's nomination to the result's (or to its status.nominatedNodeName).
-		var result *fwk.PostFilterResult
-		if node != "" {
-			result = &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}}
-		}
-		return result, fwk.NewStatus(fwk.Unschedulable, msg)
-	}
 	gang := pl.registry.Gang(key).Including(pod)
 	info := gang.Info
 	if info.PodGroup == nil {
@@ -205,7 +196,7 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	if old := pl.running[key]; old != nil {
 		pl.endLocked(key, old)
 	}
-	a := &attempt{domain: c.domain.name, victims: victims, nodes: nodes, left: len(victims)}
+	a := &attempt{domain: c.domain.name, victims: victims, members: members, nodes: nodes, left: len(victims)}
 	pl.running[key] = a
 	for _, v := range victims {
 		pl.victimOf[v.UID] = key
@@ -232,21 +223,23 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: evicting in %s failed: %v", key, c.domain.name, err))
 		}
 	}
-	// A victim rejected in memory (it waited in Permit) is not deleted, and one already gone
-	// sends no more deletion: neither is waited for.
+	// A victim rejected in memory (it waited in Permit) is not deleted: it is not waited for.
 	for i, v := range victims {
-		if current, err := pl.pods.Pods(v.Namespace).Get(v.Name); inMemory[i] || err != nil || current.UID != v.UID {
+		if inMemory[i] {
 			pl.victimGone(logger, v)
 		}
 	}
+	pl.settle(logger, victims)
 
-	// The others are nominated in memory; one that runs a cycle before the victims are gone
-	// keeps its nomination through its result (waitingForVictims), which kube-scheduler then
-	// also writes to its status.nominatedNodeName.
+	// The others are nominated in memory and in the API (kube-scheduler writes this member's
+	// from the result): a restarted scheduler nominates them again from their status. One
+	// that runs a cycle before the victims are gone keeps its nomination through its result
+	// (waitingForVictims).
 	for i, m := range members[1:] {
 		if pi, err := framework.NewPodInfo(m); err == nil {
 			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: c.nodes[i+1], NominatingMode: fwk.ModeOverride})
 		}
+		pl.nominations.Set(m, c.nodes[i+1])
 	}
 	// This member too waits out of the queue (PreEnqueue) once its attempt ends.
 	podgroup.Activate(logger, pl.handle, pod)

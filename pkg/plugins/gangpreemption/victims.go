@@ -169,7 +169,6 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 // fit, and gives back each unit the gang does not need, highest priority first. It returns
 // the choice, or nil and the number of members that fit without anything of lower priority.
 func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
-	logger := klog.FromContext(ctx)
 	state := s.state.Clone()
 	clones := map[string]fwk.NodeInfo{}
 	var units []*unit
@@ -182,6 +181,11 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 		clone := ni.Snapshot()
 		clones[name] = clone
 		for _, pi := range ni.GetPods() {
+			if s.leaving(pi.GetPod()) {
+				// Already evicted by a preemption: gone in the simulation, and no victim.
+				s.removeFrom(ctx, state, clone, pi.GetPod())
+				continue
+			}
 			if u := s.unitOf(pi.GetPod()); u != nil && !seen.Has(u.key) {
 				seen.Insert(u.key)
 				units = append(units, u)
@@ -202,13 +206,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 	// PreFilter plugins' state follows (inter-pod affinity counts, for example).
 	remove := func(u *unit) {
 		for _, p := range inDomain(u) {
-			ni := clones[p.node]
-			if err := ni.RemovePod(logger, p.pod); err != nil {
-				continue
-			}
-			if pi, err := framework.NewPodInfo(p.pod); err == nil {
-				s.pl.handle.RunPreFilterExtensionRemovePod(ctx, state, s.pod, pi, ni)
-			}
+			s.removeFrom(ctx, state, clones[p.node], p.pod)
 		}
 	}
 	restore := func(u *unit) {
@@ -289,6 +287,25 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 		}
 	}
 	return c, total
+}
+
+// leaving reports whether a pod of lower priority than the gang is already terminating
+// because kube-scheduler preempted it (for this gang, before a restart or in a cycle whose
+// snapshot predates its deletion; or for another preemptor, whose nomination then holds the
+// room): it is not evicted again, and the room it leaves counts as free.
+func (s *simulation) leaving(p *v1.Pod) bool {
+	return corev1helpers.PodPriority(p) < s.priority && preemption.PodTerminatingByPreemption(p)
+}
+
+// removeFrom takes a pod off a node's copy; the PreFilter plugins' state follows (inter-pod
+// affinity counts, for example).
+func (s *simulation) removeFrom(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, p *v1.Pod) {
+	if err := ni.RemovePod(klog.FromContext(ctx), p); err != nil {
+		return
+	}
+	if pi, err := framework.NewPodInfo(p); err == nil {
+		s.pl.handle.RunPreFilterExtensionRemovePod(ctx, state, s.pod, pi, ni)
+	}
 }
 
 // addNominated adds to a node's copy the pods nominated on it with a priority at least the

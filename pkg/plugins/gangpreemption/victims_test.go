@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestCheaperOrdersChoices: no victim at all wins, then the fewest PodDisruptionBudget
@@ -57,5 +59,49 @@ func TestHoldsAllAndShorten(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"a"}, shorten([]string{"a"}, 2)); diff != "" {
 		t.Errorf("shorten (-want,+got):\n%s", diff)
+	}
+}
+
+// TestLeaving: only a pod of lower priority than the gang that terminates because
+// kube-scheduler preempted it counts as gone.
+func TestLeaving(t *testing.T) {
+	preempted := []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonPreemptionByScheduler}}
+	now := metav1.Now()
+	pod := func(priority int32, deleting bool, conditions []v1.PodCondition) *v1.Pod {
+		p := &v1.Pod{Spec: v1.PodSpec{Priority: &priority}, Status: v1.PodStatus{Conditions: conditions}}
+		if deleting {
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	s := &simulation{priority: 1000}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{"preempted, terminating", pod(10, true, preempted), true},
+		{"preempted, not deleted yet", pod(10, false, preempted), false},
+		{"terminating for another reason", pod(10, true, nil), false},
+		{"equal priority", pod(1000, true, preempted), false},
+	} {
+		if got := s.leaving(tc.pod); got != tc.want {
+			t.Errorf("%s: leaving %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestNominationUpdate: the writer sets and clears status.nominatedNodeName, and writes
+// nothing when it already holds the wish.
+func TestNominationUpdate(t *testing.T) {
+	nominated := func(node string) *v1.Pod { return &v1.Pod{Status: v1.PodStatus{NominatedNodeName: node}} }
+	if got := nominationUpdate(nominated(""), "node-1"); got == nil || got.NominatedNodeName != "node-1" {
+		t.Errorf("set: %+v", got)
+	}
+	if got := nominationUpdate(nominated("node-1"), ""); got == nil || got.NominatedNodeName != "" {
+		t.Errorf("clear: %+v", got)
+	}
+	if got := nominationUpdate(nominated("node-1"), "node-1"); got != nil {
+		t.Errorf("no change wrote %+v", got)
 	}
 }

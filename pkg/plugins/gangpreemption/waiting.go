@@ -5,11 +5,17 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -68,6 +74,86 @@ func (pl *GangPreemption) endLocked(key podgroup.Key, a *attempt) {
 			delete(pl.victimOf, v.UID)
 		}
 	}
+}
+
+// settle counts the victims already gone (their deletion may have been seen before they were
+// registered): they send no more deletion to wait for.
+func (pl *GangPreemption) settle(logger klog.Logger, victims []*v1.Pod) {
+	for _, v := range victims {
+		if current, err := pl.pods.Pods(v.Namespace).Get(v.Name); err != nil || current.UID != v.UID {
+			pl.victimGone(logger, v)
+		}
+	}
+}
+
+// resume picks up a preemption the scheduler made before it restarted (the attempt lived in
+// its memory): when members of the gang are nominated (status.nominatedNodeName, which a
+// preemption writes for each of them) on nodes where pods of lower priority terminate because
+// kube-scheduler preempted them, the gang waits for those pods instead of preempting again.
+func (pl *GangPreemption) resume(ctx context.Context, key podgroup.Key, pod *v1.Pod) {
+	if pod.Status.NominatedNodeName == "" {
+		// A preemption nominates every member it needs, this one first.
+		return
+	}
+	pl.mu.Lock()
+	_, running := pl.running[key]
+	pl.mu.Unlock()
+	if running {
+		return
+	}
+	members := []*v1.Pod{pod}
+	for _, m := range pl.registry.PendingMembers(key) {
+		if m.UID != pod.UID {
+			members = append(members, m)
+		}
+	}
+	priority := corev1helpers.PodPriority(pod)
+	nodeInfos := pl.handle.SnapshotSharedLister().NodeInfos()
+	a := &attempt{nodes: map[types.UID]string{}}
+	var names []string
+	seen := sets.New[string]()
+	for _, m := range members {
+		node := m.Status.NominatedNodeName
+		if node == "" {
+			continue
+		}
+		a.members = append(a.members, m)
+		a.nodes[m.UID] = node
+		names = append(names, node)
+		ni, err := nodeInfos.Get(node)
+		if err != nil || seen.Has(node) {
+			continue
+		}
+		seen.Insert(node)
+		for _, pi := range ni.GetPods() {
+			v := pi.GetPod()
+			if own, ok := podgroup.KeyOf(v); (ok && own == key) || corev1helpers.PodPriority(v) >= priority || !preemption.PodTerminatingByPreemption(v) {
+				continue
+			}
+			a.victims = append(a.victims, v)
+		}
+	}
+	if len(a.victims) == 0 {
+		return
+	}
+	a.left = len(a.victims)
+	a.domain = wholeCluster
+	if common := placement.LowestCommon(pl.cache.Snapshot(), names); common != "" && common != hypernode.VirtualRootName {
+		a.domain = common
+	}
+	pl.mu.Lock()
+	if pl.running[key] != nil {
+		pl.mu.Unlock()
+		return
+	}
+	pl.running[key] = a
+	for _, v := range a.victims {
+		pl.victimOf[v.UID] = key
+	}
+	pl.mu.Unlock()
+	logger := klog.FromContext(ctx)
+	logger.V(2).Info("Gang preemption resumed: its victims still terminate", "podGroup", key, "domain", a.domain, "victims", len(a.victims), "nominated", len(a.members))
+	pl.settle(logger, a.victims)
 }
 
 // addVictimHandler registers victimGone on the scheduler's pod informer.
