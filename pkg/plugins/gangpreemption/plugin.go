@@ -103,8 +103,8 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		pdbs:              handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 		nominations: podstatus.NewWriter("gang-preemption-nominations", handle.ClientSet(),
 			handle.SharedInformerFactory().Core().V1().Pods().Lister(), nominationUpdate),
-		running:           map[podgroup.Key]*attempt{},
-		victimOf:          map[types.UID]podgroup.Key{},
+		running:  map[podgroup.Key]*attempt{},
+		victimOf: map[types.UID]podgroup.Key{},
 	}
 	pl.nominations.Run(ctx)
 	registry.OnGroupDelete(pl.forget)
