@@ -85,3 +85,20 @@ func (g *group) rebuildSubGroupsLocked() {
 		g.assignSubGroupLocked(uid, p)
 	}
 }
+
+// CanDropSubGroup reports whether a job can still reach minSubGroups of policy without one
+// more of its sub-groups, dropped counting the ones of each policy already left out.
+func CanDropSubGroup(info Info, states []SubGroupState, dropped map[string]int, policy string) bool {
+	total := 0
+	for _, s := range states {
+		if s.Policy == policy {
+			total++
+		}
+	}
+	for _, sp := range info.SubGroupPolicies {
+		if sp.Name == policy {
+			return total-dropped[policy]-1 >= int(sp.MinSubGroups)
+		}
+	}
+	return false
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -19,6 +20,7 @@ import (
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gangpreemption"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
@@ -108,7 +110,9 @@ func TestGangPreemptionSeed004Example2(t *testing.T) {
 		t.Errorf("low-priority pods left (-want,+got):\n%s", diff)
 	}
 	preempting := e.waitEvent(gangpreemption.EventGangPreempting)
-	want := fmt.Sprintf("gang %s/train: evicting 1 pod(s) of lower priority in spine-1 so that 4 members fit: %s/low-node-5", e.ns, e.ns)
+	want := fmt.Sprintf("gang %s/train: evicting 1 pod(s) of lower priority in spine-1 so that 4 members fit: %s/low-node-5; "+
+		"not chosen: spine-0 would evict 1 pod(s) up to priority 1000, 1 member(s) to spare; "+
+		"too small even with every pod of lower priority evicted: block-0 3/4, block-1 2/4, block-2 2/4, +3 more", e.ns, e.ns)
 	if preempting.Note != want {
 		t.Errorf("GangPreempting %q, want %q", preempting.Note, want)
 	}
@@ -402,4 +406,122 @@ func TestGangPreemptionNominationsClearedWithPodGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitNominated(members, []string{"", ""})
+}
+
+// lowPodUsing binds a low-priority pod with the given requests to a node, without a
+// scheduler; it goes at once when evicted.
+func (e *topoEnv) lowPodUsing(node string, requests v1.ResourceList) {
+	e.t.Helper()
+	pod := util.Pod(e.ns, "low-"+node, "no-scheduler", "", nil)
+	pod.Spec.Containers[0].Resources.Requests = requests
+	pod.Spec.Containers[0].Resources.Limits = requests
+	pod.Spec.NodeName = node
+	pod.Spec.PriorityClassName = e.ns + "-low"
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+	if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestGangPreemptionMixedShapes: an MPI job (an 8-GPU worker and a 7.5-CPU launcher, which
+// cannot share an 8-CPU node) hard at tier 1, in two leaves of two 8-GPU nodes. In leaf-a,
+// evicting the GPU pod on node-0 is enough: the launcher takes node-0, the worker node-1's free
+// GPUs. Evicting node-1's CPU pod alone would not be (counting members of one shape would not
+// see it). Leaf-b needs both its pods evicted. Exactly low-node-0 goes.
+func TestGangPreemptionMixedShapes(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"),
+		v1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")},
+		hntesting.MakeHyperNode("leaf-a").Tier(1).Nodes("node-0", "node-1").Obj(),
+		hntesting.MakeHyperNode("leaf-b").Tier(1).Nodes("node-2", "node-3").Obj())
+	e.priorityClasses()
+	e.lowPodUsing("node-0", cpuGPU("1", "8"))
+	e.lowPodUsing("node-1", cpu("4"))
+	e.lowPodUsing("node-2", cpuGPU("1", "8"))
+	e.lowPodUsing("node-3", cpuGPU("1", "8"))
+	startScheduler(t, nil)
+	pg := util.PodGroup(e.ns, "mpi", 2, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`})
+	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, pg); err != nil {
+		t.Fatal(err)
+	}
+	var pods []*v1.Pod
+	for name, requests := range map[string]v1.ResourceList{"mpi-launcher": cpu("7500m"), "mpi-worker": cpuGPU("1", "8")} {
+		p := util.Pod(e.ns, name, plugins.SchedulerName, "", map[string]string{util.PodGroupLabel: "mpi"})
+		p.Spec.Containers[0].Resources.Requests = requests
+		p.Spec.Containers[0].Resources.Limits = requests
+		p.Spec.PriorityClassName = e.ns + "-high"
+		pods = append(pods, p)
+	}
+	names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitBound(names)
+	if diff := cmp.Diff(map[string]string{"mpi-launcher": "node-0", "mpi-worker": "node-1"}, got); diff != "" {
+		t.Errorf("placements (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"low-node-1", "low-node-2", "low-node-3"}, e.remaining("low-")); diff != "" {
+		t.Errorf("low-priority pods left (-want,+got):\n%s", diff)
+	}
+	preempting := e.waitEvent(gangpreemption.EventGangPreempting)
+	want := fmt.Sprintf("gang %s/mpi: evicting 1 pod(s) of lower priority in leaf-a so that 2 members fit: %s/low-node-0; not chosen: leaf-b would evict 2 pod(s) up to priority 1000, 0 member(s) to spare", e.ns, e.ns)
+	if preempting.Note != want {
+		t.Errorf("GangPreempting %q,\nwant %q", preempting.Note, want)
+	}
+}
+
+// TestGangPreemptionSubGroups: a job of two partitions of three 4-CPU members, each partition
+// hard in one leaf, the job hard at tier 2 (seed 003's tree: leaves of four 4-CPU nodes).
+// Low-priority pods fill node-0, node-1, node-4 and node-5 in t2-a and every node of t2-b.
+// Two evictions in t2-a let the job run, but only one in each leaf: evicting node-4 and
+// node-5 would free six nodes as well, with one leaf holding two. Exactly low-node-1 and
+// low-node-5 go, and each partition binds inside one leaf.
+func TestGangPreemptionSubGroups(t *testing.T) {
+	nodes, hns, leafOf := seed003Tree()
+	e := newTopoEnv(t, nodes, nil, hns...)
+	e.priorityClasses()
+	var want []string
+	for i := range 16 {
+		node := fmt.Sprintf("node-%d", i)
+		switch node {
+		case "node-2", "node-3", "node-6", "node-7":
+			continue
+		case "node-0", "node-4":
+			want = append(want, "low-"+node)
+		default:
+			if i >= 8 {
+				want = append(want, "low-"+node)
+			}
+		}
+		e.lowPodUsing(node, cpu("4"))
+	}
+	slices.Sort(want)
+	startScheduler(t, nil)
+	annotations := map[string]string{
+		podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`,
+		podgroup.SubGroupPolicyAnnotation:  `[{"name":"tp","subGroupSize":3,"minSubGroups":2,"matchLabelKeys":["partition"],"networkTopology":{"mode":"hard","highestTierAllowed":1}}]`,
+	}
+	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, util.PodGroup(e.ns, "train", 6, annotations)); err != nil {
+		t.Fatal(err)
+	}
+	pods := util.GangPods(e.ns, "train", plugins.SchedulerName, "4", 6)
+	for i, p := range pods {
+		p.Labels["partition"] = fmt.Sprint(i / 3)
+		p.Spec.PriorityClassName = e.ns + "-high"
+	}
+	names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitBound(names)
+	if diff := cmp.Diff(want, e.remaining("low-")); diff != "" {
+		t.Errorf("low-priority pods left (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"node-1", "node-2", "node-3", "node-5", "node-6", "node-7"}, nodeSet(got)); diff != "" {
+		t.Errorf("job nodes (-want,+got):\n%s", diff)
+	}
+	for _, partition := range [][]string{names[:3], names[3:]} {
+		if leaves := leavesOf(got, leafOf, partition); len(leaves) != 1 {
+			t.Errorf("partition %v spans leaves %v, want one", partition, leaves)
+		}
+	}
 }

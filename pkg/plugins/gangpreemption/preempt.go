@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -42,15 +43,12 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	if need <= 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has minMember members placed; nothing to preempt for", key))
 	}
-	if shapes := podgroup.ShapesOf(gang.Pending); len(shapes) > 1 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-			"gang %s has members of %d pod shapes; gang preemption handles gangs of one shape", key, len(shapes)))
-	}
 	list, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: listing nodes: %v", key, err))
 	}
-	tiers, err := pl.domains(gang, list)
+	tree := pl.cache.Snapshot()
+	tiers, err := pl.domains(tree, gang, list)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, err))
 	}
@@ -63,21 +61,51 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	for _, ni := range list {
 		sim.nodes[ni.Node().Name] = ni
 	}
+	if len(podgroup.ShapesOf(gang.Pending)) > 1 || len(info.SubGroupPolicies) > 0 {
+		if sim.plan, err = pl.newPlanTest(ctx, gang, tree, need); err != nil {
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, err))
+		}
+	} else {
+		// The member in this cycle first (the scheduler nominates it from the result), then
+		// the others in rank order.
+		sim.members = []*v1.Pod{pod}
+		for _, m := range gang.Pending {
+			if m.Pod.UID != pod.UID && len(sim.members) < need {
+				sim.members = append(sim.members, m.Pod)
+			}
+		}
+	}
 	var figures []string
 	for _, domains := range tiers {
 		var best *choice
+		var others []*choice
 		for _, d := range domains {
-			c, fit := sim.evaluate(ctx, d)
-			if c == nil {
+			c, fit, why := sim.evaluate(ctx, d)
+			switch {
+			case c != nil:
+				others = append(others, c)
+				if best == nil || c.cheaper(best) {
+					best = c
+				}
+			case why != "":
+				figures = append(figures, fmt.Sprintf("%s has no plan: %s", d.name, why))
+			default:
 				figures = append(figures, fmt.Sprintf("%s %d/%d", d.name, fit, need))
-				continue
-			}
-			if best == nil || c.cheaper(best) {
-				best = c
 			}
 		}
 		if best != nil {
-			return pl.actuate(ctx, pod, gang, need, best)
+			var alternatives []string
+			for _, c := range others {
+				if c != best {
+					alternatives = append(alternatives, c.describe())
+				}
+			}
+			sort.Strings(alternatives)
+			notChosen := shorten(alternatives, 3)
+			if len(figures) > 0 {
+				notChosen = append(notChosen, "too small even with every pod of lower priority evicted: "+strings.Join(shorten(figures, 3), ", "))
+			}
+			return pl.actuate(ctx, pod, gang, need, best, notChosen)
 		}
 	}
 	msg := fmt.Sprintf("gang %s cannot fit even if every pod of lower priority were evicted: no domain holds %d members (%s); nothing was evicted",
@@ -102,8 +130,7 @@ func withoutPlan(state fwk.CycleState) fwk.CycleState {
 // domains returns the candidate domains, lowest tier first: every HyperNode of each tier up
 // to the constraint's highest one that holds the placed members; a soft constraint or none
 // adds the whole cluster last.
-func (pl *GangPreemption) domains(gang podgroup.Gang, list []fwk.NodeInfo) ([][]domain, error) {
-	tree := pl.cache.Snapshot()
+func (pl *GangPreemption) domains(tree *hypernode.Snapshot, gang podgroup.Gang, list []fwk.NodeInfo) ([][]domain, error) {
 	job := placement.JobTopology(gang.Info)
 	maxTier, err := placement.MaxTier(tree, job)
 	if err != nil {
@@ -165,7 +192,7 @@ func (pl *GangPreemption) waitingForVictims(key podgroup.Key, pod *v1.Pod) (msg,
 // DisruptionTarget condition, then delete; a pod waiting in Permit is rejected instead), and
 // nominates the needed members on their nodes, so that no pod of lower or equal priority
 // takes the room while the victims terminate.
-func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgroup.Gang, need int, c *choice) (*fwk.PostFilterResult, *fwk.Status) {
+func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgroup.Gang, need int, c *choice, notChosen []string) (*fwk.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	key := gang.Key
 	if len(c.victims) == 0 {
@@ -180,17 +207,19 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 		}
 	}
 	sort.Strings(names)
-	// The member in this cycle first (the scheduler nominates it from the result), then the
-	// others in rank order.
-	members := []*v1.Pod{pod}
-	for _, m := range gang.Pending {
-		if m.Pod.UID != pod.UID && len(members) < need {
-			members = append(members, m.Pod)
+	// The members the choice places, the one in this cycle first: the scheduler nominates
+	// it from the result.
+	var members []*v1.Pod
+	nodes := make(map[types.UID]string, len(c.assign))
+	nominate := func(m *v1.Pod) {
+		if node, ok := c.assign[m.Name]; ok && nodes[m.UID] == "" {
+			members = append(members, m)
+			nodes[m.UID] = node
 		}
 	}
-	nodes := make(map[types.UID]string, len(members))
-	for i, m := range members {
-		nodes[m.UID] = c.nodes[i]
+	nominate(pod)
+	for _, m := range gang.Pending {
+		nominate(m.Pod)
 	}
 	pl.mu.Lock()
 	if old := pl.running[key]; old != nil {
@@ -235,20 +264,29 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	// from the result): a restarted scheduler nominates them again from their status. One
 	// that runs a cycle before the victims are gone keeps its nomination through its result
 	// (waitingForVictims).
-	for i, m := range members[1:] {
-		if pi, err := framework.NewPodInfo(m); err == nil {
-			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: c.nodes[i+1], NominatingMode: fwk.ModeOverride})
+	for _, m := range members {
+		if m.UID == pod.UID {
+			continue
 		}
-		pl.nominations.Set(m, c.nodes[i+1])
+		if pi, err := framework.NewPodInfo(m); err == nil {
+			pl.handle.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatedNodeName: nodes[m.UID], NominatingMode: fwk.ModeOverride})
+		}
+		pl.nominations.Set(m, nodes[m.UID])
 	}
 	// This member too waits out of the queue (PreEnqueue) once its attempt ends.
 	podgroup.Activate(logger, pl.handle, pod)
 	msg := fmt.Sprintf("gang %s: evicting %d pod(s) of lower priority in %s so that %d members fit: %s",
 		key, len(victims), c.domain.name, need, strings.Join(shorten(names, 5), ", "))
+	if len(notChosen) > 0 {
+		msg += "; not chosen: " + strings.Join(notChosen, "; ")
+	}
 	pl.events.Record(gang.Info.PodGroup, v1.EventTypeNormal, EventGangPreempting, msg)
 	logger.V(2).Info("Gang preempting", "podGroup", key, "domain", c.domain.name, "victims", len(victims), "highestVictimPriority", c.highest, "need", need)
-	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: c.nodes[0], NominatingMode: fwk.ModeOverride}},
-		fwk.NewStatus(fwk.Unschedulable, msg)
+	var result *fwk.PostFilterResult
+	if node := nodes[pod.UID]; node != "" {
+		result = &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}}
+	}
+	return result, fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
 // shorten keeps the first n entries and says how many more there are.

@@ -2,6 +2,9 @@ package gangpreemption
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -41,8 +44,8 @@ type placed struct {
 type choice struct {
 	domain  domain
 	victims []*unit
-	// nodes is the node of each of the needed members, in the order they are nominated.
-	nodes []string
+	// assign is the node of each needed member, by pod name.
+	assign map[string]string
 	// violations counts the victims whose eviction a PodDisruptionBudget does not allow;
 	// highest is the highest priority among the victims; evicted counts their pods.
 	violations int
@@ -52,6 +55,15 @@ type choice struct {
 	// lower priority gone: the placement strategy's tie-break (the tightest domain, as
 	// BinPack and LeastWaste choose among domains that fit).
 	surplus int
+}
+
+// describe says what the choice would cost, for the domains not chosen.
+func (c *choice) describe() string {
+	out := fmt.Sprintf("%s would evict %d pod(s) up to priority %d", c.domain.name, c.evicted, c.highest)
+	if c.violations > 0 {
+		out += fmt.Sprintf(", %d against a PodDisruptionBudget", c.violations)
+	}
+	return out + fmt.Sprintf(", %d member(s) to spare", c.surplus)
 }
 
 // cheaper orders choices: no victim at all, then the fewest PodDisruptionBudget violations,
@@ -76,7 +88,7 @@ func (c *choice) cheaper(o *choice) bool {
 	return c.domain.name < o.domain.name
 }
 
-// simulation evaluates domains for one gang member's shape.
+// simulation evaluates domains for a gang.
 type simulation struct {
 	pl       *GangPreemption
 	state    fwk.CycleState
@@ -84,7 +96,11 @@ type simulation struct {
 	own      podgroup.Key
 	priority int32
 	need     int
-	nodes    map[string]fwk.NodeInfo
+	// members are the needed members, pod first, for a gang of one shape without sub-groups;
+	// plan is the planner's fit test otherwise (planned.go).
+	members []*v1.Pod
+	plan    *planTest
+	nodes   map[string]fwk.NodeInfo
 	// units caches the victim units by key; spared are units with a pod of equal or
 	// higher priority than the gang.
 	units  map[string]*unit
@@ -167,9 +183,10 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 
 // evaluate removes every victim unit with a pod in the domain, counts how many members then
 // fit, and gives back each unit the gang does not need, highest priority first. It returns
-// the choice, or nil and the number of members that fit without anything of lower priority.
-func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
-	state := s.state.Clone()
+// the choice; or nil, the number of members that fit without anything of lower priority and,
+// when that is enough but the planner still finds no plan, its reason.
+func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int, string) {
+	views := s.views()
 	clones := map[string]fwk.NodeInfo{}
 	var units []*unit
 	seen := sets.New[string]()
@@ -183,7 +200,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 		for _, pi := range ni.GetPods() {
 			if s.leaving(pi.GetPod()) {
 				// Already evicted by a preemption: gone in the simulation, and no victim.
-				s.removeFrom(ctx, state, clone, pi.GetPod())
+				s.removeFrom(ctx, views, clone, pi.GetPod())
 				continue
 			}
 			if u := s.unitOf(pi.GetPod()); u != nil && !seen.Has(u.key) {
@@ -191,7 +208,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 				units = append(units, u)
 			}
 		}
-		s.addNominated(ctx, state, clone)
+		s.addNominated(ctx, views, clone)
 	}
 	inDomain := func(u *unit) []placed {
 		var out []placed
@@ -206,7 +223,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 	// PreFilter plugins' state follows (inter-pod affinity counts, for example).
 	remove := func(u *unit) {
 		for _, p := range inDomain(u) {
-			s.removeFrom(ctx, state, clones[p.node], p.pod)
+			s.removeFrom(ctx, views, clones[p.node], p.pod)
 		}
 	}
 	restore := func(u *unit) {
@@ -216,23 +233,28 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 			bound.Spec.NodeName = p.node
 			if pi, err := framework.NewPodInfo(bound); err == nil {
 				ni.AddPodInfo(pi)
-				s.pl.handle.RunPreFilterExtensionAddPod(ctx, state, s.pod, pi, ni)
+				for _, v := range views {
+					s.pl.handle.RunPreFilterExtensionAddPod(ctx, v.state, v.pod, pi, ni)
+				}
 			}
 		}
 	}
 	for _, u := range units {
 		remove(u)
 	}
-	counts := map[string]int{}
-	total := 0
+	counts := make(map[string][]int, len(clones))
 	for name, ni := range clones {
-		counts[name] = s.fitsOn(ctx, state, ni)
-		total += counts[name]
+		counts[name] = s.count(ctx, views, ni)
 	}
+	total := s.fit(counts)
 	if total < s.need {
-		return nil, total
+		return nil, total, ""
 	}
-	surplus := total - s.need
+	assign, err := s.assign(ctx, views, counts, clones)
+	if err != nil {
+		return nil, total, err.Error()
+	}
+	surplus := s.surplus(counts)
 	// Give back what is not needed: first the units a PodDisruptionBudget protects, then the
 	// most important first (as kube-scheduler reprieves on a node).
 	protected := s.violating(units)
@@ -251,23 +273,26 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 	var victims []*unit
 	for _, u := range units {
 		restore(u)
-		affected := sets.New[string]()
-		for _, p := range inDomain(u) {
-			affected.Insert(p.node)
-		}
+		before := map[string][]int{}
 		after := total
-		recount := map[string]int{}
-		for name := range affected {
-			recount[name] = s.fitsOn(ctx, state, clones[name])
-			after += recount[name] - counts[name]
+		for _, p := range inDomain(u) {
+			if _, ok := before[p.node]; !ok {
+				before[p.node] = counts[p.node]
+				counts[p.node] = s.count(ctx, views, clones[p.node])
+				after += sum(counts[p.node]) - sum(before[p.node])
+			}
 		}
 		if after >= s.need {
-			total = after
-			for name, n := range recount {
-				counts[name] = n
+			if s.plan == nil {
+				total = after
+				continue
 			}
-			continue
+			if again, err := s.assign(ctx, views, counts, clones); err == nil {
+				total, assign = after, again
+				continue
+			}
 		}
+		maps.Copy(counts, before)
 		remove(u)
 		victims = append(victims, u)
 	}
@@ -276,17 +301,88 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int) {
 		c.evicted += len(u.pods)
 		c.highest = max(c.highest, u.priority)
 	}
-	names := make([]string, 0, len(counts))
-	for name := range counts {
-		names = append(names, name)
+	if s.plan == nil {
+		// The same nodes as before the give-backs may no longer hold the members.
+		assign, _ = s.assign(ctx, views, counts, clones)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		for i := 0; i < counts[name] && len(c.nodes) < s.need; i++ {
-			c.nodes = append(c.nodes, name)
+	c.assign = assign
+	return c, total, ""
+}
+
+// count returns how many members fit on a node's copy: of each shape for a planned fit
+// test, of the one shape otherwise.
+func (s *simulation) count(ctx context.Context, views []view, ni fwk.NodeInfo) []int {
+	if s.plan != nil {
+		return s.plan.count(ctx, s, views, ni)
+	}
+	return []int{s.fitsOn(ctx, views[0].state, s.pod, ni, s.need)}
+}
+
+// view is a member as the Filter plugins see it: the pod and its simulation state.
+type view struct {
+	pod   *v1.Pod
+	state fwk.CycleState
+}
+
+// views returns fresh copies of the states of the members simulated (one per shape), for one
+// domain: the pods taken off and given back update the PreFilter plugins' state in each.
+func (s *simulation) views() []view {
+	if s.plan == nil {
+		return []view{{pod: s.pod, state: s.state.Clone()}}
+	}
+	out := make([]view, len(s.plan.shapes))
+	for i, sh := range s.plan.shapes {
+		out[i] = view{pod: sh.Rep, state: sh.state.Clone()}
+	}
+	return out
+}
+
+// fit is how many members the counted nodes hold (for several shapes, an upper bound: the
+// planner decides).
+func (s *simulation) fit(counts map[string][]int) int {
+	total := 0
+	for _, c := range counts {
+		total += sum(c)
+	}
+	return total
+}
+
+// surplus is how many more members than needed the counted nodes hold; for several shapes,
+// nodes count with their largest shape capacity (shapes may not share a node).
+func (s *simulation) surplus(counts map[string][]int) int {
+	if s.plan == nil {
+		return s.fit(counts) - s.need
+	}
+	n := 0
+	for _, c := range counts {
+		n += slices.Max(c)
+	}
+	return max(n-s.need, 0)
+}
+
+// assign returns the node of each member the gang needs, by pod name, or why the planner
+// finds no plan. For one shape, the needed members take the counted nodes in name order.
+func (s *simulation) assign(ctx context.Context, views []view, counts map[string][]int, clones map[string]fwk.NodeInfo) (map[string]string, error) {
+	if s.plan != nil {
+		return s.plan.plan(ctx, s, views, counts, clones)
+	}
+	out := make(map[string]string, s.need)
+	next := 0
+	for _, name := range sortedNodes(counts) {
+		for i := 0; i < counts[name][0] && next < len(s.members); i++ {
+			out[s.members[next].Name] = name
+			next++
 		}
 	}
-	return c, total
+	return out, nil
+}
+
+func sum(c []int) int {
+	n := 0
+	for _, v := range c {
+		n += v
+	}
+	return n
 }
 
 // leaving reports whether a pod of lower priority than the gang is already terminating
@@ -299,48 +395,58 @@ func (s *simulation) leaving(p *v1.Pod) bool {
 
 // removeFrom takes a pod off a node's copy; the PreFilter plugins' state follows (inter-pod
 // affinity counts, for example).
-func (s *simulation) removeFrom(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, p *v1.Pod) {
+func (s *simulation) removeFrom(ctx context.Context, views []view, ni fwk.NodeInfo, p *v1.Pod) {
 	if err := ni.RemovePod(klog.FromContext(ctx), p); err != nil {
 		return
 	}
 	if pi, err := framework.NewPodInfo(p); err == nil {
-		s.pl.handle.RunPreFilterExtensionRemovePod(ctx, state, s.pod, pi, ni)
+		for _, v := range views {
+			s.pl.handle.RunPreFilterExtensionRemovePod(ctx, v.state, v.pod, pi, ni)
+		}
 	}
 }
 
 // addNominated adds to a node's copy the pods nominated on it with a priority at least the
 // gang's, as kube-scheduler's Filter does, except the gang's own members: their nominations
 // (this preemption's, a plan's) hold room for the gang, not against it.
-func (s *simulation) addNominated(ctx context.Context, state fwk.CycleState, clone fwk.NodeInfo) {
+func (s *simulation) addNominated(ctx context.Context, views []view, clone fwk.NodeInfo) {
 	for _, pi := range s.pl.handle.NominatedPodsForNode(clone.Node().Name) {
 		p := pi.GetPod()
 		if key, ok := podgroup.KeyOf(p); (ok && key == s.own) || corev1helpers.PodPriority(p) < s.priority {
 			continue
 		}
 		clone.AddPodInfo(pi)
-		s.pl.handle.RunPreFilterExtensionAddPod(ctx, state, s.pod, pi, clone)
+		for _, v := range views {
+			s.pl.handle.RunPreFilterExtensionAddPod(ctx, v.state, v.pod, pi, clone)
+		}
 	}
 }
 
-// fitsOn counts the members (of the simulated member's shape) that fit on a node, up to
-// need: Filter on the node's copy (which holds the nominated pods that count), a copy of the
-// member added after each fit.
-func (s *simulation) fitsOn(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo) int {
-	c := ni.Snapshot()
+// fitsOn counts the copies of pod that fit on a node, up to limit: Filter on a copy of the
+// node's copy (which holds the nominated pods that count), a copy of the member added after
+// each fit, with the PreFilter plugins' state following (anti-affinity between members).
+func (s *simulation) fitsOn(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, limit int) int {
+	c, owned := ni, false
 	n := 0
-	for n < s.need {
-		if !s.pl.handle.RunFilterPlugins(ctx, state, s.pod, c).IsSuccess() {
+	for n < limit {
+		if !s.pl.handle.RunFilterPlugins(ctx, state, pod, c).IsSuccess() {
 			break
 		}
-		copied := s.pod.DeepCopy()
-		copied.UID = copied.UID + "-gang-preemption-copy"
-		copied.Spec.NodeName = c.Node().Name
-		pi, err := framework.NewPodInfo(copied)
+		n++
+		if n == limit {
+			break
+		}
+		if !owned {
+			c, state, owned = c.Snapshot(), state.Clone(), true
+		}
+		pi, err := memberCopy(pod, c.Node().Name, fmt.Sprintf("fit-%d", n))
 		if err != nil {
 			break
 		}
 		c.AddPodInfo(pi)
-		n++
+		if !s.pl.handle.RunPreFilterExtensionAddPod(ctx, state, pod, pi, c).IsSuccess() {
+			break
+		}
 	}
 	return n
 }

@@ -38,7 +38,13 @@ func (simulationMarker) Clone() fwk.StateData { return simulationMarker{} }
 // to skip. The scheduling cycle's own state cannot serve: kube-scheduler records the plugins
 // to skip only after the last PreFilter plugin, this one, has returned.
 func (p *NetworkTopologyAware) simulationState(ctx context.Context, pod *v1.Pod) (fwk.CycleState, *fwk.Status) {
-	runner, ok := p.handle.(preFilterRunner)
+	return SimulationState(ctx, p.handle, pod)
+}
+
+// SimulationState is the cycle state in which the profile's Filter plugins simulate pod on a
+// node, this plugin's narrowing to a plan left out: GangPreemption simulates with it too.
+func SimulationState(ctx context.Context, handle fwk.Handle, pod *v1.Pod) (fwk.CycleState, *fwk.Status) {
+	runner, ok := handle.(preFilterRunner)
 	if !ok {
 		return nil, fwk.AsStatus(fmt.Errorf("the scheduler framework cannot run PreFilter plugins for a capacity simulation"))
 	}

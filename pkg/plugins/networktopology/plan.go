@@ -209,7 +209,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	for err != nil && len(req.SubGroups) > 0 {
 		last := req.SubGroups[len(req.SubGroups)-1]
 		remaining := len(req.Pending) - len(last.Pending) + len(placedNodes)
-		if remaining < info.MinMember() || len(last.Pending) == 0 || !canDrop(info, states, droppedPerPolicy, last.Policy) {
+		if remaining < info.MinMember() || len(last.Pending) == 0 || !podgroup.CanDropSubGroup(info, states, droppedPerPolicy, last.Policy) {
 			break
 		}
 		droppedPerPolicy[last.Policy]++
@@ -350,23 +350,6 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 			"gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room in %s; retrying", key, strings.Join(yielded, ", "), result.Domain))
 	}
 	return plan, nil
-}
-
-// canDrop reports whether the job can still reach minSubGroups of policy without one more of
-// its sub-groups.
-func canDrop(info podgroup.Info, states []podgroup.SubGroupState, dropped map[string]int, policy string) bool {
-	total := 0
-	for _, s := range states {
-		if s.Policy == policy {
-			total++
-		}
-	}
-	for _, sp := range info.SubGroupPolicies {
-		if sp.Name == policy {
-			return total-dropped[policy]-1 >= int(sp.MinSubGroups)
-		}
-	}
-	return false
 }
 
 // elasticPlan plans the most members, in rank order, that fit when not all pending ones do:
