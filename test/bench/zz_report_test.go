@@ -25,6 +25,7 @@ type Results struct {
 	Quality    *QualityResult    `json:"quality,omitempty"`
 	Exhaustive *ExhaustiveResult `json:"exhaustive,omitempty"`
 	Blocked    *BlockedResult    `json:"blocked,omitempty"`
+	Preemption *PreemptionResult `json:"preemption,omitempty"`
 	Plain      *LoadResult       `json:"plainPods,omitempty"`
 	Mixed      *LoadResult       `json:"mixedLoad,omitempty"`
 	Restart    *LoadResult       `json:"restartBacklog,omitempty"`
@@ -121,6 +122,7 @@ func TestReport(t *testing.T) {
 	if (back.Throughput != nil) != (results.Throughput != nil) || (back.BigGang != nil) != (results.BigGang != nil) ||
 		(back.Quality != nil) != (results.Quality != nil) || (back.Exhaustive != nil) != (results.Exhaustive != nil) ||
 		(back.Blocked != nil) != (results.Blocked != nil) || (back.Plain != nil) != (results.Plain != nil) ||
+		(back.Preemption != nil) != (results.Preemption != nil) ||
 		(back.Mixed != nil) != (results.Mixed != nil) || (back.Restart != nil) != (results.Restart != nil) {
 		t.Errorf("results.json lost a scenario")
 	}
@@ -200,6 +202,20 @@ func summaryTable(r *Results) string {
 		b.WriteString("| scheduler | jobs before 1st refusal | optimum | gangs matching the per-gang optimum |\n| --- | --- | --- | --- |\n")
 		for _, rp := range e.Replays {
 			fmt.Fprintf(&b, "| %s | %d | %d | %d/%d |\n", rp.Kind, rp.AdmittedBeforeFirstRejection, e.OptimalAdmittedBeforeFirstRejection, rp.GangsMatched, len(rp.Gangs))
+		}
+		b.WriteString("\n")
+	}
+	if pr := r.Preemption; pr != nil {
+		fmt.Fprintf(&b, "## Gang preemption: a %d-pod hard tier-2 gang (%d GPUs each) on %d nodes full of low-priority pods; medians of %d runs each\n\n", pr.GangPods, pr.GPUsPerPod, pr.Topology.Nodes, repeats())
+		b.WriteString("| victims | scheduler | decision s | evictions s | last bind s | pods evicted | gangs hit | gangs broken | gang's tier | vanilla/ours time |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, v := range pr.Variants {
+			for _, m := range []PreemptionRun{v.Ours, v.Vanilla} {
+				ratio := ""
+				if m.Kind.ours() {
+					ratio = fmt.Sprintf("%.2f", v.Ratio)
+				}
+				fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.1f | %d | %d | %d | %d | %s |\n", v.Name, m.Kind, m.DecisionSeconds, m.EvictionSeconds, m.BoundSeconds, m.Evicted, m.GangsHit, m.GangsBroken, m.Tier, ratio)
+			}
 		}
 		b.WriteString("\n")
 	}
