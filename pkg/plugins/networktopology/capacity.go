@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -216,7 +217,7 @@ func (p *NetworkTopologyAware) countFits(ctx context.Context, state fwk.CycleSta
 	logger := klog.FromContext(ctx)
 	fits := 0
 	for fits < limit {
-		if st := p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni); !st.IsSuccess() {
+		if st := p.filterWithOthersNominated(ctx, state, pod, ni); !st.IsSuccess() {
 			logger.V(5).Info("Gang member capacity on node", "node", ni.Node().Name, "fits", fits, "stop", st.Message())
 			break
 		}
@@ -238,6 +239,38 @@ func (p *NetworkTopologyAware) countFits(ctx context.Context, state fwk.CycleSta
 		}
 	}
 	return fits
+}
+
+// filterWithOthersNominated runs the Filter plugins for pod on ni with the pods nominated on
+// the node that kube-scheduler's own Filter run adds (priority at least pod's), except pod's
+// own gang's members: their nominations (a preemption's, written to their status, which
+// kube-scheduler restores on every update of the pod) hold room for the gang being planned,
+// not against it.
+func (p *NetworkTopologyAware) filterWithOthersNominated(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	key, inGang := podgroup.KeyOf(pod)
+	priority := corev1helpers.PodPriority(pod)
+	var others []fwk.PodInfo
+	for _, pi := range p.handle.NominatedPodsForNode(ni.Node().Name) {
+		np := pi.GetPod()
+		if np.UID == pod.UID || corev1helpers.PodPriority(np) < priority {
+			continue
+		}
+		if theirs, ok := podgroup.KeyOf(np); inGang && ok && theirs == key {
+			continue
+		}
+		others = append(others, pi)
+	}
+	if len(others) == 0 {
+		return p.handle.RunFilterPlugins(ctx, state, pod, ni)
+	}
+	ni, state = ni.Snapshot(), state.Clone()
+	for _, pi := range others {
+		ni.AddPodInfo(pi)
+		if st := p.handle.RunPreFilterExtensionAddPod(ctx, state, pod, pi, ni); !st.IsSuccess() {
+			return st
+		}
+	}
+	return p.handle.RunFilterPlugins(ctx, state, pod, ni)
 }
 
 // usage returns a node's used (requested) and allocatable weighted resources.

@@ -122,3 +122,24 @@ func TestPromisesInRealRequests(t *testing.T) {
 var _ fwk.PodNominator = (*testNominator)(nil)
 
 func resourceQuantity(q string) resource.Quantity { return resource.MustParse(q) }
+
+// TestOwnNominationsDoNotCountAgainstThePlan: a gang's members nominated on s0's nodes (as a
+// preemption nominates them, in memory and in their status, which kube-scheduler restores on
+// every pod update) hold s0 for the gang, not against it: the gang plans there. Another
+// gang's plan still goes around them.
+func TestOwnNominationsDoNotCountAgainstThePlan(t *testing.T) {
+	e := newPlanEnv(t, map[string]int{"a": 2, "b": 2})
+	for i, node := range []string{"node-0", "node-1"} {
+		pi, err := framework.NewPodInfo(e.pod("a", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.fw.AddNominatedPod(klog.Background(), pi, &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride})
+	}
+	if _, nodes := e.preFilter(t, e.pod("a", 0)); !cmp.Equal(nodes, []string{"node-0", "node-1"}) {
+		t.Errorf("gang a planned onto %v, want s0 (node-0, node-1), where its own members are nominated", nodes)
+	}
+	if _, nodes := e.preFilter(t, e.pod("b", 0)); !cmp.Equal(nodes, []string{"node-2", "node-3"}) {
+		t.Errorf("gang b planned onto %v, want s1 around gang a's nominations", nodes)
+	}
+}

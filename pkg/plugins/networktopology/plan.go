@@ -135,12 +135,6 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	// plan whose slots nobody holds.
 	p.invalidate(logger, key)
 	gang := p.registry.Gang(key).Including(pod)
-	// So must the nominations GangPreemption gave the members while its victims terminated.
-	for _, m := range gang.Pending {
-		if m.Pod.UID != pod.UID {
-			p.handle.DeleteNominatedPodIfExists(m.Pod)
-		}
-	}
 	req, err := placement.GangRequest(tree, gang)
 	if err != nil {
 		msg := fmt.Sprintf("PodGroup %s: %v", key, err)
