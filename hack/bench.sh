@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # The full benchmark harness (issue #8): throughput, big gang, placement quality, the small
-# instance against exhaustive search, plain pods next to a blocked gang, and issue #18's plain
-# pods, mixed load and restart with a backlog (pods arriving while the scheduler runs, and a
-# backlog that exists when it starts), at the sizes of docs/benchmarks.md.
+# instance against exhaustive search, plain pods next to a blocked gang, issue #15's gang
+# preemption, and issue #18's plain pods, mixed load and restart with a backlog (pods arriving
+# while the scheduler runs, and a backlog that exists when it starts), at the sizes of
+# docs/benchmarks.md.
 #
 # Run by `make bench` after `make build`. Needs bin/kube-scheduler (ours); builds upstream's
 # kube-scheduler from the same module (k8s.io/kubernetes v1.37.1) as the vanilla scheduler.
 # Writes _output/bench/results.json, summary.md and the schedulers' logs, and prints the
-# summary. Takes about 45 minutes on 2 cores (issue #18's three scenarios and the big gang
-# about 24 of them) and uses both: do not run it next to other work.
+# summary. Takes about 50 minutes on 2 cores (issue #18's three scenarios and the big gang
+# about 24 of them, the preemption scenario about 6) and uses both: do not run it next to
+# other work.
 #
 # Environment: BENCH_REPEAT (runs per scheduler, and per load mode, in the throughput, big-gang,
-# blocked-gang, plain-pods, mixed-load and restart scenarios, default 3), BENCH_RUN (a go test
+# blocked-gang, preemption, plain-pods, mixed-load and restart scenarios, default 3), BENCH_RUN (a go test
 # -run pattern, default every scenario; issue #18's alone:
 # 'TestPlainPods|TestMixedLoad|TestRestartBacklog|TestReport'), BENCH_OUT. BENCH_CPUPROFILE
 # profiles the test binary's scheduler mode only, not this script's binaries: profile with
