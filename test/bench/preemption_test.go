@@ -51,6 +51,8 @@ type PreemptionRun struct {
 	// EvictionSeconds its eviction API calls, from its log (ours only).
 	DecisionSeconds float64 `json:"decisionSeconds"`
 	EvictionSeconds float64 `json:"evictionSeconds"`
+	// Preemptions counts GangPreemption's "Gang preempting" lines: one decision per gang.
+	Preemptions int `json:"preemptions"`
 	// BoundSeconds: from the first member created to the last one bound.
 	BoundSeconds float64 `json:"boundSeconds"`
 	// Evicted counts the low-priority pods deleted; GangsHit the victim gangs that lost a pod,
@@ -205,8 +207,11 @@ func runPreemption(t *testing.T, c clients, tp Topology, name string, k Kind, ga
 	_, last := tr.bindWindow()
 	r := PreemptionRun{Kind: k, BoundSeconds: last.Sub(start).Seconds()}
 	if k.ours() {
-		if r.DecisionSeconds, r.EvictionSeconds, err = preemptionDurations(sched.logPath, logOffset); err != nil {
+		if r.DecisionSeconds, r.EvictionSeconds, r.Preemptions, err = preemptionDurations(sched.logPath, logOffset); err != nil {
 			t.Fatalf("%s: %v (log %s)", name, err, sched.logPath)
+		}
+		if r.Preemptions != 1 {
+			t.Errorf("%s: the gang preempted %d times, want once (log %s)", name, r.Preemptions, sched.logPath)
 		}
 	}
 	sched.stop(t)
@@ -261,17 +266,16 @@ func runPreemption(t *testing.T, c clients, tp Topology, name string, k Kind, ga
 var preemptingLine = regexp.MustCompile(`"Gang preempting".* decision="([^"]+)" eviction="([^"]+)"`)
 
 // preemptionDurations reads the decision and eviction durations of GangPreemption's last
-// "Gang preempting" line after offset.
-func preemptionDurations(path string, offset int64) (decision, eviction float64, err error) {
+// "Gang preempting" line after offset, and counts those lines.
+func preemptionDurations(path string, offset int64) (decision, eviction float64, count int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer f.Close()
 	if _, err := f.Seek(offset, 0); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	found := false
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
@@ -282,12 +286,13 @@ func preemptionDurations(path string, offset int64) (decision, eviction float64,
 		d, err1 := time.ParseDuration(m[1])
 		e, err2 := time.ParseDuration(m[2])
 		if err1 != nil || err2 != nil {
-			return 0, 0, fmt.Errorf("parsing %q: %v %v", m[0], err1, err2)
+			return 0, 0, 0, fmt.Errorf("parsing %q: %v %v", m[0], err1, err2)
 		}
-		decision, eviction, found = d.Seconds(), e.Seconds(), true
+		decision, eviction = d.Seconds(), e.Seconds()
+		count++
 	}
-	if !found {
-		return 0, 0, fmt.Errorf("no \"Gang preempting\" line in %s", path)
+	if count == 0 {
+		return 0, 0, 0, fmt.Errorf("no \"Gang preempting\" line in %s", path)
 	}
-	return decision, eviction, sc.Err()
+	return decision, eviction, count, sc.Err()
 }

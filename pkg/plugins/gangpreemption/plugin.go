@@ -13,9 +13,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -60,9 +62,11 @@ type GangPreemption struct {
 
 	mu sync.Mutex
 	// running are the gangs whose victims are being evicted: no new preemption for a gang
-	// until they are gone; victimOf maps each victim still there to its gang.
+	// until they are gone; victimOf maps each victim still there to the gangs waiting for it.
 	running  map[podgroup.Key]*attempt
-	victimOf map[types.UID]podgroup.Key
+	victimOf map[types.UID]sets.Set[podgroup.Key]
+	// resumed are the gangs resume has looked at (forgotten with their PodGroup).
+	resumed sets.Set[podgroup.Key]
 }
 
 // attempt is one gang preemption whose victims may still be terminating.
@@ -72,8 +76,13 @@ type attempt struct {
 	// members are the nominated members, and nodes their nodes by pod UID.
 	members []*v1.Pod
 	nodes   map[types.UID]string
-	// left counts the victims not seen deleted yet.
-	left int
+	// waiting are the victims not seen deleted yet; deadline ends the wait when they outlive
+	// their grace period.
+	waiting  sets.Set[types.UID]
+	deadline *time.Timer
+	// resumed says the attempt was rebuilt after a restart from the members' nominations: its
+	// victims are the pods terminating after a preemption on those nodes, whoever preempted.
+	resumed bool
 }
 
 var (
@@ -101,11 +110,13 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		events:            podgroup.NewEventLog(handle.EventRecorder(), eventAction),
 		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:              handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
-		nominations: podstatus.NewWriter("gang-preemption-nominations", handle.ClientSet(),
-			handle.SharedInformerFactory().Core().V1().Pods().Lister(), nominationUpdate),
+
 		running:  map[podgroup.Key]*attempt{},
-		victimOf: map[types.UID]podgroup.Key{},
+		victimOf: map[types.UID]sets.Set[podgroup.Key]{},
+		resumed:  sets.New[podgroup.Key](),
 	}
+	pl.nominations = podstatus.NewWriter("gang-preemption-nominations", handle.ClientSet(),
+		handle.SharedInformerFactory().Core().V1().Pods().Lister(), pl.nominationWish)
 	pl.nominations.Run(ctx)
 	registry.OnGroupDelete(pl.forget)
 	if err := pl.addVictimHandler(ctx); err != nil {
@@ -132,7 +143,7 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	if msg, node, waiting := pl.waitingForVictims(key, pod); waiting {
 		// The member keeps its nomination: kube-scheduler ends a failed attempt by resetting
 		// the pod's nomination to the result's (or to its status.nominatedNodeName).
-		var result *fwk.PostFilterResult
+		result := clearNomination() // a member the attempt does not place holds nothing
 		if node != "" {
 			result = &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}}
 		}
@@ -158,6 +169,23 @@ func clearNomination() *fwk.PostFilterResult {
 	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
 }
 
+// nominationWish is nominationUpdate for a wish still true when it is written: a node only
+// while the gang's attempt still nominates the member there (the writes of a large gang
+// stream in after the attempt may have ended and a plan nominated the member elsewhere).
+func (pl *GangPreemption) nominationWish(pod *v1.Pod, node string) *v1.PodStatus {
+	if node != "" {
+		key, _ := podgroup.KeyOf(pod)
+		pl.mu.Lock()
+		a := pl.running[key]
+		current := a != nil && a.nodes[pod.UID] == node
+		pl.mu.Unlock()
+		if !current {
+			return nil
+		}
+	}
+	return nominationUpdate(pod, node)
+}
+
 // nominationUpdate sets a member's status.nominatedNodeName ("" clears it).
 func nominationUpdate(pod *v1.Pod, node string) *v1.PodStatus {
 	if pod.Status.NominatedNodeName == node {
@@ -176,6 +204,7 @@ func (pl *GangPreemption) forget(key podgroup.Key) {
 	if a != nil {
 		pl.endLocked(key, a)
 	}
+	pl.resumed.Delete(key)
 	pl.mu.Unlock()
 	if a != nil {
 		pl.withdraw(a.members)

@@ -2,6 +2,7 @@ package gangpreemption
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -40,6 +41,10 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	info := gang.Info
 	if info.PodGroup == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has no PodGroup", key))
+	}
+	if err := errors.Join(info.TopologyErr, info.SubGroupErr); err != nil {
+		// The constraint decides the domains: nothing is evicted for a gang that cannot say it.
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has an invalid constraint: %v", key, err))
 	}
 	need := info.MinMember() - len(gang.Placed)
 	if need <= 0 {
@@ -113,6 +118,14 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	msg := fmt.Sprintf("gang %s cannot fit even if every pod of lower priority were evicted: no domain holds %d members (%s); nothing was evicted",
 		key, need, strings.Join(shorten(figures, 6), ", "))
 	pl.events.Record(info.PodGroup, v1.EventTypeWarning, EventPreemptionNotHelpful, msg)
+	// Nominations written for the gang by an earlier preemption hold nothing now.
+	var stale []*v1.Pod
+	for _, m := range gang.Pending {
+		if m.Pod.UID != pod.UID && m.Pod.Status.NominatedNodeName != "" {
+			stale = append(stale, m.Pod)
+		}
+	}
+	pl.withdraw(stale)
 	klog.FromContext(ctx).V(2).Info("Gang preemption cannot help", "podGroup", key, "need", need, "domains", len(figures), "duration", time.Since(start))
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }
@@ -184,10 +197,13 @@ func (pl *GangPreemption) waitingForVictims(key podgroup.Key, pod *v1.Pod) (msg,
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	a := pl.running[key]
-	if a == nil || a.left == 0 {
+	if a == nil || a.waiting.Len() == 0 {
 		return "", "", false
 	}
-	return fmt.Sprintf("gang %s waits for %d of the %d pods evicted for it in %s to terminate", key, a.left, len(a.victims), a.domain), a.nodes[pod.UID], true
+	if a.resumed {
+		return fmt.Sprintf("gang %s waits for %d pod(s) that terminate after a preemption on its members' nominated nodes in %s", key, a.waiting.Len(), a.domain), a.nodes[pod.UID], true
+	}
+	return fmt.Sprintf("gang %s waits for %d of the %d pods evicted for it in %s to terminate", key, a.waiting.Len(), len(a.victims), a.domain), a.nodes[pod.UID], true
 }
 
 // actuate evicts the choice's victims the way kube-scheduler's preemption does (the
@@ -199,6 +215,7 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	start := time.Now()
 	key := gang.Key
 	if len(c.victims) == 0 {
+		// No nomination: the gang's own Filter refused it, and only its plan may hold room.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s fits in %s without evicting anyone; it is retried", key, c.domain.name))
 	}
 	var victims []*v1.Pod
@@ -224,16 +241,21 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	for _, m := range gang.Pending {
 		nominate(m.Pod)
 	}
+	a := &attempt{domain: c.domain.name, victims: victims, members: members, nodes: nodes}
 	pl.mu.Lock()
-	if old := pl.running[key]; old != nil {
-		pl.endLocked(key, old)
-	}
-	a := &attempt{domain: c.domain.name, victims: victims, members: members, nodes: nodes, left: len(victims)}
-	pl.running[key] = a
-	for _, v := range victims {
-		pl.victimOf[v.UID] = key
-	}
+	old := pl.running[key]
+	pl.startLocked(logger, key, a)
 	pl.mu.Unlock()
+	if old != nil {
+		// Members the earlier attempt nominated and this one does not place hold nothing.
+		var dropped []*v1.Pod
+		for _, m := range old.members {
+			if _, ok := nodes[m.UID]; !ok {
+				dropped = append(dropped, m)
+			}
+		}
+		pl.withdraw(dropped)
+	}
 	schedmetrics.PreemptionVictims.Observe(float64(len(victims)))
 
 	preemptor := &gangPreemptor{pod: pod}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 
@@ -156,6 +157,9 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 		}
 		u := &unit{key: id, priority: corev1helpers.PodPriority(p)}
 		for _, m := range s.pl.registry.PlacedMembers(key) {
+			if s.leaving(m.Pod) {
+				continue // evicted already: neither room taken nor cost
+			}
 			u.pods = append(u.pods, placed{pod: m.Pod, node: m.Node})
 			u.priority = max(u.priority, corev1helpers.PodPriority(m.Pod))
 		}
@@ -297,6 +301,9 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int, stri
 		victims = append(victims, u)
 	}
 	c := &choice{domain: d, victims: victims, surplus: surplus, violations: s.violating(victims).Len()}
+	if len(victims) > 0 {
+		c.highest = math.MinInt32 // victims may have negative priorities
+	}
 	for _, u := range victims {
 		c.evicted += len(u.pods)
 		c.highest = max(c.highest, u.priority)

@@ -3,6 +3,7 @@ package gangpreemption
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,30 +39,76 @@ func (pl *GangPreemption) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Stat
 	return nil
 }
 
-// victimGone is called for every deleted pod: if it was the last victim of a gang's
-// preemption, the attempt ends and the gang's pending members are activated.
+// victimGone is called for every deleted pod: each attempt that waited for it counts it
+// down (two gangs' preemptions may share a victim, chosen from snapshots taken before one
+// saw the other's eviction), and an attempt with no victim left ends and activates its gang.
 func (pl *GangPreemption) victimGone(logger klog.Logger, pod *v1.Pod) {
 	pl.mu.Lock()
-	key, ok := pl.victimOf[pod.UID]
-	if !ok {
-		pl.mu.Unlock()
-		return
-	}
+	keys := pl.victimOf[pod.UID]
 	delete(pl.victimOf, pod.UID)
-	a := pl.running[key]
-	if a == nil {
-		pl.mu.Unlock()
-		return
+	var done []podgroup.Key
+	for key := range keys {
+		a := pl.running[key]
+		if a == nil || !a.waiting.Has(pod.UID) {
+			continue
+		}
+		a.waiting.Delete(pod.UID)
+		if a.waiting.Len() == 0 {
+			pl.endLocked(key, a)
+			done = append(done, key)
+		}
 	}
-	a.left--
-	if a.left > 0 {
-		pl.mu.Unlock()
-		return
-	}
-	pl.endLocked(key, a)
 	pl.mu.Unlock()
-	n := pl.registry.ActivatePending(logger, pl.handle, key)
-	logger.V(2).Info("Gang preemption's victims are gone", "podGroup", key, "membersActivated", n)
+	for _, key := range done {
+		n := pl.registry.ActivatePending(logger, pl.handle, key)
+		logger.V(2).Info("Gang preemption's victims are gone", "podGroup", key, "membersActivated", n)
+	}
+}
+
+// startLocked registers an attempt, replacing the gang's earlier one, with a deadline: a
+// victim that never terminates (a finalizer, an unreachable node) must not hold the gang out
+// of the queue for ever. pl.mu must be held.
+func (pl *GangPreemption) startLocked(logger klog.Logger, key podgroup.Key, a *attempt) {
+	if old := pl.running[key]; old != nil {
+		pl.endLocked(key, old)
+	}
+	pl.running[key] = a
+	a.waiting = sets.New[types.UID]()
+	grace := int64(0)
+	for _, v := range a.victims {
+		a.waiting.Insert(v.UID)
+		if pl.victimOf[v.UID] == nil {
+			pl.victimOf[v.UID] = sets.New[podgroup.Key]()
+		}
+		pl.victimOf[v.UID].Insert(key)
+		grace = max(grace, gracePeriod(v))
+	}
+	a.deadline = time.AfterFunc(time.Duration(grace)*time.Second+victimSlack, func() {
+		pl.mu.Lock()
+		expired, left := pl.running[key] == a, a.waiting.Len()
+		if expired {
+			pl.endLocked(key, a)
+		}
+		pl.mu.Unlock()
+		if expired {
+			n := pl.registry.ActivatePending(logger, pl.handle, key)
+			logger.Info("Gang preemption's victims outlived their grace period; the gang is retried", "podGroup", key, "victimsLeft", left, "membersActivated", n)
+		}
+	})
+}
+
+// victimSlack is how long past the victims' longest grace period a gang waits for them.
+const victimSlack = time.Minute
+
+// gracePeriod is how long a victim may take to terminate, in seconds.
+func gracePeriod(p *v1.Pod) int64 {
+	if p.DeletionGracePeriodSeconds != nil {
+		return *p.DeletionGracePeriodSeconds
+	}
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		return *p.Spec.TerminationGracePeriodSeconds
+	}
+	return v1.DefaultTerminationGracePeriodSeconds
 }
 
 // endLocked drops an attempt and its victim index entries. pl.mu must be held.
@@ -69,9 +116,15 @@ func (pl *GangPreemption) endLocked(key podgroup.Key, a *attempt) {
 	if pl.running[key] == a {
 		delete(pl.running, key)
 	}
+	if a.deadline != nil {
+		a.deadline.Stop()
+	}
 	for _, v := range a.victims {
-		if pl.victimOf[v.UID] == key {
-			delete(pl.victimOf, v.UID)
+		if keys := pl.victimOf[v.UID]; keys != nil {
+			keys.Delete(key)
+			if keys.Len() == 0 {
+				delete(pl.victimOf, v.UID)
+			}
 		}
 	}
 }
@@ -95,10 +148,18 @@ func (pl *GangPreemption) resume(ctx context.Context, key podgroup.Key, pod *v1.
 		// A preemption nominates every member it needs, this one first.
 		return
 	}
+	info := pl.registry.Info(key)
+	if info.PodGroup == nil {
+		return
+	}
+	// Once per PodGroup and process: only a restart loses an attempt; later nominations are
+	// this process's own, and terminating pods found later are none of the gang's doing.
 	pl.mu.Lock()
 	_, running := pl.running[key]
+	considered := pl.resumed.Has(key)
+	pl.resumed.Insert(key)
 	pl.mu.Unlock()
-	if running {
+	if running || considered {
 		return
 	}
 	members := []*v1.Pod{pod}
@@ -136,22 +197,19 @@ func (pl *GangPreemption) resume(ctx context.Context, key podgroup.Key, pod *v1.
 	if len(a.victims) == 0 {
 		return
 	}
-	a.left = len(a.victims)
+	a.resumed = true
 	a.domain = wholeCluster
 	if common := placement.LowestCommon(pl.cache.Snapshot(), names); common != "" && common != hypernode.VirtualRootName {
 		a.domain = common
 	}
+	logger := klog.FromContext(ctx)
 	pl.mu.Lock()
 	if pl.running[key] != nil {
 		pl.mu.Unlock()
 		return
 	}
-	pl.running[key] = a
-	for _, v := range a.victims {
-		pl.victimOf[v.UID] = key
-	}
+	pl.startLocked(logger, key, a)
 	pl.mu.Unlock()
-	logger := klog.FromContext(ctx)
 	logger.V(2).Info("Gang preemption resumed: its victims still terminate", "podGroup", key, "domain", a.domain, "victims", len(a.victims), "nominated", len(a.members))
 	pl.settle(logger, a.victims)
 }

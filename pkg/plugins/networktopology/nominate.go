@@ -84,9 +84,21 @@ func (p *NetworkTopologyAware) withdrawLocked(plan *gangPlan) []*v1.Pod {
 	return out
 }
 
-// withdraw removes nominations from the nominator.
+// withdraw removes nominations from the nominator, and clears a written
+// status.nominatedNodeName (kube-scheduler would restore the nomination from it on the pod's
+// next update).
 func (p *NetworkTopologyAware) withdraw(pods []*v1.Pod) {
 	for _, pod := range pods {
 		p.handle.DeleteNominatedPodIfExists(pod)
+		if p.nominations != nil && (pod.Status.NominatedNodeName != "" || p.nominationPending(pod)) {
+			p.nominations.Set(pod, "")
+		}
 	}
+}
+
+// nominationPending reports whether a rewrite of the pod's status.nominatedNodeName waits to
+// be written.
+func (p *NetworkTopologyAware) nominationPending(pod *v1.Pod) bool {
+	wish, ok := p.nominations.Pending(pod.Namespace, pod.Name)
+	return ok && wish != ""
 }
