@@ -84,8 +84,8 @@ func (e *gangEnv) waitBound(names []string) map[string]string {
 	return got
 }
 
-// waitCondition waits until a pod's PodScheduled condition is False with the given reason and
-// a message containing want, and returns the message.
+// waitCondition waits until a pod's PodScheduled condition is False with the given reason (""
+// for any) and a message containing want, and returns the message.
 func (e *gangEnv) waitCondition(pod, reason, want string) string {
 	e.t.Helper()
 	var last string
@@ -100,7 +100,7 @@ func (e *gangEnv) waitCondition(pod, reason, want string) string {
 		for _, c := range p.Status.Conditions {
 			if c.Type == v1.PodScheduled {
 				last = c.Reason + ": " + c.Message
-				if c.Status == v1.ConditionFalse && c.Reason == reason && strings.Contains(c.Message, want) {
+				if c.Status == v1.ConditionFalse && (reason == "" || c.Reason == reason) && strings.Contains(c.Message, want) {
 					return true, nil
 				}
 			}

@@ -371,7 +371,7 @@ func TestGangPreemptionResumesAfterRestart(t *testing.T) {
 	}
 	startScheduler(t, nil)
 	// Unschedulable from its cycle, or SchedulingGated once it waits out of the queue.
-	e.waitConditionMessage("train-0", "waits for 2 pod(s) that terminate after a preemption on its members' nominated nodes in the cluster")
+	e.waitCondition("train-0", "", "waits for 2 pod(s) that terminate after a preemption on its members' nominated nodes in the cluster")
 	if diff := cmp.Diff(nominated, e.waitNominated(members, sortedValues(freed))); diff != "" {
 		t.Errorf("nominations after the restart (-before,+after):\n%s", diff)
 	}
@@ -526,28 +526,5 @@ func TestGangPreemptionSubGroups(t *testing.T) {
 		if leaves := leavesOf(got, leafOf, partition); len(leaves) != 1 {
 			t.Errorf("partition %v spans leaves %v, want one", partition, leaves)
 		}
-	}
-}
-
-// waitConditionMessage waits until a pod's PodScheduled condition is False with a message
-// containing want, whatever its reason.
-func (e *topoEnv) waitConditionMessage(pod, want string) {
-	e.t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, boundTimeout, true, func(ctx context.Context) (bool, error) {
-		p, err := e.c.kube.CoreV1().Pods(e.ns).Get(ctx, pod, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodScheduled {
-				last = c.Reason + ": " + c.Message
-				return c.Status == v1.ConditionFalse && strings.Contains(c.Message, want), nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		e.t.Fatalf("pod %s: PodScheduled never said %q (last %q): %v", pod, want, last, err)
 	}
 }

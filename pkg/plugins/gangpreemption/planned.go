@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"sort"
 
-	v1 "k8s.io/api/core/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
@@ -135,7 +132,7 @@ func (t *planTest) fitter(ctx context.Context, s *simulation, views []view, clon
 		trial, state := ni.Snapshot(), views[shape].state.Clone()
 		for i, n := range planned {
 			for k := range n {
-				pi, err := memberCopy(t.shapes[i].Rep, node, fmt.Sprintf("planned-%d", k))
+				pi, err := networktopology.SimulatedPod(t.shapes[i].Rep, node, fmt.Sprintf("planned-%d", k))
 				if err != nil {
 					return 0
 				}
@@ -147,15 +144,6 @@ func (t *planTest) fitter(ctx context.Context, s *simulation, views []view, clon
 		}
 		return s.fitsOn(ctx, state, t.shapes[shape].Rep, trial, limit)
 	}
-}
-
-// memberCopy is a copy of a member on node, named apart, for the simulation.
-func memberCopy(pod *v1.Pod, node, suffix string) (fwk.PodInfo, error) {
-	c := pod.DeepCopy()
-	c.Name = pod.Name + "-" + suffix
-	c.UID = k8stypes.UID(string(pod.UID) + "-gang-preemption-" + suffix)
-	c.Spec.NodeName = node
-	return framework.NewPodInfo(c)
 }
 
 // sortedNodes returns the names of the counted nodes, sorted.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -446,7 +447,7 @@ func (s *simulation) fitsOn(ctx context.Context, state fwk.CycleState, pod *v1.P
 		if !owned {
 			c, state, owned = c.Snapshot(), state.Clone(), true
 		}
-		pi, err := memberCopy(pod, c.Node().Name, fmt.Sprintf("fit-%d", n))
+		pi, err := networktopology.SimulatedPod(pod, c.Node().Name, fmt.Sprintf("fit-%d", n))
 		if err != nil {
 			break
 		}

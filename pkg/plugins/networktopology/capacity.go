@@ -228,7 +228,7 @@ func (p *NetworkTopologyAware) countFits(ctx context.Context, state fwk.CycleSta
 		if !owned {
 			ni, state, owned = ni.Snapshot(), state.Clone(), true
 		}
-		pi, err := simulatedPod(pod, ni.Node().Name, fmt.Sprintf("capacity-%d", fits))
+		pi, err := SimulatedPod(pod, ni.Node().Name, fmt.Sprintf("capacity-%d", fits))
 		if err != nil {
 			logger.V(5).Info("Could not simulate a gang member", "node", ni.Node().Name, "err", err)
 			break

@@ -119,7 +119,7 @@ func (p *NetworkTopologyAware) shapeFitter(ctx context.Context, shapes []*podSha
 		trial, state := ni.Snapshot(), s.state.Clone()
 		for i, count := range planned {
 			for k := range count {
-				pi, err := simulatedPod(shapes[i].Rep, node, fmt.Sprintf("planned-%d", k))
+				pi, err := SimulatedPod(shapes[i].Rep, node, fmt.Sprintf("planned-%d", k))
 				if err != nil {
 					logger.V(5).Info("Could not simulate a planned gang member", "node", node, "err", err)
 					return 0
@@ -134,8 +134,9 @@ func (p *NetworkTopologyAware) shapeFitter(ctx context.Context, shapes []*podSha
 	}
 }
 
-// simulatedPod is a copy of pod on node, named apart, for capacity simulations.
-func simulatedPod(pod *v1.Pod, node, suffix string) (fwk.PodInfo, error) {
+// SimulatedPod is a copy of pod on node, named apart, for capacity simulations (GangPreemption
+// simulates with it too).
+func SimulatedPod(pod *v1.Pod, node, suffix string) (fwk.PodInfo, error) {
 	c := pod.DeepCopy()
 	c.Name = pod.Name + "-" + suffix
 	c.UID = k8stypes.UID(string(pod.UID) + "-" + suffix)
