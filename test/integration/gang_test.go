@@ -114,10 +114,13 @@ func (e *gangEnv) waitCondition(pod, reason, want string) string {
 }
 
 // priorityClass creates a PriorityClass for the test (cluster-scoped: deleted when it ends).
-func (e *gangEnv) priorityClass(name string, value int32) {
+func (e *gangEnv) priorityClass(name string, value int32, policy ...v1.PreemptionPolicy) {
 	e.t.Helper()
 	ctx := context.Background()
 	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+	if len(policy) > 0 {
+		pc.PreemptionPolicy = &policy[0]
+	}
 	if _, err := e.c.kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		e.t.Fatal(err)
 	}

@@ -24,15 +24,17 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
-// priorityClasses creates <namespace>-low (1000) and <namespace>-high (1000000): names of
-// the test's own, since a deleted PriorityClass may linger into the next test.
+// priorityClasses creates <namespace>-low (1000), <namespace>-high (1000000) and
+// <namespace>-never (1000000, preemptionPolicy Never): names of the test's own, since a
+// deleted PriorityClass may linger into the next test.
 func (e *topoEnv) priorityClasses() {
 	e.t.Helper()
 	e.priorityClass(e.ns+"-low", 1000)
 	e.priorityClass(e.ns+"-high", 1000000)
-	// Priority admission reads PriorityClasses from its informer: wait until it has both
+	e.priorityClass(e.ns+"-never", 1000000, v1.PreemptNever)
+	// Priority admission reads PriorityClasses from its informer: wait until it has them all
 	// (a dry-run pod creation passes admission without creating anything).
-	for _, class := range []string{e.ns + "-low", e.ns + "-high"} {
+	for _, class := range []string{e.ns + "-low", e.ns + "-high", e.ns + "-never"} {
 		probe := util.Pod(e.ns, "probe", "no-scheduler", "", nil)
 		probe.Spec.PriorityClassName = class
 		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, boundTimeout, true, func(ctx context.Context) (bool, error) {
@@ -147,6 +149,10 @@ func TestPlainGangPreemptsAllOrNothing(t *testing.T) {
 			annotation: `{"mode":"soft","highestTierAllowed":1}`},
 		{name: "equal priority: spared", size: 3, priority: "-low", left: allLow,
 			message: "preemption: gang %s/train cannot fit even if every pod of lower priority were evicted: no domain holds 3 members (the cluster 0/3); nothing was evicted"},
+		{name: "preemptionPolicy Never: nothing evicted", size: 3, priority: "-never", left: allLow,
+			message: "preemption: gang %s/train does not preempt (preemptionPolicy: Never)"},
+		{name: "invalid constraint: nothing evicted", size: 3, priority: "-high", left: allLow, annotation: `{"mode":"firm","highestTierAllowed":1}`,
+			message: `preemption: gang %s/train has an invalid constraint: annotation hypernode.dev/network-topology: mode "firm" is not supported`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
