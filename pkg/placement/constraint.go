@@ -3,6 +3,8 @@ package placement
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/util/sets"
+
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -158,4 +160,36 @@ func LowestCommon(tree *hypernode.Snapshot, nodes []string) string {
 		lca = l
 	}
 	return lca
+}
+
+// RetryWithoutSubGroups continues after Make(req) failed with err for a job with
+// sub-groups: it leaves out the last sub-group (its pending members wait for room) and plans
+// again, while the pending and placed members left still reach minMember and the policies'
+// minSubGroups allow it. It returns the plan, the request it was made from, and the members
+// left out; with no plan, the last request tried and the first error (it explains the whole
+// job).
+func RetryWithoutSubGroups(req Request, err error, info podgroup.Info, states []podgroup.SubGroupState) (*Plan, Request, []string, error) {
+	var dropped []string
+	perPolicy := map[string]int{}
+	for err != nil && len(req.SubGroups) > 0 {
+		last := req.SubGroups[len(req.SubGroups)-1]
+		if len(req.Pending)-len(last.Pending)+len(req.Placed) < info.MinMember() || len(last.Pending) == 0 ||
+			!podgroup.CanDropSubGroup(info, states, perPolicy, last.Policy) {
+			break
+		}
+		perPolicy[last.Policy]++
+		drop := sets.New(last.Pending...)
+		kept := make([]string, 0, len(req.Pending)-len(last.Pending))
+		for _, n := range req.Pending {
+			if !drop.Has(n) {
+				kept = append(kept, n)
+			}
+		}
+		req.Pending, req.SubGroups = kept, req.SubGroups[:len(req.SubGroups)-1]
+		dropped = append(dropped, last.Pending...)
+		if plan, retryErr := Make(req); retryErr == nil {
+			return plan, req, dropped, nil
+		}
+	}
+	return nil, req, dropped, err
 }

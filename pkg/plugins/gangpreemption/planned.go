@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"k8s.io/apimachinery/pkg/util/sets"
+	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
@@ -32,11 +32,9 @@ type planTest struct {
 	// sub-groups, the constraint.
 	req    placement.Request
 	shapes []shapeSim
+	// info and states decide which sub-groups may be left out (RetryWithoutSubGroups).
 	info   podgroup.Info
 	states []podgroup.SubGroupState
-	// need is how many more members minMember lacks: sub-groups are left out, from the last,
-	// while the others still hold that many and their policies allow it.
-	need int
 }
 
 // newPlanTest prepares the fit test of the gang's pending members: the first need of them in
@@ -53,7 +51,7 @@ func (pl *GangPreemption) newPlanTest(ctx context.Context, gang podgroup.Gang, t
 		req.Pending = req.Pending[:need]
 	}
 	req.Strategy = placement.LeastWaste
-	t := &planTest{req: req, info: gang.Info, need: need}
+	t := &planTest{req: req, info: gang.Info}
 	for _, s := range podgroup.ShapesOf(pending) {
 		state, status := networktopology.SimulationState(ctx, pl.handle, s.Rep)
 		if !status.IsSuccess() {
@@ -98,22 +96,8 @@ func (t *planTest) plan(ctx context.Context, s *simulation, views []view, counts
 		req.Nodes[name] = node
 	}
 	result, err := placement.Make(req)
-	dropped := map[string]int{}
-	for err != nil && len(req.SubGroups) > 0 {
-		last := req.SubGroups[len(req.SubGroups)-1]
-		if len(req.Pending)-len(last.Pending) < t.need || !podgroup.CanDropSubGroup(t.info, t.states, dropped, last.Policy) {
-			break
-		}
-		dropped[last.Policy]++
-		drop := sets.New(last.Pending...)
-		var kept []string
-		for _, n := range req.Pending {
-			if !drop.Has(n) {
-				kept = append(kept, n)
-			}
-		}
-		req.Pending, req.SubGroups = kept, req.SubGroups[:len(req.SubGroups)-1]
-		result, err = placement.Make(req)
+	if err != nil && len(req.SubGroups) > 0 {
+		result, req, _, err = placement.RetryWithoutSubGroups(req, err, t.info, t.states)
 	}
 	if err != nil {
 		return nil, err
@@ -124,25 +108,16 @@ func (t *planTest) plan(ctx context.Context, s *simulation, views []view, counts
 // fitter answers the planner for a node that members of several shapes share: it adds the
 // ones planned there before to a copy of the node's copy, then counts.
 func (t *planTest) fitter(ctx context.Context, s *simulation, views []view, clones map[string]fwk.NodeInfo) placement.Fitter {
+	reps := make([]*v1.Pod, len(t.shapes))
+	for i, sh := range t.shapes {
+		reps[i] = sh.Rep
+	}
 	return func(node string, planned []int, shape, limit int) int {
 		ni, ok := clones[node]
 		if !ok {
 			return 0
 		}
-		trial, state := ni.Snapshot(), views[shape].state.Clone()
-		for i, n := range planned {
-			for k := range n {
-				pi, err := networktopology.SimulatedPod(t.shapes[i].Rep, node, fmt.Sprintf("planned-%d", k))
-				if err != nil {
-					return 0
-				}
-				trial.AddPodInfo(pi)
-				if st := s.pl.handle.RunPreFilterExtensionAddPod(ctx, state, t.shapes[shape].Rep, pi, trial); !st.IsSuccess() {
-					return 0
-				}
-			}
-		}
-		return s.fitsOn(ctx, state, t.shapes[shape].Rep, trial, limit)
+		return networktopology.FitNextTo(ctx, s.pl.handle, s.pl.handle.RunFilterPlugins, reps, views[shape].state, ni, planned, shape, limit)
 	}
 }
 

@@ -255,9 +255,13 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int, stri
 	if total < s.need {
 		return nil, total, ""
 	}
-	assign, err := s.assign(ctx, views, counts, clones)
-	if err != nil {
-		return nil, total, err.Error()
+	var assign map[string]string
+	if s.plan != nil {
+		// The members' counts are an upper bound for several shapes: the planner decides.
+		var err error
+		if assign, err = s.plan.plan(ctx, s, views, counts, clones); err != nil {
+			return nil, total, err.Error()
+		}
 	}
 	surplus := s.surplus(counts)
 	// Give back what is not needed: first the units a PodDisruptionBudget protects, then the
@@ -292,7 +296,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int, stri
 				total = after
 				continue
 			}
-			if again, err := s.assign(ctx, views, counts, clones); err == nil {
+			if again, err := s.plan.plan(ctx, s, views, counts, clones); err == nil {
 				total, assign = after, again
 				continue
 			}
@@ -310,8 +314,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int, stri
 		c.highest = max(c.highest, u.priority)
 	}
 	if s.plan == nil {
-		// The same nodes as before the give-backs may no longer hold the members.
-		assign, _ = s.assign(ctx, views, counts, clones)
+		assign = s.fill(counts)
 	}
 	c.assign = assign
 	return c, total, ""
@@ -368,12 +371,8 @@ func (s *simulation) surplus(counts map[string][]int) int {
 	return max(n-s.need, 0)
 }
 
-// assign returns the node of each member the gang needs, by pod name, or why the planner
-// finds no plan. For one shape, the needed members take the counted nodes in name order.
-func (s *simulation) assign(ctx context.Context, views []view, counts map[string][]int, clones map[string]fwk.NodeInfo) (map[string]string, error) {
-	if s.plan != nil {
-		return s.plan.plan(ctx, s, views, counts, clones)
-	}
+// fill places the needed members of a gang of one shape on the counted nodes, in name order.
+func (s *simulation) fill(counts map[string][]int) map[string]string {
 	out := make(map[string]string, s.need)
 	next := 0
 	for _, name := range sortedNodes(counts) {
@@ -382,7 +381,7 @@ func (s *simulation) assign(ctx context.Context, views []view, counts map[string
 			next++
 		}
 	}
-	return out, nil
+	return out
 }
 
 func sum(c []int) int {
@@ -430,31 +429,8 @@ func (s *simulation) addNominated(ctx context.Context, views []view, clone fwk.N
 	}
 }
 
-// fitsOn counts the copies of pod that fit on a node, up to limit: Filter on a copy of the
-// node's copy (which holds the nominated pods that count), a copy of the member added after
-// each fit, with the PreFilter plugins' state following (anti-affinity between members).
+// fitsOn counts the copies of pod that fit on a node's copy, up to limit. The copy already
+// holds the nominated pods that count (addNominated), so Filter runs without adding them.
 func (s *simulation) fitsOn(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, limit int) int {
-	c, owned := ni, false
-	n := 0
-	for n < limit {
-		if !s.pl.handle.RunFilterPlugins(ctx, state, pod, c).IsSuccess() {
-			break
-		}
-		n++
-		if n == limit {
-			break
-		}
-		if !owned {
-			c, state, owned = c.Snapshot(), state.Clone(), true
-		}
-		pi, err := networktopology.SimulatedPod(pod, c.Node().Name, fmt.Sprintf("fit-%d", n))
-		if err != nil {
-			break
-		}
-		c.AddPodInfo(pi)
-		if !s.pl.handle.RunPreFilterExtensionAddPod(ctx, state, pod, pi, c).IsSuccess() {
-			break
-		}
-	}
-	return n
+	return networktopology.CountFits(ctx, s.pl.handle, s.pl.handle.RunFilterPlugins, state, pod, ni, limit, false)
 }

@@ -145,7 +145,7 @@ func (pl *GangPreemption) settle(logger klog.Logger, victims []*v1.Pod) {
 // kube-scheduler preempted them, the gang waits for those pods instead of preempting again.
 func (pl *GangPreemption) resume(ctx context.Context, key podgroup.Key, pod *v1.Pod) {
 	if pod.Status.NominatedNodeName == "" {
-		// A preemption nominates every member it needs, this one first.
+		// A preemption nominates every member it places; a later one of those resumes it.
 		return
 	}
 	info := pl.registry.Info(key)

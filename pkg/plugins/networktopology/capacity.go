@@ -210,14 +210,25 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 	return result
 }
 
-// countFits counts how many copies of pod pass the Filter plugins on ni when added one after
-// another, at most limit. owned says that ni and state are copies the caller made; otherwise
-// they are copied before the first change (they are shared).
+// countFits counts how many copies of pod pass the Filter plugins (with the other gangs'
+// nominations) on ni when added one after another, at most limit (CountFits).
 func (p *NetworkTopologyAware) countFits(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, limit int, owned bool) int {
+	return CountFits(ctx, p.handle, p.filterWithOthersNominated, state, pod, ni, limit, owned)
+}
+
+// Filter runs the Filter plugins for pod on a node.
+type Filter func(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status
+
+// CountFits counts how many copies of pod pass filter on ni when added one after another, at
+// most limit; each copy runs the PreFilter AddPod extensions, so the plugins' state follows
+// (anti-affinity between the copies). owned says that ni and state are copies the caller
+// made; otherwise they are copied before the first change (they are shared). GangPreemption
+// counts with it too.
+func CountFits(ctx context.Context, handle fwk.Handle, filter Filter, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, limit int, owned bool) int {
 	logger := klog.FromContext(ctx)
 	fits := 0
 	for fits < limit {
-		if st := p.filterWithOthersNominated(ctx, state, pod, ni); !st.IsSuccess() {
+		if st := filter(ctx, state, pod, ni); !st.IsSuccess() {
 			logger.V(5).Info("Gang member capacity on node", "node", ni.Node().Name, "fits", fits, "stop", st.Message())
 			break
 		}
@@ -234,7 +245,7 @@ func (p *NetworkTopologyAware) countFits(ctx context.Context, state fwk.CycleSta
 			break
 		}
 		ni.AddPodInfo(pi)
-		if s := p.handle.RunPreFilterExtensionAddPod(ctx, state, pod, pi, ni); !s.IsSuccess() {
+		if s := handle.RunPreFilterExtensionAddPod(ctx, state, pod, pi, ni); !s.IsSuccess() {
 			break
 		}
 	}

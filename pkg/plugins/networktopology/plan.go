@@ -198,27 +198,12 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	// the dropped ones wait for room (Gang keeps them all or nothing).
 	original := req
 	var deferred []string
-	states, _, _ := p.registry.SubGroups(key, nil)
-	droppedPerPolicy := map[string]int{}
-	for err != nil && len(req.SubGroups) > 0 {
-		last := req.SubGroups[len(req.SubGroups)-1]
-		remaining := len(req.Pending) - len(last.Pending) + len(placedNodes)
-		if remaining < info.MinMember() || len(last.Pending) == 0 || !podgroup.CanDropSubGroup(info, states, droppedPerPolicy, last.Policy) {
-			break
+	if err != nil && len(req.SubGroups) > 0 {
+		states, _, _ := p.registry.SubGroups(key, nil)
+		var retried *placement.Plan
+		if retried, req, deferred, err = placement.RetryWithoutSubGroups(req, err, info, states); err == nil {
+			result = retried
 		}
-		droppedPerPolicy[last.Policy]++
-		drop := sets.New(last.Pending...)
-		var kept []string
-		for _, n := range req.Pending {
-			if !drop.Has(n) {
-				kept = append(kept, n)
-			}
-		}
-		if retry, retryErr := placement.Make(withPending(req, kept, len(req.SubGroups)-1)); retryErr == nil {
-			result, err = retry, nil
-		}
-		req = withPending(req, kept, len(req.SubGroups)-1)
-		deferred = append(deferred, last.Pending...)
 	}
 	if unsat := (*placement.Unsatisfiable)(nil); errors.As(err, &unsat) && len(req.SubGroups) == 0 {
 		// An elastic gang (more members than minMember) runs with the first members in rank

@@ -100,8 +100,8 @@ func (p *NetworkTopologyAware) shapeNodes(shapes []*podShape, capacities func(*p
 	return out, planShapes
 }
 
-// shapeFitter answers how many members of a shape fit on a node next to planned members: it
-// adds them to a copy of the node and runs the Filter plugins.
+// shapeFitter answers how many members of a shape fit on a node next to planned members
+// (FitNextTo).
 func (p *NetworkTopologyAware) shapeFitter(ctx context.Context, shapes []*podShape, nodes []fwk.NodeInfo) placement.Fitter {
 	byName := make(map[string]fwk.NodeInfo, len(nodes))
 	for _, ni := range nodes {
@@ -109,29 +109,40 @@ func (p *NetworkTopologyAware) shapeFitter(ctx context.Context, shapes []*podSha
 			byName[ni.Node().Name] = ni
 		}
 	}
-	logger := klog.FromContext(ctx)
+	reps := make([]*v1.Pod, len(shapes))
+	for i, s := range shapes {
+		reps[i] = s.Rep
+	}
 	return func(node string, planned []int, shape, limit int) int {
 		ni, ok := byName[node]
 		if !ok {
 			return 0
 		}
-		s := shapes[shape]
-		trial, state := ni.Snapshot(), s.state.Clone()
-		for i, count := range planned {
-			for k := range count {
-				pi, err := SimulatedPod(shapes[i].Rep, node, fmt.Sprintf("planned-%d", k))
-				if err != nil {
-					logger.V(5).Info("Could not simulate a planned gang member", "node", node, "err", err)
-					return 0
-				}
-				trial.AddPodInfo(pi)
-				if st := p.handle.RunPreFilterExtensionAddPod(ctx, state, s.Rep, pi, trial); !st.IsSuccess() {
-					return 0
-				}
+		return FitNextTo(ctx, p.handle, p.filterWithOthersNominated, reps, shapes[shape].state, ni, planned, shape, limit)
+	}
+}
+
+// FitNextTo counts the members of shape reps[shape] (state: its simulation state) that fit on
+// ni next to planned[i] members of each shape reps[i] planned there before, at most limit: it
+// adds those to copies of ni and state, then counts (CountFits). GangPreemption's planner
+// answers with it too.
+func FitNextTo(ctx context.Context, handle fwk.Handle, filter Filter, reps []*v1.Pod, state fwk.CycleState, ni fwk.NodeInfo, planned []int, shape, limit int) int {
+	node := ni.Node().Name
+	trial, state := ni.Snapshot(), state.Clone()
+	for i, count := range planned {
+		for k := range count {
+			pi, err := SimulatedPod(reps[i], node, fmt.Sprintf("planned-%d", k))
+			if err != nil {
+				klog.FromContext(ctx).V(5).Info("Could not simulate a planned gang member", "node", node, "err", err)
+				return 0
+			}
+			trial.AddPodInfo(pi)
+			if st := handle.RunPreFilterExtensionAddPod(ctx, state, reps[shape], pi, trial); !st.IsSuccess() {
+				return 0
 			}
 		}
-		return p.countFits(ctx, state, s.Rep, trial, limit, true)
 	}
+	return CountFits(ctx, handle, filter, state, reps[shape], trial, limit, true)
 }
 
 // SimulatedPod is a copy of pod on node, named apart, for capacity simulations (GangPreemption
