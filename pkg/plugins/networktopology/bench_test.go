@@ -90,6 +90,9 @@ type benchEnv struct {
 	// mixed are gangs of a 4-CPU launcher and 8-GPU workers (benchMixedGangs).
 	mixed    map[string][]*v1.Pod
 	snapshot *internalcache.Snapshot
+	// nextStart is where the next cycle starts evaluating nodes: kube-scheduler rotates it so
+	// that consecutive pods see different nodes (and the caches are as cold as in a cluster).
+	nextStart int
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {
@@ -179,7 +182,8 @@ func newBenchEnv(b *testing.B) *benchEnv {
 
 // cycle runs what a scheduling cycle runs for pod up to scoring: PreFilter, Filter on the
 // nodes the scheduler would evaluate (the PreFilterResult, or the first numFeasible feasible
-// ones, as kube-scheduler's percentageOfNodesToScore stops early), PreScore and Score.
+// ones from where the previous cycle stopped, as kube-scheduler's percentageOfNodesToScore
+// stops early and its next cycle goes on from there), PreScore and Score.
 func (e *benchEnv) cycle(b *testing.B, fw framework.Framework, pod *v1.Pod, numFeasible int) int {
 	state := framework.NewCycleState()
 	result, status, _ := fw.RunPreFilterPlugins(e.ctx, state, pod)
@@ -199,13 +203,19 @@ func (e *benchEnv) cycle(b *testing.B, fw framework.Framework, pod *v1.Pod, numF
 		}
 	}
 	var feasible []fwk.NodeInfo
-	for _, ni := range candidates {
+	processed := 0
+	for i := range candidates {
+		ni := candidates[(e.nextStart+i)%len(candidates)]
+		processed++
 		if fw.RunFilterPluginsWithNominatedPods(e.ctx, state, pod, ni).IsSuccess() {
 			feasible = append(feasible, ni)
 			if len(feasible) == numFeasible {
 				break
 			}
 		}
+	}
+	if result.AllNodes() {
+		e.nextStart = (e.nextStart + processed) % len(candidates)
 	}
 	if s := fw.RunPreScorePlugins(e.ctx, state, pod, feasible); !s.IsSuccess() {
 		b.Fatalf("PreScore: %v", s)

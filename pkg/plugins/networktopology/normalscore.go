@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
@@ -15,35 +16,41 @@ import (
 // (docs/design.md, "Topology placement").
 //
 // PreScore (prepare) recomputes the bin-pack value of the HyperNodes whose sums changed since
-// the previous pod, or of every HyperNode when the request differs from the previous pod's;
-// Score adds up the values along the node's leaf path. Consecutive pods of one shape so cost
-// O(depth) per placed pod in PreScore and O(depth) per scored node in Score: nothing per pod
-// that grows with the cluster.
+// the previous pod, or of every HyperNode when the request differs from the previous pod's,
+// then adds up the values along the leaf path of each node kube-scheduler is about to score,
+// in one pass; Score reads the node's result. Consecutive pods of one shape so cost O(depth)
+// per placed pod and O(depth) per scored node: nothing per pod that grows with the cluster.
+// One pass in PreScore rather than a lookup per Score call, because the node-to-leaf lookup
+// misses the CPU cache for almost every node, and a tight loop overlaps those misses where
+// Score calls, interleaved with the other plugins', cannot (docs/benchmarks.md).
 //
-// Score reads binPack and the leaf map without the lock. That is safe because only prepare
-// writes them, and kube-scheduler runs one pod's PreScore and Score in order, in its single
-// scheduling goroutine, before the next pod's PreScore; events change only the sums, which
-// Score never reads.
+// Score reads the table of results without the lock. That is safe because only prepare
+// writes it, and kube-scheduler runs one pod's PreScore and Score in order, in its single
+// scheduling goroutine, before the next pod's PreScore.
 
 // normalScores scores one pod's nodes.
 type normalScores struct {
-	leafOf      map[fwk.NodeInfo]*leafUsage
-	totalWeight float64
+	byNode *nodeTable[int32]
 }
 
-// prepare makes the bin-pack values current for a pod requesting req, and the leaf of every
-// NodeInfo of list (the scheduler's node list) known.
-func (u *usageCache) prepare(tree *hypernode.Snapshot, list []fwk.NodeInfo, req []int64, resourceWeights []float64) *normalScores {
+// prepare makes the bin-pack values current for a pod requesting req and scores nodes (the
+// nodes kube-scheduler scores for it); list is the scheduler's node list, whose leaves it
+// keeps.
+func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInfo, req []int64, resourceWeights []float64) *normalScores {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	treeChanged := u.syncTreeLocked(tree)
 	if treeChanged || !sameList(list, u.leafOfList, u.leafOfLen) {
 		// Nodes were added or removed (kube-scheduler then builds a new list) or the tree
-		// changed: O(nodes), rarely. A new map, so that a Score still reading the old one is
-		// safe.
-		u.leafOf = make(map[fwk.NodeInfo]*leafUsage, len(list))
+		// changed: O(nodes), rarely.
+		u.leafOf.reset(len(list))
 		for _, ni := range list {
-			u.leafOf[ni] = u.leafOfLocked(ni.Node().Name)
+			if p, ok := ni.(*framework.NodeInfo); ok {
+				index := int32(-1)
+				if leaf := u.leafOfLocked(ni.Node().Name); leaf != nil {
+					index = leaf.index
+				}
+				u.leafOf.set(p, index)
+			}
 		}
 		u.leafOfList, u.leafOfLen = nil, len(list)
 		if len(list) > 0 {
@@ -64,23 +71,54 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list []fwk.NodeInfo, req 
 		s.dirty = false
 	}
 	u.dirty = u.dirty[:0]
-	return &normalScores{leafOf: u.leafOf, totalWeight: u.totalWeight}
+	// Events may add leaves (appending to leafList) once the lock is released; the leaves
+	// up to here never change.
+	totalWeight, leaves := u.totalWeight, u.leafList
+	u.mu.Unlock()
+
+	// The bin-pack values, the memos and the tables are written only by prepare, in the
+	// scheduling goroutine: no lock is needed to read them here.
+	if u.epoch++; u.epoch == 0 {
+		for _, l := range leaves {
+			l.memoEpoch = 0
+		}
+		u.epoch = 1
+	}
+	u.scores.reset(len(nodes))
+	for _, ni := range nodes {
+		index, ok := u.leafOf.get(ni)
+		if !ok {
+			continue // not in the scheduler's list: Score reports it
+		}
+		var score int32
+		switch {
+		case totalWeight == 0:
+		case index < 0:
+			score = int32(fwk.MaxScore) // no leaf: every tier scores 1
+		default:
+			score = leaves[index].score(u.epoch, totalWeight)
+		}
+		u.scores.set(ni.(*framework.NodeInfo), score)
+	}
+	return &normalScores{byNode: &u.scores}
 }
 
-// score is the node's score; ok is false for a node that was not in the prepared list.
+// score is the score of the leaf's nodes, computed once per pod (epoch).
+func (l *leafUsage) score(epoch uint32, totalWeight float64) int32 {
+	if l.memoEpoch != epoch {
+		total := l.base
+		for i, s := range l.path {
+			total += l.weights[i] * s.binPack
+		}
+		l.memo, l.memoEpoch = int32(math.Round(float64(fwk.MaxScore)*total/totalWeight)), epoch
+	}
+	return l.memo
+}
+
+// score is the node's score; ok is false for a node that prepare did not score.
 func (n *normalScores) score(ni fwk.NodeInfo) (int64, bool) {
-	leaf, ok := n.leafOf[ni]
-	if !ok || n.totalWeight == 0 {
-		return 0, ok
-	}
-	if leaf == nil {
-		return fwk.MaxScore, true // every tier scores 1
-	}
-	total := leaf.base
-	for i, s := range leaf.path {
-		total += leaf.weights[i] * s.binPack
-	}
-	return int64(math.Round(float64(fwk.MaxScore) * total / n.totalWeight)), true
+	score, ok := n.byNode.get(ni)
+	return int64(score), ok
 }
 
 // sameList reports whether list is the slice seen before: kube-scheduler allocates a new one

@@ -74,7 +74,7 @@ func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleStat
 		return fwk.AsStatus(err)
 	}
 	s.req = p.usageSums.podRequest(pod)
-	s.normal = p.usageSums.prepare(tree, list, s.req, p.weights)
+	s.normal = p.usageSums.prepare(tree, list, nodes, s.req, p.weights)
 	state.Write(preScoreStateKey, s)
 	return nil
 }

@@ -38,14 +38,19 @@ type usageCache struct {
 	dirty []*hyperNodeUsage
 
 	// What prepare keeps between pods (normalscore.go): the tier weights of the tree, the
-	// request the bin-pack values are for, and the leaf of every NodeInfo of the scheduler's
-	// node list.
+	// request the bin-pack values are for, the leaf of every NodeInfo of the scheduler's
+	// node list, and the table it scores a pod's nodes into.
 	fading      float64
 	totalWeight float64
 	lastReq     []int64
-	leafOf      map[fwk.NodeInfo]*leafUsage
+	leafOf      nodeTable[int32] // index in leafList, -1 for a node no leaf holds
 	leafOfList  *fwk.NodeInfo
 	leafOfLen   int
+	scores      nodeTable[int32]
+	// leafList are the leaves of tree, by index.
+	leafList []*leafUsage
+	// epoch numbers the prepared pods: a leaf's memo of another epoch is stale.
+	epoch uint32
 }
 
 type podUsage struct {
@@ -86,6 +91,10 @@ type leafUsage struct {
 	path    []*hyperNodeUsage
 	weights []float64
 	base    float64
+	index   int32
+	// memo is the score of the leaf's nodes for the pod of memoEpoch (normalscore.go).
+	memo      int32
+	memoEpoch uint32
 }
 
 func newUsageCache(resources []v1.ResourceName, fading float64) *usageCache {
@@ -265,7 +274,8 @@ func (u *usageCache) leafOfLocked(node string) *leafUsage {
 	if l, ok := u.leaves[name]; ok {
 		return l
 	}
-	l := &leafUsage{}
+	l := &leafUsage{index: int32(len(u.leafList))}
+	u.leafList = append(u.leafList, l)
 	tiers := u.tree.Tiers()
 	weights := tierWeights(len(tiers), u.fading)
 	covered := make([]bool, len(tiers))
@@ -313,6 +323,7 @@ func (u *usageCache) syncTreeLocked(tree *hypernode.Snapshot) bool {
 	u.tree = tree
 	u.sums = make(map[string]*hyperNodeUsage, len(u.sums))
 	u.leaves = make(map[string]*leafUsage, len(u.leaves))
+	u.leafList = nil
 	u.dirty = u.dirty[:0]
 	u.totalWeight = 0
 	for _, w := range tierWeights(len(tree.Tiers()), u.fading) {

@@ -130,7 +130,7 @@ func nodeScores(t *testing.T, u *usageCache, tree *hypernode.Snapshot, nodes []f
 	for i := range weights {
 		weights[i] = 1
 	}
-	scores := u.prepare(tree, nodes, req, weights)
+	scores := u.prepare(tree, nodes, nodes, req, weights)
 	out := map[fwk.NodeInfo]int64{}
 	for _, ni := range nodes {
 		score, ok := scores.score(ni)
@@ -240,7 +240,7 @@ func TestUsageSumsMatchARecount(t *testing.T) {
 			moved := fmt.Sprintf("node-%d", rng.IntN(8))
 			tree.SetHyperNode(hntesting.MakeHyperNode("rack-0").Tier(1).Nodes("node-0", moved).Obj())
 		}
-		u.prepare(tree.Snapshot(), nil, []int64{0, 0}, []float64{1, 1}) // syncs the tree
+		u.prepare(tree.Snapshot(), nil, nil, []int64{0, 0}, []float64{1, 1}) // syncs the tree
 		if diff := cmp.Diff(recount(tree.Snapshot(), nodes, pods), u.nonZeroSums()); diff != "" {
 			t.Fatalf("step %d: sums (-recount,+incremental):\n%s", step, diff)
 		}

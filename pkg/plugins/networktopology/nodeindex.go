@@ -1,0 +1,78 @@
+package networktopology
+
+import (
+	"math/bits"
+	"unsafe"
+
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// nodeTable maps kube-scheduler's NodeInfos to values: an open-addressing table keyed by the
+// NodeInfo pointer, so that a lookup mostly reads one cache line (a Go map of the same
+// entries reads two or three). Hashing the address is sound
+// because Go's collector does not move heap objects, and the keys keep the NodeInfos alive.
+//
+// Emptying it for the next pod (reset) bumps an epoch instead of clearing the slots: a slot
+// of another epoch is empty.
+type nodeTable[V any] struct {
+	slots []nodeSlot[V]
+	shift uint
+	epoch uint32
+}
+
+type nodeSlot[V any] struct {
+	ni    *framework.NodeInfo
+	epoch uint32
+	value V
+}
+
+// reset empties the table and makes room for n entries.
+func (t *nodeTable[V]) reset(n int) {
+	// At most two thirds full: linear probing then reads about two slots per lookup.
+	size := 1 << max(bits.Len(uint(n+n/2)), 4)
+	if size > len(t.slots) {
+		t.slots, t.shift, t.epoch = make([]nodeSlot[V], size), uint(64-bits.Len(uint(size-1))), 1
+		return
+	}
+	t.epoch++
+	if t.epoch == 0 {
+		clear(t.slots)
+		t.epoch = 1
+	}
+}
+
+func (t *nodeTable[V]) start(ni *framework.NodeInfo) int {
+	// Fibonacci hashing of the address.
+	return int((uint64(uintptr(unsafe.Pointer(ni))) * 0x9E3779B97F4A7C15) >> t.shift)
+}
+
+// set stores v for ni; ni must not be nil.
+func (t *nodeTable[V]) set(ni *framework.NodeInfo, v V) {
+	mask := len(t.slots) - 1
+	for i := t.start(ni); ; i = (i + 1) & mask {
+		if s := &t.slots[i]; s.epoch != t.epoch || s.ni == ni {
+			*s = nodeSlot[V]{ni: ni, epoch: t.epoch, value: v}
+			return
+		}
+	}
+}
+
+// get returns the value stored for ni; ok is false when there is none (also for a NodeInfo
+// that is not kube-scheduler's).
+func (t *nodeTable[V]) get(ni fwk.NodeInfo) (v V, ok bool) {
+	p, _ := ni.(*framework.NodeInfo)
+	if p == nil || len(t.slots) == 0 {
+		return v, false
+	}
+	mask := len(t.slots) - 1
+	for i := t.start(p); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.epoch != t.epoch {
+			return v, false
+		}
+		if s.ni == p {
+			return s.value, true
+		}
+	}
+}
