@@ -41,25 +41,49 @@ func (k Kind) schedulerName() string {
 	return "default-scheduler"
 }
 
+// oursProfileEnv, for diagnosis, changes what ours runs (docs/benchmarks.md): "default-plugins"
+// runs kube-scheduler's default profile, none of this project's plugins, in ours' binary and
+// under ours' scheduler name (what ours costs beyond the binary, and the noise between two
+// runs of the same plugins); "no-normal-pod-score" turns NetworkTopologyAware's normal-pod
+// score off.
+const oursProfileEnv = "BENCH_OURS_PROFILE"
+
 // schedulerConfig returns the KubeSchedulerConfiguration of the kind. Both kinds use the same
 // client QPS and burst (those util.SchedulerConfig gives to test schedulers) and no leader
 // election.
 func schedulerConfig(k Kind) (string, error) {
-	if k.ours() {
-		strategy := strings.TrimPrefix(string(k), "ours-")
-		return util.SchedulerConfig(controlPlane, map[string]map[string]any{
-			"NetworkTopologyAware": {
-				"candidateScoringStrategy": strategy,
-				"hyperNodeBinPack":         map[string]any{"cpu": 1, "memory": 1, "resources": map[string]any{string(GPU): 2}},
-			},
-		})
+	if !k.ours() {
+		return defaultProfileConfig(nil)
 	}
-	out, err := yaml.Marshal(map[string]any{
+	topologyArgs := map[string]any{
+		"candidateScoringStrategy": strings.TrimPrefix(string(k), "ours-"),
+		"hyperNodeBinPack":         map[string]any{"cpu": 1, "memory": 1, "resources": map[string]any{string(GPU): 2}},
+	}
+	switch profile := os.Getenv(oursProfileEnv); profile {
+	case "":
+	case "default-plugins":
+		return defaultProfileConfig([]any{map[string]any{"schedulerName": plugins.SchedulerName}})
+	case "no-normal-pod-score":
+		topologyArgs["normalPod"] = map[string]any{"enable": false}
+	default:
+		return "", fmt.Errorf("%s=%q: want default-plugins or no-normal-pod-score", oursProfileEnv, profile)
+	}
+	return util.SchedulerConfig(controlPlane, map[string]map[string]any{"NetworkTopologyAware": topologyArgs})
+}
+
+// defaultProfileConfig is a configuration of kube-scheduler's default plugins; profiles nil is
+// upstream's default-scheduler profile.
+func defaultProfileConfig(profiles []any) (string, error) {
+	cfg := map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
 		"kind":             "KubeSchedulerConfiguration",
 		"leaderElection":   map[string]any{"leaderElect": false},
 		"clientConnection": map[string]any{"kubeconfig": controlPlane.Kubeconfig, "qps": 1000, "burst": 2000},
-	})
+	}
+	if profiles != nil {
+		cfg["profiles"] = profiles
+	}
+	out, err := yaml.Marshal(cfg)
 	return string(out), err
 }
 

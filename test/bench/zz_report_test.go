@@ -16,19 +16,21 @@ import (
 
 // Results is everything one harness run measured; results.json holds it.
 type Results struct {
-	Mode       string            `json:"mode"` // short or full
-	Started    time.Time         `json:"started"`
-	Machine    Machine           `json:"machine"`
-	Command    string            `json:"command"`
-	Throughput *ThroughputResult `json:"throughput,omitempty"`
-	BigGang    *BigGangResult    `json:"bigGang,omitempty"`
-	Quality    *QualityResult    `json:"quality,omitempty"`
-	Exhaustive *ExhaustiveResult `json:"exhaustive,omitempty"`
-	Blocked    *BlockedResult    `json:"blocked,omitempty"`
-	Preemption *PreemptionResult `json:"preemption,omitempty"`
-	Plain      *LoadResult       `json:"plainPods,omitempty"`
-	Mixed      *LoadResult       `json:"mixedLoad,omitempty"`
-	Restart    *LoadResult       `json:"restartBacklog,omitempty"`
+	Mode    string    `json:"mode"` // short or full
+	Started time.Time `json:"started"`
+	Machine Machine   `json:"machine"`
+	Command string    `json:"command"`
+	// OursProfile is BENCH_OURS_PROFILE when set: ours did not run its full profile.
+	OursProfile string            `json:"oursProfile,omitempty"`
+	Throughput  *ThroughputResult `json:"throughput,omitempty"`
+	BigGang     *BigGangResult    `json:"bigGang,omitempty"`
+	Quality     *QualityResult    `json:"quality,omitempty"`
+	Exhaustive  *ExhaustiveResult `json:"exhaustive,omitempty"`
+	Blocked     *BlockedResult    `json:"blocked,omitempty"`
+	Preemption  *PreemptionResult `json:"preemption,omitempty"`
+	Plain       *LoadResult       `json:"plainPods,omitempty"`
+	Mixed       *LoadResult       `json:"mixedLoad,omitempty"`
+	Restart     *LoadResult       `json:"restartBacklog,omitempty"`
 }
 
 // Machine describes where the numbers were taken.
@@ -95,6 +97,7 @@ func TestReport(t *testing.T) {
 	}
 	results.Machine = machine()
 	results.Command = strings.Join(os.Args, " ")
+	results.OursProfile = os.Getenv(oursProfileEnv)
 	dir := outDir(t)
 	data, err := json.MarshalIndent(results, "", "  ")
 	if err != nil {
@@ -148,6 +151,9 @@ func TestReport(t *testing.T) {
 func summaryTable(r *Results) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# hypernode-scheduler benchmark (%s, %s, %d cores, %d GiB, %s)\n\n", r.Mode, r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGiB, r.Machine.Go)
+	if r.OursProfile != "" {
+		fmt.Fprintf(&b, "Ours ran with %s=%s, not its full profile.\n\n", oursProfileEnv, r.OursProfile)
+	}
 	if tp := r.Throughput; tp != nil {
 		fmt.Fprintf(&b, "## Throughput: %d pods (2 GPUs) in %d hard gangs on %d nodes; medians of %d runs each\n\n", tp.Pods, len(tp.Gangs), tp.Topology.Nodes, repeats())
 		b.WriteString("| scheduler | pods/s | scheduler CPU s | peak RSS MiB | plans (max ms) | per run: pods/s |\n| --- | --- | --- | --- | --- | --- |\n")
