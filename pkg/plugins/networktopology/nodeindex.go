@@ -27,7 +27,8 @@ type nodeSlot[V any] struct {
 	value V
 }
 
-// reset empties the table and makes room for n entries.
+// reset empties the table and makes room for n entries. Until the next reset, at most n
+// distinct NodeInfos may be set: the probes end because a slot is always free.
 func (t *nodeTable[V]) reset(n int) {
 	// At most two thirds full: linear probing then reads about two slots per lookup.
 	size := 1 << max(bits.Len(uint(n+n/2)), 4)
@@ -47,7 +48,7 @@ func (t *nodeTable[V]) start(ni *framework.NodeInfo) int {
 	return int((uint64(uintptr(unsafe.Pointer(ni))) * 0x9E3779B97F4A7C15) >> t.shift)
 }
 
-// set stores v for ni; ni must not be nil.
+// set stores v for ni; ni must not be nil, and the table must have been reset.
 func (t *nodeTable[V]) set(ni *framework.NodeInfo, v V) {
 	mask := len(t.slots) - 1
 	for i := t.start(ni); ; i = (i + 1) & mask {

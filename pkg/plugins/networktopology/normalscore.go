@@ -72,7 +72,7 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 	}
 	u.dirty = u.dirty[:0]
 	// Events may add leaves (appending to leafList) once the lock is released; the leaves
-	// up to here never change.
+	// up to here keep their paths and weights (only prepare writes their memos).
 	totalWeight, leaves := u.totalWeight, u.leafList
 	u.mu.Unlock()
 

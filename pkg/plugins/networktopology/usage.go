@@ -78,7 +78,7 @@ type hyperNodeUsage struct {
 	used, alloc []int64
 	dirty       bool
 	// binPack is the bin-pack score of the HyperNode with the last prepared request added.
-	// Only prepare writes it; Score reads it without the lock (normalscore.go).
+	// Only prepare writes it, and reads it after releasing the lock (normalscore.go).
 	binPack float64
 }
 
