@@ -132,3 +132,14 @@ func (w *Writer) done(key types.NamespacedName, wish string) {
 	}
 	w.mu.Unlock()
 }
+
+// SetNominatedNode is the Update that sets status.nominatedNodeName to the wish ("" clears
+// it); nil when the field already holds it.
+func SetNominatedNode(pod *v1.Pod, wish string) *v1.PodStatus {
+	if pod.Status.NominatedNodeName == wish {
+		return nil
+	}
+	status := pod.Status.DeepCopy()
+	status.NominatedNodeName = wish
+	return status
+}

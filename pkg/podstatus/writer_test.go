@@ -13,16 +13,6 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 )
 
-// nominate is the update of a test writer: it sets status.nominatedNodeName to the wish.
-func nominate(pod *v1.Pod, wish string) *v1.PodStatus {
-	if pod.Status.NominatedNodeName == wish {
-		return nil
-	}
-	status := pod.Status.DeepCopy()
-	status.NominatedNodeName = wish
-	return status
-}
-
 func TestWriter(t *testing.T) {
 	pending := st.MakePod().Namespace("ns").Name("pending").Obj()
 	already := st.MakePod().Namespace("ns").Name("already").NominatedNodeName("node-1").Obj()
@@ -51,7 +41,7 @@ func TestWriter(t *testing.T) {
 			if err := indexer.Add(tt.pod); err != nil {
 				t.Fatal(err)
 			}
-			w := NewWriter("test", client, corelisters.NewPodLister(indexer), nominate)
+			w := NewWriter("test", client, corelisters.NewPodLister(indexer), SetNominatedNode)
 			for _, wish := range tt.wishes {
 				w.Set(tt.pod, wish)
 			}
@@ -84,6 +74,31 @@ func TestWriter(t *testing.T) {
 			}
 			if wish, ok := w.Pending("ns", tt.pod.Name); ok {
 				t.Errorf("wish %q still pending after its write", wish)
+			}
+		})
+	}
+}
+
+// TestSetNominatedNode: it sets and clears status.nominatedNodeName, and asks for no write
+// when the field already holds the wish.
+func TestSetNominatedNode(t *testing.T) {
+	tests := []struct {
+		name, nominated, wish string
+		want                  *v1.PodStatus
+	}{
+		{name: "set", wish: "node-1", want: &v1.PodStatus{NominatedNodeName: "node-1"}},
+		{name: "clear", nominated: "node-1", want: &v1.PodStatus{}},
+		{name: "move", nominated: "node-1", wish: "node-2", want: &v1.PodStatus{NominatedNodeName: "node-2"}},
+		{name: "unchanged", nominated: "node-1", wish: "node-1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &v1.Pod{Status: v1.PodStatus{NominatedNodeName: tc.nominated}}
+			if diff := cmp.Diff(tc.want, SetNominatedNode(pod, tc.wish)); diff != "" {
+				t.Errorf("status (-want,+got):\n%s", diff)
+			}
+			if pod.Status.NominatedNodeName != tc.nominated {
+				t.Errorf("the pod itself changed to %q", pod.Status.NominatedNodeName)
 			}
 		})
 	}

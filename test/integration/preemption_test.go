@@ -421,15 +421,10 @@ func TestGangPreemptionNominationsClearedWithPodGroup(t *testing.T) {
 // scheduler; it goes at once when evicted.
 func (e *topoEnv) lowPodUsing(node string, requests v1.ResourceList) {
 	e.t.Helper()
-	pod := util.Pod(e.ns, "low-"+node, "no-scheduler", "", nil)
-	pod.Spec.Containers[0].Resources.Requests = requests
-	pod.Spec.Containers[0].Resources.Limits = requests
-	pod.Spec.NodeName = node
-	pod.Spec.PriorityClassName = e.ns + "-low"
-	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
-	if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
-		e.t.Fatal(err)
-	}
+	e.boundPod("low-"+node, node, requests, func(pod *v1.Pod) {
+		pod.Spec.PriorityClassName = e.ns + "-low"
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+	})
 }
 
 // TestGangPreemptionMixedShapes: an MPI job (an 8-GPU worker and a 7.5-CPU launcher, which

@@ -47,10 +47,20 @@ func (e *topoEnv) shapedGang(name, annotation string, members ...shapedMember) [
 // usedBy binds a pod that uses requests directly to a node, without a scheduler.
 func (e *topoEnv) usedBy(node string, requests v1.ResourceList) {
 	e.t.Helper()
-	pod := util.Pod(e.ns, "filler-"+node, "no-scheduler", "", nil)
+	e.boundPod("filler-"+node, node, requests, nil)
+}
+
+// boundPod creates a pod named name, bound to node without a scheduler, that requests (and is
+// limited to) requests; edit, when set, changes the pod before it is created.
+func (e *topoEnv) boundPod(name, node string, requests v1.ResourceList, edit func(*v1.Pod)) {
+	e.t.Helper()
+	pod := util.Pod(e.ns, name, "no-scheduler", "", nil)
 	pod.Spec.Containers[0].Resources.Requests = requests
 	pod.Spec.Containers[0].Resources.Limits = requests
 	pod.Spec.NodeName = node
+	if edit != nil {
+		edit(pod)
+	}
 	if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
 		e.t.Fatal(err)
 	}

@@ -183,17 +183,7 @@ func (pl *GangPreemption) nominationWish(pod *v1.Pod, node string) *v1.PodStatus
 			return nil
 		}
 	}
-	return nominationUpdate(pod, node)
-}
-
-// nominationUpdate sets a member's status.nominatedNodeName ("" clears it).
-func nominationUpdate(pod *v1.Pod, node string) *v1.PodStatus {
-	if pod.Status.NominatedNodeName == node {
-		return nil
-	}
-	status := pod.Status.DeepCopy()
-	status.NominatedNodeName = node
-	return status
+	return podstatus.SetNominatedNode(pod, node)
 }
 
 // forget drops what the plugin keeps for a gang whose PodGroup was deleted, and the

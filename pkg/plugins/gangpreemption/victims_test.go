@@ -90,18 +90,3 @@ func TestLeaving(t *testing.T) {
 		}
 	}
 }
-
-// TestNominationUpdate: the writer sets and clears status.nominatedNodeName, and writes
-// nothing when it already holds the wish.
-func TestNominationUpdate(t *testing.T) {
-	nominated := func(node string) *v1.Pod { return &v1.Pod{Status: v1.PodStatus{NominatedNodeName: node}} }
-	if got := nominationUpdate(nominated(""), "node-1"); got == nil || got.NominatedNodeName != "node-1" {
-		t.Errorf("set: %+v", got)
-	}
-	if got := nominationUpdate(nominated("node-1"), ""); got == nil || got.NominatedNodeName != "" {
-		t.Errorf("clear: %+v", got)
-	}
-	if got := nominationUpdate(nominated("node-1"), "node-1"); got != nil {
-		t.Errorf("no change wrote %+v", got)
-	}
-}

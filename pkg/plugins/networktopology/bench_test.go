@@ -202,10 +202,14 @@ func (e *benchEnv) cycle(b *testing.B, fw framework.Framework, pod *v1.Pod, numF
 			candidates = append(candidates, ni)
 		}
 	}
+	start := 0
+	if result.AllNodes() {
+		start = e.nextStart
+	}
 	var feasible []fwk.NodeInfo
 	processed := 0
 	for i := range candidates {
-		ni := candidates[(e.nextStart+i)%len(candidates)]
+		ni := candidates[(start+i)%len(candidates)]
 		processed++
 		if fw.RunFilterPluginsWithNominatedPods(e.ctx, state, pod, ni).IsSuccess() {
 			feasible = append(feasible, ni)

@@ -1,6 +1,7 @@
 package networktopology
 
 import (
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -56,12 +57,10 @@ func (p *NetworkTopologyAware) nominateOn(logger klog.Logger, pod *v1.Pod, node 
 // nominationUpdate rewrites a status.nominatedNodeName that names another node than the
 // planned one; it never adds one (a write per member would cost a large gang dearly).
 func nominationUpdate(pod *v1.Pod, node string) *v1.PodStatus {
-	if pod.Status.NominatedNodeName == "" || pod.Status.NominatedNodeName == node {
+	if pod.Status.NominatedNodeName == "" {
 		return nil
 	}
-	status := pod.Status.DeepCopy()
-	status.NominatedNodeName = node
-	return status
+	return podstatus.SetNominatedNode(pod, node)
 }
 
 // withdrawLocked takes the plan's open nominations out of it, and its relocations not
