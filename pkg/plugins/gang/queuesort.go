@@ -3,7 +3,9 @@ package gang
 import (
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -49,11 +51,21 @@ func (q *QueueSort) Less(a, b fwk.QueuedEntityInfo) bool {
 
 // arrival is when an entity counts as arrived, and its gang ("" for a pod without one).
 func (q *QueueSort) arrival(e fwk.QueuedEntityInfo) (time.Time, string) {
-	withPod, ok := e.(interface{ GetPodInfo() fwk.PodInfo })
-	if !ok {
+	var pod *v1.Pod
+	// The concrete type first: Less runs O(log n) times per queue operation, and asserting
+	// an interface type looks up a method table every time.
+	switch e := e.(type) {
+	case *framework.QueuedPodInfo:
+		if e.PodInfo != nil {
+			pod = e.Pod
+		}
+	case interface{ GetPodInfo() fwk.PodInfo }:
+		pod = e.GetPodInfo().GetPod()
+	}
+	if pod == nil {
 		return e.GetTimestamp(), ""
 	}
-	key, ok := podgroup.KeyOf(withPod.GetPodInfo().GetPod())
+	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return e.GetTimestamp(), ""
 	}

@@ -8,7 +8,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -57,5 +59,31 @@ func TestQueueOrder(t *testing.T) {
 	want := []string{"urgent", "old-0", "early", "a-0", "a-1", "b-0", "b-1", "unknown-0", "late"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("queue order (-want,+got):\n%s", diff)
+	}
+}
+
+// BenchmarkQueueSortLess is one comparison of two plain pods (no PodGroup), what the queue of
+// a cluster of plain pods does O(log n) times per add and pop, next to kube-scheduler's
+// PrioritySort on the same pods.
+func BenchmarkQueueSortLess(b *testing.B) {
+	queued := func(name string, at time.Duration) *framework.QueuedPodInfo {
+		info, err := framework.NewPodInfo(st.MakePod().Namespace("ns").Name(name).UID(name).Priority(0).Obj())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return &framework.QueuedPodInfo{PodInfo: info, QueueingParams: framework.QueueingParams{Timestamp: time.Unix(0, 0).Add(at)}}
+	}
+	first, second := queued("first", time.Second), queued("second", 2*time.Second)
+	for _, tc := range []struct {
+		name string
+		less func(a, b fwk.QueuedEntityInfo) bool
+	}{{"GangQueueSort", NewQueueSort(podgroup.New()).Less}, {"PrioritySort", (&queuesort.PrioritySort{}).Less}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if !tc.less(first, second) || tc.less(second, first) {
+					b.Fatal("wrong order")
+				}
+			}
+		})
 	}
 }
