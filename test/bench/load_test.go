@@ -3,6 +3,9 @@ package bench
 import (
 	"fmt"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // Issue #18's scenarios: plain pods, a mixed load and a restart with a backlog, each on
@@ -33,6 +36,11 @@ type LoadModeResult struct {
 	FirstBindRatio     float64 `json:"firstBindRatio"`
 	// FirstGangToFirstBindRatio: ours' first complete gang / vanilla's first bind (with gangs).
 	FirstGangToFirstBindRatio float64 `json:"firstGangToFirstBindRatio,omitempty"`
+	// PairRatios: ours' pods/s / vanilla's in each ABBA pair (the two runs of one repetition,
+	// back to back), and their median: a slowdown of the whole machine during one pair moves
+	// both of its runs, so the pairs' ratios are steadier than the medians' ratio.
+	PairRatios      []float64 `json:"pairRatios"`
+	PairRatioMedian float64   `json:"pairRatioMedian"`
 }
 
 // Medians are the medians of one kind's runs (RunResult's fields of the same names).
@@ -43,6 +51,27 @@ type Medians struct {
 	FirstGangSeconds float64 `json:"firstGangSeconds,omitempty"`
 	CPUSeconds       float64 `json:"cpuSeconds"`
 	PeakRSSMiB       float64 `json:"peakRSSMiB"`
+}
+
+// pairRatios are ours' pods/s / vanilla's per repetition, in repetition order.
+func pairRatios(runs []RunResult) []float64 {
+	ours, vanilla := map[int]float64{}, map[int]float64{}
+	for _, r := range runs {
+		if r.Kind.ours() {
+			ours[r.Run] = r.PodsPerSecond
+		} else {
+			vanilla[r.Run] = r.PodsPerSecond
+		}
+	}
+	var ratios []float64
+	for rep := 0; ; rep++ {
+		o, ok1 := ours[rep]
+		v, ok2 := vanilla[rep]
+		if !ok1 || !ok2 {
+			return ratios
+		}
+		ratios = append(ratios, o/v)
+	}
 }
 
 func mediansOf(runs []RunResult, k Kind) Medians {
@@ -111,12 +140,14 @@ func runLoad(t *testing.T, tp Topology, s runSpec, modes ...loadMode) *LoadResul
 						t.Errorf("%s %s run %d: no complete gang among %d bound pods", s.scenario, k, rep, r.Pods)
 					}
 				}
-				t.Logf("%s %s run %d: %d pods in %.1fs = %.0f pods/s, first bind %.2fs%s (created in %.1fs), peak RSS %.0f MiB, CPU %.1fs",
-					s.scenario, k, rep, r.Pods, r.Seconds, r.PodsPerSecond, r.FirstBindSeconds, gangs, r.CreateSeconds, r.PeakRSSMiB, r.CPUSeconds)
+				t.Logf("%s %s run %d: %d pods in %.1fs = %.0f pods/s, first bind %.2fs%s (created in %.1fs), peak RSS %.0f MiB, CPU %.1fs, %d nodes used, %d full",
+					s.scenario, k, rep, r.Pods, r.Seconds, r.PodsPerSecond, r.FirstBindSeconds, gangs, r.CreateSeconds, r.PeakRSSMiB, r.CPUSeconds, r.NodesUsed, r.FullNodes)
 				m.Runs = append(m.Runs, r)
 			}
 		}
 		m.Ours, m.Vanilla = mediansOf(m.Runs, OursBinPack), mediansOf(m.Runs, Vanilla)
+		m.PairRatios = pairRatios(m.Runs)
+		m.PairRatioMedian = median(m.PairRatios)
 		m.PodsPerSecondRatio = m.Ours.PodsPerSecond / m.Vanilla.PodsPerSecond
 		m.SecondsRatio = m.Ours.Seconds / m.Vanilla.Seconds
 		m.FirstBindRatio = m.Ours.FirstBindSeconds / m.Vanilla.FirstBindSeconds
@@ -126,4 +157,17 @@ func runLoad(t *testing.T, tp Topology, s runSpec, modes ...loadMode) *LoadResul
 		res.Modes = append(res.Modes, m)
 	}
 	return res
+}
+
+// TestPairRatios: one ratio per repetition with both kinds, in repetition order, whatever the
+// order of the runs inside a pair.
+func TestPairRatios(t *testing.T) {
+	runs := []RunResult{
+		{Kind: OursBinPack, Run: 0, PodsPerSecond: 90}, {Kind: Vanilla, Run: 0, PodsPerSecond: 100},
+		{Kind: Vanilla, Run: 1, PodsPerSecond: 200}, {Kind: OursBinPack, Run: 1, PodsPerSecond: 220},
+		{Kind: OursBinPack, Run: 2, PodsPerSecond: 50}, // its vanilla run is missing: no pair
+	}
+	if diff := cmp.Diff([]float64{0.9, 1.1}, pairRatios(runs), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("pair ratios (-want,+got):\n%s", diff)
+	}
 }

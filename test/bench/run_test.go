@@ -186,7 +186,14 @@ func runGangs(t *testing.T, c clients, tp Topology, s runSpec, k Kind, rep int) 
 			t.Errorf("%s: %d plans logged for %d gangs (log %s)", name, r.Plans, len(gangs), sched.logPath)
 		}
 	}
-	checkPlacements(t, tp, tr.placements(), unitOf, k)
+	placements := tr.placements()
+	checkPlacements(t, tp, placements, unitOf, k)
+	for _, gpus := range gpusByNode(placements, unitOf) {
+		r.NodesUsed++
+		if gpus == nodeGPUs {
+			r.FullNodes++
+		}
+	}
 
 	if err := deletePods(ctx, c, ns); err != nil {
 		t.Fatal(err)
@@ -225,16 +232,23 @@ func firstCompleteGang(states map[string]podState, unitOf map[string]GangSpec) t
 	return first
 }
 
+// gpusByNode sums the GPUs of the placed pods per node.
+func gpusByNode(placements map[string]string, unitOf map[string]GangSpec) map[string]int {
+	used := map[string]int{}
+	for pod, node := range placements {
+		used[node] += unitOf[pod].GPUs
+	}
+	return used
+}
+
 // checkPlacements asserts that no node holds more GPUs than it has and, for ours, that every
 // gang is inside one HyperNode of its hard tier (plain pods have no tier).
 func checkPlacements(t *testing.T, tp Topology, placements map[string]string, unitOf map[string]GangSpec, k Kind) {
 	t.Helper()
 	index := tp.nodeIndex()
-	used := map[string]int{}
 	nodesOf := map[string][]int{}
 	for pod, node := range placements {
 		u := unitOf[pod]
-		used[node] += u.GPUs
 		i, ok := index[node]
 		if !ok {
 			t.Errorf("pod %s bound to unknown node %s", pod, node)
@@ -244,7 +258,7 @@ func checkPlacements(t *testing.T, tp Topology, placements map[string]string, un
 			nodesOf[u.Name] = append(nodesOf[u.Name], i)
 		}
 	}
-	for node, gpus := range used {
+	for node, gpus := range gpusByNode(placements, unitOf) {
 		if gpus > nodeGPUs {
 			t.Errorf("node %s holds %d GPUs of %d", node, gpus, nodeGPUs)
 		}

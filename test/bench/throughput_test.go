@@ -41,6 +41,11 @@ type RunResult struct {
 	// BindWindowSeconds: from the first pod bound to the last.
 	BindWindowSeconds float64 `json:"bindWindowSeconds"`
 	procStats
+	// NodesUsed, FullNodes: nodes holding a pod of the run, and those with every GPU taken,
+	// when the last pod was bound. A bin-packing scheduler fills nodes that kube-scheduler
+	// then filters out again for every later pod.
+	NodesUsed   int     `json:"nodesUsed"`
+	FullNodes   int     `json:"fullNodes"`
 	Plans       int     `json:"plans"`
 	PlanTotalMs float64 `json:"planTotalMs"`
 	PlanMaxMs   float64 `json:"planMaxMs"`

@@ -137,6 +137,15 @@ func TestReport(t *testing.T) {
 			if len(m.Runs) != 2*repeats() {
 				t.Errorf("results.json has %d %s runs in a scenario of %d pods, want %d", len(m.Runs), m.Mode, lr.Pods, 2*repeats())
 			}
+			if len(m.PairRatios) != repeats() {
+				t.Errorf("results.json has %d %s pair ratios in a scenario of %d pods, want %d", len(m.PairRatios), m.Mode, lr.Pods, repeats())
+			}
+			for _, r := range m.Runs {
+				// Every pod is bound (runGangs waits for it), at most a node's GPUs per node.
+				if minNodes := (r.Pods*2 + nodeGPUs - 1) / nodeGPUs; r.NodesUsed < minNodes || r.NodesUsed > r.Pods || r.FullNodes > r.NodesUsed {
+					t.Errorf("%s %s run %d: %d nodes used, %d full, for %d pods of 2 GPUs", m.Mode, r.Kind, r.Run, r.NodesUsed, r.FullNodes, r.Pods)
+				}
+			}
 		}
 	}
 	if back.Throughput != nil && len(back.Throughput.Runs) != 2*repeats() {
@@ -256,24 +265,25 @@ func loadSummary(b *strings.Builder, title string, lr *LoadResult, restart bool)
 	}
 	fmt.Fprintf(b, "## %s: %s on %d nodes; medians of %d runs each\n\n", title, pods, lr.Topology.Nodes, repeats())
 	b.WriteString("Times from the first pod's creation (arriving) or from the scheduler process's start (backlog).\n\n")
-	b.WriteString("| mode | scheduler | pods/s | last bind s | first bind s | first complete gang s | scheduler CPU s | peak RSS MiB | per run: pods/s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| mode | scheduler | pods/s | last bind s | first bind s | first complete gang s | scheduler CPU s | peak RSS MiB | per run: pods/s | per run: nodes used / full |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, m := range lr.Modes {
 		for _, k := range []Kind{OursBinPack, Vanilla} {
 			med := m.Vanilla
 			if k.ours() {
 				med = m.Ours
 			}
-			var each []string
+			var each, nodes []string
 			for _, run := range m.Runs {
 				if run.Kind == k {
 					each = append(each, fmt.Sprintf("%.0f", run.PodsPerSecond))
+					nodes = append(nodes, fmt.Sprintf("%d / %d", run.NodesUsed, run.FullNodes))
 				}
 			}
 			gang := "-"
 			if len(lr.Gangs) > 0 {
 				gang = fmt.Sprintf("%.2f", med.FirstGangSeconds)
 			}
-			fmt.Fprintf(b, "| %s | %s | %.0f | %.1f | %.2f | %s | %.1f | %.0f | %s |\n", m.Mode, k, med.PodsPerSecond, med.Seconds, med.FirstBindSeconds, gang, med.CPUSeconds, med.PeakRSSMiB, strings.Join(each, ", "))
+			fmt.Fprintf(b, "| %s | %s | %.0f | %.1f | %.2f | %s | %.1f | %.0f | %s | %s |\n", m.Mode, k, med.PodsPerSecond, med.Seconds, med.FirstBindSeconds, gang, med.CPUSeconds, med.PeakRSSMiB, strings.Join(each, ", "), strings.Join(nodes, ", "))
 		}
 	}
 	b.WriteString("\n")
@@ -283,6 +293,11 @@ func loadSummary(b *strings.Builder, title string, lr *LoadResult, restart bool)
 				m.Mode, m.SecondsRatio, m.FirstGangToFirstBindRatio, m.FirstBindRatio)
 			continue
 		}
-		fmt.Fprintf(b, "%s: pods/s ours / vanilla **%.2f** (target >= 1.0); first bind ours / vanilla %.2f\n\n", m.Mode, m.PodsPerSecondRatio, m.FirstBindRatio)
+		pairs := make([]string, len(m.PairRatios))
+		for i, r := range m.PairRatios {
+			pairs[i] = fmt.Sprintf("%.2f", r)
+		}
+		fmt.Fprintf(b, "%s: pods/s ours / vanilla **%.2f** (target >= 1.0); per ABBA pair %s, median **%.2f**; first bind ours / vanilla %.2f\n\n",
+			m.Mode, m.PodsPerSecondRatio, strings.Join(pairs, ", "), m.PairRatioMedian, m.FirstBindRatio)
 	}
 }
