@@ -69,6 +69,9 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 	for _, s := range u.dirty {
 		used, alloc = toFloats(s.used, used), toFloats(s.alloc, alloc)
 		s.binPack = placement.BinPackScore(used, alloc, reqF, 1, resourceWeights)
+		if s.leaf != nil {
+			s.leaf.ownBinPack = s.binPack
+		}
 		s.dirty = false
 	}
 	u.dirty = u.dirty[:0]
@@ -82,6 +85,9 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 	if u.epoch++; u.epoch == 0 {
 		for _, l := range leaves {
 			l.memoEpoch = 0
+			if l.upper != nil {
+				l.upper.memoEpoch = 0
+			}
 		}
 		u.epoch = 1
 	}
@@ -106,16 +112,29 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 	return &normalScores{byNode: &u.scores}
 }
 
-// score is the score of the leaf's nodes, computed once per pod (epoch).
+// score is the score of the leaf's nodes, computed once per pod (epoch) from the leaf's own
+// fields and its upper path's sum, which its siblings share.
 func (l *leafUsage) score(epoch uint32, totalWeight float64) int32 {
 	if l.memoEpoch != epoch {
-		total := l.base
-		for i, s := range l.path {
-			total += l.weights[i] * s.binPack
+		total := l.base + l.ownWeight*l.ownBinPack
+		if l.upper != nil {
+			total += l.upper.sum(epoch)
 		}
 		l.memo, l.memoEpoch = int32(math.Round(float64(fwk.MaxScore)*total/totalWeight)), epoch
 	}
 	return l.memo
+}
+
+// sum is the weighted sum of the bin-pack values along the upper path, once per pod.
+func (up *upperUsage) sum(epoch uint32) float64 {
+	if up.memoEpoch != epoch {
+		total := 0.0
+		for i, s := range up.path {
+			total += up.weights[i] * s.binPack
+		}
+		up.memo, up.memoEpoch = total, epoch
+	}
+	return up.memo
 }
 
 // score is the node's score; ok is false for a node that prepare did not score.

@@ -34,6 +34,9 @@ type usageCache struct {
 	tree   *hypernode.Snapshot
 	sums   map[string]*hyperNodeUsage
 	leaves map[string]*leafUsage
+	// uppers are the parts of leaf paths above the leaf, shared by the leaves of one parent
+	// (and tier rank).
+	uppers map[upperKey]*upperUsage
 	// dirty are the HyperNodes whose sums changed since the last prepare.
 	dirty []*hyperNodeUsage
 
@@ -80,6 +83,9 @@ type hyperNodeUsage struct {
 	// binPack is the bin-pack score of the HyperNode with the last prepared request added.
 	// Only prepare writes it, and reads it after releasing the lock (normalscore.go).
 	binPack float64
+	// leaf is the leaf whose own sums these are (nil above the leaves): prepare copies
+	// binPack into it.
+	leaf *leafUsage
 }
 
 // leafUsage is a leaf's path to the root, resolved once per tree so that events and scores
@@ -92,9 +98,29 @@ type leafUsage struct {
 	weights []float64
 	base    float64
 	index   int32
-	// memo is the score of the leaf's nodes for the pod of memoEpoch (normalscore.go).
+	// What the score reads, in the leaf itself so that a leaf's first score of a pod misses
+	// the CPU cache once (normalscore.go): the weight and bin-pack value of the leaf's own
+	// sums (path[0]), and the rest of the path, shared with the leaf's siblings.
+	ownWeight  float64
+	ownBinPack float64
+	upper      *upperUsage
+	// memo is the score of the leaf's nodes for the pod of memoEpoch.
 	memo      int32
 	memoEpoch uint32
+}
+
+// upperUsage is path[1:] of the leaves under one parent whose own tier has the same rank:
+// those leaves share its weights, so its weighted sum is computed once per pod.
+type upperUsage struct {
+	path      []*hyperNodeUsage
+	weights   []float64
+	memo      float64
+	memoEpoch uint32
+}
+
+type upperKey struct {
+	parent string
+	rank   int
 }
 
 func newUsageCache(resources []v1.ResourceName, fading float64) *usageCache {
@@ -105,6 +131,7 @@ func newUsageCache(resources []v1.ResourceName, fading float64) *usageCache {
 		nodes:     map[string]*nodeUsage{},
 		sums:      map[string]*hyperNodeUsage{},
 		leaves:    map[string]*leafUsage{},
+		uppers:    map[upperKey]*upperUsage{},
 	}
 }
 
@@ -279,6 +306,7 @@ func (u *usageCache) leafOfLocked(node string) *leafUsage {
 	tiers := u.tree.Tiers()
 	weights := tierWeights(len(tiers), u.fading)
 	covered := make([]bool, len(tiers))
+	key := upperKey{rank: -1}
 	for h := name; h != "" && h != hypernode.VirtualRootName; {
 		info, ok := u.tree.HyperNode(h)
 		if !ok {
@@ -291,8 +319,16 @@ func (u *usageCache) leafOfLocked(node string) *leafUsage {
 			u.markDirtyLocked(s)
 		}
 		w := 0.0
-		if rank := slices.Index(tiers, info.Tier); rank >= 0 && !covered[rank] {
+		rank := slices.Index(tiers, info.Tier)
+		if rank >= 0 && !covered[rank] {
 			w, covered[rank] = weights[rank], true
+		}
+		if len(l.path) == 0 {
+			// The leaf's own sums: dirty, so that the next prepare copies their bin-pack
+			// value into the leaf.
+			s.leaf, l.ownWeight = l, w
+			u.markDirtyLocked(s)
+			key = upperKey{parent: info.Parent, rank: rank}
 		}
 		l.path = append(l.path, s)
 		l.weights = append(l.weights, w)
@@ -301,6 +337,14 @@ func (u *usageCache) leafOfLocked(node string) *leafUsage {
 	for rank, c := range covered {
 		if !c {
 			l.base += weights[rank]
+		}
+	}
+	if len(l.path) > 1 {
+		l.upper = u.uppers[key]
+		if l.upper == nil {
+			// The same parent and the same covered rank below it: the same weights above.
+			l.upper = &upperUsage{path: l.path[1:], weights: l.weights[1:]}
+			u.uppers[key] = l.upper
 		}
 	}
 	u.leaves[name] = l
@@ -323,6 +367,7 @@ func (u *usageCache) syncTreeLocked(tree *hypernode.Snapshot) bool {
 	u.tree = tree
 	u.sums = make(map[string]*hyperNodeUsage, len(u.sums))
 	u.leaves = make(map[string]*leafUsage, len(u.leaves))
+	u.uppers = make(map[upperKey]*upperUsage, len(u.uppers))
 	u.leafList = nil
 	u.dirty = u.dirty[:0]
 	u.totalWeight = 0
