@@ -19,8 +19,6 @@ type nodeTable[V any] struct {
 	slots []nodeSlot[V]
 	shift uint
 	epoch uint32
-	// sink keeps prefetch's loads from being optimised away.
-	sink uint32
 }
 
 type nodeSlot[V any] struct {
@@ -59,23 +57,6 @@ func (t *nodeTable[V]) set(ni *framework.NodeInfo, v V) {
 			return
 		}
 	}
-}
-
-// prefetch reads the first slot of each of nodes, so that the lookups that follow find them
-// in the CPU cache. A table of every node of the cluster is mostly out of the cache when a
-// pod's lookups start; these loads do not depend on each other, so the CPU overlaps their
-// misses, where a lookup waits for its own miss before its result can be used.
-func (t *nodeTable[V]) prefetch(nodes []fwk.NodeInfo) {
-	if len(t.slots) == 0 {
-		return
-	}
-	var sum uint32
-	for _, ni := range nodes {
-		if p, ok := ni.(*framework.NodeInfo); ok {
-			sum += t.slots[t.start(p)].epoch
-		}
-	}
-	t.sink = sum
 }
 
 // get returns the value stored for ni; ok is false when there is none (also for a NodeInfo

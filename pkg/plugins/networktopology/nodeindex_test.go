@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 )
@@ -20,14 +19,8 @@ func tableNodes(n int) []*framework.NodeInfo {
 	return out
 }
 
-// contents reads every node of nodes from the table, after prefetching them as prepare does:
-// its value, or -1 when absent.
+// contents reads every node of nodes from the table: its value, or -1 when absent.
 func contents(t *nodeTable[int32], nodes []*framework.NodeInfo) []int32 {
-	infos := make([]fwk.NodeInfo, len(nodes))
-	for i, ni := range nodes {
-		infos[i] = ni
-	}
-	t.prefetch(infos)
 	out := make([]int32, len(nodes))
 	for i, ni := range nodes {
 		v, ok := t.get(ni)

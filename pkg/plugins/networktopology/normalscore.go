@@ -22,8 +22,7 @@ import (
 // per placed pod and O(depth) per scored node: nothing per pod that grows with the cluster.
 // One pass in PreScore rather than a lookup per Score call, because the node-to-leaf lookup
 // misses the CPU cache for almost every node, and a tight loop overlaps those misses where
-// Score calls, interleaved with the other plugins', cannot; the pass first touches every
-// slot it will read (nodeTable.prefetch) so that the misses overlap (docs/benchmarks.md).
+// Score calls, interleaved with the other plugins', cannot (docs/benchmarks.md).
 //
 // Score reads the table of results without the lock. That is safe because only prepare
 // writes it, and kube-scheduler runs one pod's PreScore and Score in order, in its single
@@ -92,8 +91,6 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 		u.epoch = 1
 	}
 	u.scores.reset(len(nodes))
-	u.leafOf.prefetch(nodes)
-	u.scores.prefetch(nodes)
 	for _, ni := range nodes {
 		index, ok := u.leafOf.get(ni)
 		if !ok {
