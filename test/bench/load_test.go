@@ -53,25 +53,28 @@ type Medians struct {
 	PeakRSSMiB       float64 `json:"peakRSSMiB"`
 }
 
-// pairRatios are ours' pods/s / vanilla's per repetition, in repetition order.
+// pairRatios are ours' pods/s / vanilla's for each repetition that has both kinds, in
+// repetition order.
 func pairRatios(runs []RunResult) []float64 {
 	ours, vanilla := map[int]float64{}, map[int]float64{}
+	last := -1
 	for _, r := range runs {
 		if r.Kind.ours() {
 			ours[r.Run] = r.PodsPerSecond
 		} else {
 			vanilla[r.Run] = r.PodsPerSecond
 		}
+		last = max(last, r.Run)
 	}
 	var ratios []float64
-	for rep := 0; ; rep++ {
+	for rep := 0; rep <= last; rep++ {
 		o, ok1 := ours[rep]
 		v, ok2 := vanilla[rep]
-		if !ok1 || !ok2 {
-			return ratios
+		if ok1 && ok2 {
+			ratios = append(ratios, o/v)
 		}
-		ratios = append(ratios, o/v)
 	}
+	return ratios
 }
 
 func mediansOf(runs []RunResult, k Kind) Medians {
@@ -166,8 +169,9 @@ func TestPairRatios(t *testing.T) {
 		{Kind: OursBinPack, Run: 0, PodsPerSecond: 90}, {Kind: Vanilla, Run: 0, PodsPerSecond: 100},
 		{Kind: Vanilla, Run: 1, PodsPerSecond: 200}, {Kind: OursBinPack, Run: 1, PodsPerSecond: 220},
 		{Kind: OursBinPack, Run: 2, PodsPerSecond: 50}, // its vanilla run is missing: no pair
+		{Kind: Vanilla, Run: 3, PodsPerSecond: 100}, {Kind: OursBinPack, Run: 3, PodsPerSecond: 80},
 	}
-	if diff := cmp.Diff([]float64{0.9, 1.1}, pairRatios(runs), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+	if diff := cmp.Diff([]float64{0.9, 1.1, 0.8}, pairRatios(runs), cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("pair ratios (-want,+got):\n%s", diff)
 	}
 }

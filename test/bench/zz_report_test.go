@@ -141,7 +141,8 @@ func TestReport(t *testing.T) {
 				t.Errorf("results.json has %d %s pair ratios in a scenario of %d pods, want %d", len(m.PairRatios), m.Mode, lr.Pods, repeats())
 			}
 			for _, r := range m.Runs {
-				// Every pod is bound (runGangs waits for it), at most a node's GPUs per node.
+				// Every pod is bound (runGangs waits for it), at most a node's GPUs per node;
+				// every load scenario's pods ask for 2 GPUs.
 				if minNodes := (r.Pods*2 + nodeGPUs - 1) / nodeGPUs; r.NodesUsed < minNodes || r.NodesUsed > r.Pods || r.FullNodes > r.NodesUsed {
 					t.Errorf("%s %s run %d: %d nodes used, %d full, for %d pods of 2 GPUs", m.Mode, r.Kind, r.Run, r.NodesUsed, r.FullNodes, r.Pods)
 				}

@@ -87,3 +87,30 @@ func BenchmarkQueueSortLess(b *testing.B) {
 		})
 	}
 }
+
+// otherEntity is a queued entity of another type than kube-scheduler's QueuedPodInfo that
+// still carries a pod: Less reads its pod through GetPodInfo.
+type otherEntity struct{ *framework.QueuedPodInfo }
+
+// TestQueueOrderOtherEntities: the same order for entities that are not QueuedPodInfos.
+func TestQueueOrderOtherEntities(t *testing.T) {
+	registry := podgroup.New()
+	q := NewQueueSort(registry)
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	registry.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: "old", CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour))}})
+	queued := func(pod *v1.Pod, at time.Duration) *framework.QueuedPodInfo {
+		info, err := framework.NewPodInfo(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &framework.QueuedPodInfo{PodInfo: info, QueueingParams: framework.QueueingParams{Timestamp: t0.Add(at)}}
+	}
+	member := st.MakePod().Namespace("ns").Name("old-0").UID("old-0").Label(schedulingv1alpha1.PodGroupLabel, "old").Obj()
+	plain := st.MakePod().Namespace("ns").Name("plain").UID("plain").Obj()
+	// The member entered the queue after the plain pod, but its PodGroup is older.
+	m, p := otherEntity{queued(member, time.Minute)}, otherEntity{queued(plain, 0)}
+	if !q.Less(m, p) || q.Less(p, m) {
+		t.Errorf("Less(member, plain) = %v, Less(plain, member) = %v; want true, false", q.Less(m, p), q.Less(p, m))
+	}
+}

@@ -83,8 +83,8 @@ type hyperNodeUsage struct {
 	// binPack is the bin-pack score of the HyperNode with the last prepared request added.
 	// Only prepare writes it, and reads it after releasing the lock (normalscore.go).
 	binPack float64
-	// leaf is the leaf whose own sums these are (nil above the leaves): prepare copies
-	// binPack into it.
+	// leaf is the leaf whose own sums these are (nil for a HyperNode that holds no nodes):
+	// prepare copies binPack into it.
 	leaf *leafUsage
 }
 
@@ -98,9 +98,9 @@ type leafUsage struct {
 	weights []float64
 	base    float64
 	index   int32
-	// What the score reads, in the leaf itself so that a leaf's first score of a pod misses
-	// the CPU cache once (normalscore.go): the weight and bin-pack value of the leaf's own
-	// sums (path[0]), and the rest of the path, shared with the leaf's siblings.
+	// What the score reads (normalscore.go): the weight and bin-pack value of the leaf's own
+	// sums (path[0]), kept in the leaf so that its first score of a pod reads one cold cache
+	// line; and the rest of the path, shared with the leaf's siblings and summed once per pod.
 	ownWeight  float64
 	ownBinPack float64
 	upper      *upperUsage

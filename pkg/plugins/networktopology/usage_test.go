@@ -3,6 +3,7 @@ package networktopology
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -20,8 +21,10 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 )
 
 // seedCache is seedTree as a live tree cache, so that tests can change the tree.
@@ -384,4 +387,118 @@ func TestUsageWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("node-0 and the pod on node-7 deleted", map[string][2][]int64{"rack-3": sums(0, 8000), "tor-1": sums(0, 8000), "spine-0": sums(0, 8000)})
+}
+
+// TestNodeScoresMatchThePathWalk: on an irregular tree the scores equal the definition
+// computed from scratch (a recount of the sums, weights by tier rank along each node's path),
+// through random events, a moved node and an epoch that wraps. The tree: tier-1 racks a and b
+// under tor-x (tier 2); rack-c, a tier-2 leaf, and rack-d, a tier-1 leaf, straight under
+// spine (tier 3), so that two siblings of different tiers share a parent; rack-e, a tier-1
+// leaf with no parent; node-6 in no leaf.
+func TestNodeScoresMatchThePathWalk(t *testing.T) {
+	names := []string{"node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6"}
+	tree := hypernode.NewCache(klog.Background(), nil)
+	for _, n := range names {
+		tree.SetNode(st.MakeNode().Name(n).Obj())
+	}
+	for _, hn := range []*topologyv1alpha1.HyperNode{
+		hntesting.MakeHyperNode("rack-a").Tier(1).Nodes("node-0", "node-1").Obj(),
+		hntesting.MakeHyperNode("rack-b").Tier(1).Nodes("node-2").Obj(),
+		hntesting.MakeHyperNode("rack-c").Tier(2).Nodes("node-3").Obj(),
+		hntesting.MakeHyperNode("rack-d").Tier(1).Nodes("node-4").Obj(),
+		hntesting.MakeHyperNode("rack-e").Tier(1).Nodes("node-5").Obj(),
+		hntesting.MakeHyperNode("tor-x").Tier(2).Children("rack-a", "rack-b").Obj(),
+		hntesting.MakeHyperNode("spine").Tier(3).Children("tor-x", "rack-c", "rack-d").Obj(),
+	} {
+		tree.SetHyperNode(hn)
+	}
+	const fading = 0.8
+	rng := rand.New(rand.NewPCG(3, 4))
+	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}, fading)
+	nodes := map[string][]int64{}
+	pods := map[types.UID]podUsage{}
+	infos := nodeInfos(names...)
+	for step := range 500 {
+		node := names[rng.IntN(len(names))]
+		uid := types.UID(fmt.Sprintf("pod-%d", rng.IntN(20)))
+		switch op := rng.IntN(10); {
+		case op < 5:
+			req := []int64{rng.Int64N(4000), rng.Int64N(1 << 34)}
+			u.setPod(uid, 0, node, req)
+			pods[uid] = podUsage{node: node, req: req}
+		case op < 7:
+			u.removePod(uid)
+			delete(pods, uid)
+		case op < 9:
+			alloc := []int64{8000 + rng.Int64N(64000), 1<<36 + rng.Int64N(1<<40)}
+			u.setNode(node, alloc)
+			nodes[node] = alloc
+		default:
+			// node-1 moves between rack-a and rack-d: a new tree generation.
+			if step%2 == 0 {
+				tree.SetHyperNode(hntesting.MakeHyperNode("rack-a").Tier(1).Nodes("node-0").Obj())
+				tree.SetHyperNode(hntesting.MakeHyperNode("rack-d").Tier(1).Nodes("node-1", "node-4").Obj())
+			} else {
+				tree.SetHyperNode(hntesting.MakeHyperNode("rack-d").Tier(1).Nodes("node-4").Obj())
+				tree.SetHyperNode(hntesting.MakeHyperNode("rack-a").Tier(1).Nodes("node-0", "node-1").Obj())
+			}
+		}
+		if step == 1 || step == 250 {
+			// The next prepare wraps to epoch 1, the epoch of step 0's memos (at step 1) or of
+			// none (at step 250): no memo of an earlier pod may survive.
+			u.epoch = math.MaxUint32
+		}
+		req := []int64{rng.Int64N(4000), rng.Int64N(1 << 34)}
+		snap := tree.Snapshot()
+		got := map[string]int64{}
+		for ni, score := range nodeScores(t, u, snap, infos, req) {
+			got[ni.Node().Name] = score
+		}
+		if diff := cmp.Diff(pathWalkScores(snap, names, recount(snap, nodes, pods), req, fading), got); diff != "" {
+			t.Fatalf("step %d: scores (-path walk,+incremental):\n%s", step, diff)
+		}
+	}
+}
+
+// pathWalkScores is the normal-pod score by its definition: for each node, the tier-weighted
+// bin-pack values of the HyperNodes on its leaf's path (weights 1 each resource), the tiers
+// with no HyperNode on the path scoring 1.
+func pathWalkScores(tree *hypernode.Snapshot, names []string, sums map[string][2][]int64, req []int64, fading float64) map[string]int64 {
+	tiers := tree.Tiers()
+	weights := tierWeights(len(tiers), fading)
+	totalWeight := 0.0
+	for _, w := range weights {
+		totalWeight += w
+	}
+	floats := func(v []int64) []float64 { return toFloats(v, nil) }
+	out := map[string]int64{}
+	for _, node := range names {
+		covered := make([]bool, len(tiers))
+		total := 0.0
+		if leaf, ok := tree.LeafOf(node); ok {
+			for _, h := range append([]string{leaf}, tree.Ancestors(leaf)...) {
+				info, ok := tree.HyperNode(h)
+				if !ok || h == hypernode.VirtualRootName {
+					continue
+				}
+				rank := slices.Index(tiers, info.Tier)
+				if rank < 0 || covered[rank] {
+					continue
+				}
+				covered[rank] = true
+				used, alloc := make([]int64, 2), make([]int64, 2)
+				if s, ok := sums[h]; ok {
+					used, alloc = s[0], s[1]
+				}
+				total += weights[rank] * placement.BinPackScore(floats(used), floats(alloc), floats(req), 1, []float64{1, 1})
+			}
+		}
+		for rank, c := range covered {
+			if !c {
+				total += weights[rank]
+			}
+		}
+		out[node] = int64(math.Round(float64(fwk.MaxScore) * total / totalWeight))
+	}
+	return out
 }
