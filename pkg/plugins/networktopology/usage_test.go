@@ -218,36 +218,66 @@ func TestUsageSumsMatchARecount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	tree := seedCache()
 	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}, 0.8)
-	nodes := map[string][]int64{}
-	pods := map[types.UID]podUsage{}
+	m := newUsageMirror(u, rng)
 	for step := range 2000 {
 		node := allSeedNodes[rng.IntN(len(allSeedNodes))]
 		uid := types.UID(fmt.Sprintf("pod-%d", rng.IntN(40)))
 		switch op := rng.IntN(10); {
 		case op < 4:
-			req := []int64{rng.Int64N(4000), rng.Int64N(1 << 34)}
-			u.setPod(uid, 0, node, req)
-			pods[uid] = podUsage{node: node, req: req}
+			m.setPod(uid, node)
 		case op < 7:
-			u.removePod(uid)
-			delete(pods, uid)
+			m.removePod(uid)
 		case op < 8:
-			alloc := []int64{rng.Int64N(64000), rng.Int64N(1 << 40)}
-			u.setNode(node, alloc)
-			nodes[node] = alloc
+			m.setNode(node, 0)
 		case op < 9:
-			u.removeNode(node)
-			delete(nodes, node)
+			m.removeNode(node)
 		default:
 			// Move a random node between rack-0 and rack-3.
 			moved := fmt.Sprintf("node-%d", rng.IntN(8))
 			tree.SetHyperNode(hntesting.MakeHyperNode("rack-0").Tier(1).Nodes("node-0", moved).Obj())
 		}
 		u.prepare(tree.Snapshot(), nil, nil, []int64{0, 0}, []float64{1, 1}) // syncs the tree
-		if diff := cmp.Diff(recount(tree.Snapshot(), nodes, pods), u.nonZeroSums()); diff != "" {
+		if diff := cmp.Diff(recount(tree.Snapshot(), m.nodes, m.pods), u.nonZeroSums()); diff != "" {
 			t.Fatalf("step %d: sums (-recount,+incremental):\n%s", step, diff)
 		}
 	}
+}
+
+// usageMirror applies random pod and node events to a usage cache and keeps the nodes'
+// allocatable and the pods' requests, which a recount reads.
+type usageMirror struct {
+	u     *usageCache
+	rng   *rand.Rand
+	nodes map[string][]int64
+	pods  map[types.UID]podUsage
+}
+
+func newUsageMirror(u *usageCache, rng *rand.Rand) *usageMirror {
+	return &usageMirror{u: u, rng: rng, nodes: map[string][]int64{}, pods: map[types.UID]podUsage{}}
+}
+
+// setPod puts pod uid on node with a random request of CPU and memory.
+func (m *usageMirror) setPod(uid types.UID, node string) {
+	req := []int64{m.rng.Int64N(4000), m.rng.Int64N(1 << 34)}
+	m.u.setPod(uid, 0, node, req)
+	m.pods[uid] = podUsage{node: node, req: req}
+}
+
+func (m *usageMirror) removePod(uid types.UID) {
+	m.u.removePod(uid)
+	delete(m.pods, uid)
+}
+
+// setNode gives node a random allocatable of at least minCPU milli-CPU (and as many MiB).
+func (m *usageMirror) setNode(node string, minCPU int64) {
+	alloc := []int64{minCPU + m.rng.Int64N(64000), minCPU<<20 + m.rng.Int64N(1<<40)}
+	m.u.setNode(node, alloc)
+	m.nodes[node] = alloc
+}
+
+func (m *usageMirror) removeNode(node string) {
+	m.u.removeNode(node)
+	delete(m.nodes, node)
 }
 
 func recount(tree *hypernode.Snapshot, nodes map[string][]int64, pods map[types.UID]podUsage) map[string][2][]int64 {
@@ -415,24 +445,19 @@ func TestNodeScoresMatchThePathWalk(t *testing.T) {
 	const fading = 0.8
 	rng := rand.New(rand.NewPCG(3, 4))
 	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}, fading)
-	nodes := map[string][]int64{}
-	pods := map[types.UID]podUsage{}
+	m := newUsageMirror(u, rng)
 	infos := nodeInfos(names...)
 	for step := range 500 {
 		node := names[rng.IntN(len(names))]
 		uid := types.UID(fmt.Sprintf("pod-%d", rng.IntN(20)))
 		switch op := rng.IntN(10); {
 		case op < 5:
-			req := []int64{rng.Int64N(4000), rng.Int64N(1 << 34)}
-			u.setPod(uid, 0, node, req)
-			pods[uid] = podUsage{node: node, req: req}
+			m.setPod(uid, node)
 		case op < 7:
-			u.removePod(uid)
-			delete(pods, uid)
+			m.removePod(uid)
 		case op < 9:
-			alloc := []int64{8000 + rng.Int64N(64000), 1<<36 + rng.Int64N(1<<40)}
-			u.setNode(node, alloc)
-			nodes[node] = alloc
+			// Never empty: a node of no allocatable makes the bin-pack value degenerate.
+			m.setNode(node, 8000)
 		default:
 			// node-1 moves between rack-a and rack-d: a new tree generation.
 			if step%2 == 0 {
@@ -454,7 +479,7 @@ func TestNodeScoresMatchThePathWalk(t *testing.T) {
 		for ni, score := range nodeScores(t, u, snap, infos, req) {
 			got[ni.Node().Name] = score
 		}
-		if diff := cmp.Diff(pathWalkScores(snap, names, recount(snap, nodes, pods), req, fading), got); diff != "" {
+		if diff := cmp.Diff(pathWalkScores(snap, names, recount(snap, m.nodes, m.pods), req, fading), got); diff != "" {
 			t.Fatalf("step %d: scores (-path walk,+incremental):\n%s", step, diff)
 		}
 	}
