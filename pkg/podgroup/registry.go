@@ -82,6 +82,9 @@ type group struct {
 	// retryHeld says the gang's placement failed and only scout is retried (retry.go).
 	retryHeld bool
 	scout     types.UID
+	// attempted are the members that went through a scheduling cycle: only those are held
+	// (retry.go).
+	attempted sets.Set[types.UID]
 	// memberSub maps the members in a sub-group to it; subCounts counts each sub-group's
 	// members and scheduled (bound or reserved) members, kept up to date on every change.
 	memberSub map[types.UID]SubGroup
@@ -132,7 +135,7 @@ func (r *Registry) groupLocked(key Key) *group {
 	g := r.groups[key]
 	if g == nil {
 		g = &group{members: map[types.UID]*v1.Pod{}, bound: sets.New[types.UID](), assumed: map[types.UID]string{},
-			memberSub: map[types.UID]SubGroup{}, subCounts: map[string]*SubGroupState{}}
+			memberSub: map[types.UID]SubGroup{}, subCounts: map[string]*SubGroupState{}, attempted: sets.New[types.UID]()}
 		r.groups[key] = g
 	}
 	return g
@@ -417,6 +420,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		delete(g.members, pod.UID)
 		g.bound.Delete(pod.UID)
 		delete(g.assumed, pod.UID)
+		g.attempted.Delete(pod.UID)
 		done()
 		delete(g.memberSub, pod.UID)
 		if g.blocker != nil && g.blocker.UID == pod.UID {

@@ -65,10 +65,26 @@ func (g *group) releaseRetryLocked() bool {
 	return true
 }
 
+// MarkAttempted records that the member is in a scheduling cycle.
+func (r *Registry) MarkAttempted(pod *v1.Pod) {
+	key, ok := KeyOf(pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[key]; g != nil && g.members[pod.UID] != nil {
+		g.attempted.Insert(pod.UID)
+	}
+}
+
 // RetryGate decides whether a member stays out of the queue: it returns the name of the
 // member retried for the gang and true when the pod is a pending member of a held gang other
 // than its scout, or of a blocked gang other than its blocker (see Blocker). A member of a
-// held gang whose scout is gone (deleted, or bound elsewhere) becomes the scout.
+// held gang whose scout is gone (deleted, or bound elsewhere) becomes the scout. A member
+// that never went through a scheduling cycle (created after the hold began) is not held:
+// kube-scheduler writes no condition for a pod that PreEnqueue keeps out, so it would show
+// no reason at all. Its one cycle reuses the gang's failure and writes it.
 func (r *Registry) RetryGate(pod *v1.Pod) (retried string, held bool) {
 	key, ok := KeyOf(pod)
 	if !ok {
@@ -83,7 +99,7 @@ func (r *Registry) RetryGate(pod *v1.Pod) (retried string, held bool) {
 	r.mu.RUnlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if g = r.groups[key]; g == nil {
+	if g = r.groups[key]; g == nil || !g.attempted.Has(pod.UID) {
 		return "", false
 	}
 	switch b := g.blocker; {
@@ -117,7 +133,7 @@ func (r *Registry) Held(pod *v1.Pod) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	g := r.groups[key]
-	if g == nil {
+	if g == nil || !g.attempted.Has(pod.UID) {
 		return false
 	}
 	if b := g.blocker; b != nil {
@@ -136,6 +152,8 @@ func (r *Registry) Held(pod *v1.Pod) bool {
 // returns it to the queue, which then runs PreEnqueue and keeps it out of the unschedulable
 // pool's per-event evaluation. It reports whether it did.
 func (r *Registry) SendToRetryGate(logger klog.Logger, handle fwk.Handle, pod *v1.Pod) bool {
+	// The member is in a cycle, whatever plugin asks: the cycle writes its condition.
+	r.MarkAttempted(pod)
 	if !r.Held(pod) || !r.RetryGateEnabled(handle.ProfileName()) {
 		return false
 	}

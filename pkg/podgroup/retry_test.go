@@ -122,6 +122,26 @@ func TestRetryGate(t *testing.T) {
 			want: []gate{{"a", "c", true}, {"b", "c", true}},
 		},
 		{
+			name: "a member created after the hold began passes once: it has no condition yet",
+			setup: func(r *Registry) []string {
+				r.HoldForRetry(key, "b")
+				r.SetPod(nil, member("d", "g"))
+				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "taint"})
+				return []string{"d", "a"}
+			},
+			want: []gate{{"d", "", false}, {"a", "c", true}},
+		},
+		{
+			name: "after its first cycle it is held",
+			setup: func(r *Registry) []string {
+				r.HoldForRetry(key, "b")
+				r.SetPod(nil, member("d", "g"))
+				r.MarkAttempted(member("d", "g"))
+				return []string{"d"}
+			},
+			want: []gate{{"d", "b", true}},
+		},
+		{
 			name: "a blocker that is not the scout is never held behind it",
 			setup: func(r *Registry) []string {
 				r.HoldForRetry(key, "b")
@@ -137,6 +157,7 @@ func TestRetryGate(t *testing.T) {
 			r.OnGroupChange(func(Key, bool) { notified++ })
 			for _, p := range []string{"a", "b", "c"} {
 				r.SetPod(nil, member(p, "g"))
+				r.MarkAttempted(member(p, "g"))
 			}
 			pods := tc.setup(r)
 			if diff := cmp.Diff(tc.want, check(r, pods...)); diff != "" {
@@ -162,6 +183,7 @@ func TestRetryGateClearsAHeldMembersRequeueClaim(t *testing.T) {
 	key := Key{Namespace: "ns", Name: "g"}
 	for _, p := range []string{"a", "b"} {
 		r.SetPod(nil, member(p, "g"))
+		r.MarkAttempted(member(p, "g"))
 	}
 	now := time.Now()
 	if !r.ClaimRequeue(key, "a", now) {

@@ -22,8 +22,10 @@ func (g *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ [
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	// This member's attempt is running: the next cluster event may requeue the gang again.
+	// This member's attempt is running: the next cluster event may requeue the gang again,
+	// and from now on RetryGate may hold the member (it has a condition that says why).
 	g.registry.RequeueDone(key)
+	g.registry.MarkAttempted(pod)
 	info := g.registry.Info(key)
 	if b := info.Blocker; b != nil && b.UID != pod.UID {
 		// The blocker retries for the gang: this member waits out of the queue.
