@@ -1,11 +1,12 @@
 package networktopology
 
 import (
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
 
 // A plan holds its members' slots through kube-scheduler's nominator: every planned member

@@ -91,13 +91,11 @@ type hyperNodeUsage struct {
 // leafUsage is a leaf's path to the root, resolved once per tree so that events and scores
 // walk pointers rather than look up names.
 type leafUsage struct {
-	// path: the sums of the leaf and its ancestors (the virtual root excluded); weights: the
-	// tier weight of each; base: the weights of the tiers with no HyperNode on the path (they
-	// score 1).
-	path    []*hyperNodeUsage
-	weights []float64
-	base    float64
-	index   int32
+	// path: the sums of the leaf and its ancestors (the virtual root excluded), which events
+	// update; base: the weights of the tiers with no HyperNode on the path (they score 1).
+	path  []*hyperNodeUsage
+	base  float64
+	index int32
 	// What the score reads (normalscore.go): the weight and bin-pack value of the leaf's own
 	// sums (path[0]), kept in the leaf so that its first score of a pod reads one cold cache
 	// line; and the rest of the path, shared with the leaf's siblings and summed once per pod.
@@ -306,6 +304,7 @@ func (u *usageCache) leafOfLocked(node string) *leafUsage {
 	tiers := u.tree.Tiers()
 	weights := tierWeights(len(tiers), u.fading)
 	covered := make([]bool, len(tiers))
+	var pathWeights []float64 // the tier weight of each HyperNode on the path
 	key := upperKey{rank: -1}
 	for h := name; h != "" && h != hypernode.VirtualRootName; {
 		info, ok := u.tree.HyperNode(h)
@@ -331,7 +330,7 @@ func (u *usageCache) leafOfLocked(node string) *leafUsage {
 			key = upperKey{parent: info.Parent, rank: rank}
 		}
 		l.path = append(l.path, s)
-		l.weights = append(l.weights, w)
+		pathWeights = append(pathWeights, w)
 		h = info.Parent
 	}
 	for rank, c := range covered {
@@ -343,7 +342,7 @@ func (u *usageCache) leafOfLocked(node string) *leafUsage {
 		l.upper = u.uppers[key]
 		if l.upper == nil {
 			// The same parent and the same covered rank below it: the same weights above.
-			l.upper = &upperUsage{path: l.path[1:], weights: l.weights[1:]}
+			l.upper = &upperUsage{path: l.path[1:], weights: pathWeights[1:]}
 			u.uppers[key] = l.upper
 		}
 	}
