@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -46,8 +47,7 @@ const (
 )
 
 // GangPreemption is the plugin. DefaultPreemption is embedded for the pods that are not gang
-// members, and for its PreEnqueue and events (a pod whose preemption runs asynchronously
-// waits for it).
+// members, and for its PreEnqueue (a pod whose preemption runs asynchronously waits for it).
 type GangPreemption struct {
 	*defaultpreemption.DefaultPreemption
 	handle   fwk.Handle
@@ -65,6 +65,10 @@ type GangPreemption struct {
 	// until they are gone; victimOf maps each victim still there to the gangs waiting for it.
 	running  map[podgroup.Key]*attempt
 	victimOf map[types.UID]sets.Set[podgroup.Key]
+	// draining are the ended attempts whose victims the API has deleted but kube-scheduler's
+	// cache may still hold (PreFilter); drainingCount lets every other pod skip the lock.
+	draining      map[podgroup.Key]*attempt
+	drainingCount atomic.Int32
 	// resumed are the gangs resume has looked at (forgotten with their PodGroup).
 	resumed sets.Set[podgroup.Key]
 }
@@ -80,14 +84,19 @@ type attempt struct {
 	// their grace period.
 	waiting  sets.Set[types.UID]
 	deadline *time.Timer
+	// cached are, once every victim was seen deleted, those the scheduler's cache may still
+	// hold: a snapshot without one, or its deletion event, takes it out (draining).
+	cached sets.Set[types.UID]
 	// resumed says the attempt was rebuilt after a restart from the members' nominations: its
 	// victims are the pods terminating after a preemption on those nodes, whoever preempted.
 	resumed bool
 }
 
 var (
-	_ fwk.PostFilterPlugin = &GangPreemption{}
-	_ fwk.PreEnqueuePlugin = &GangPreemption{}
+	_ fwk.PostFilterPlugin  = &GangPreemption{}
+	_ fwk.PreEnqueuePlugin  = &GangPreemption{}
+	_ fwk.PreFilterPlugin   = &GangPreemption{}
+	_ fwk.EnqueueExtensions = &GangPreemption{}
 )
 
 // defaultArgs are DefaultPreemption's defaults (kube-scheduler's v1 config): the wrapped
@@ -113,6 +122,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 
 		running:  map[podgroup.Key]*attempt{},
 		victimOf: map[types.UID]sets.Set[podgroup.Key]{},
+		draining: map[podgroup.Key]*attempt{},
 		resumed:  sets.New[podgroup.Key](),
 	}
 	pl.nominations = podstatus.NewWriter("gang-preemption-nominations", handle.ClientSet(),
@@ -139,15 +149,16 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	if !ok {
 		return pl.DefaultPreemption.PostFilter(ctx, state, pod, m)
 	}
+	if d := readDraining(state); d != nil {
+		// Unresolvable ends the chain before Gang's PostFilter: the members that reserved the
+		// freed nodes keep them, and this one keeps its nomination.
+		return nominate(d.node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+d.postFilterMsg())
+	}
 	pl.resume(ctx, key, pod)
 	if msg, node, waiting := pl.waitingForVictims(key, pod); waiting {
 		// The member keeps its nomination: kube-scheduler ends a failed attempt by resetting
 		// the pod's nomination to the result's (or to its status.nominatedNodeName).
-		result := clearNomination() // a member the attempt does not place holds nothing
-		if node != "" {
-			result = &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}}
-		}
-		return result, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
+		return nominate(node), fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
 	}
 	if pl.registry.Held(pod) {
 		// Another member is retried for the gang (GangRetryGate): it decides for all.
@@ -167,6 +178,15 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 // clearNomination is the PostFilter result that clears the pod's nominated node.
 func clearNomination() *fwk.PostFilterResult {
 	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride}}
+}
+
+// nominate is the PostFilter result that keeps the member on the node its gang's attempt
+// nominated it to; a member the attempt does not place ("") holds nothing.
+func nominate(node string) *fwk.PostFilterResult {
+	if node == "" {
+		return clearNomination()
+	}
+	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}}
 }
 
 // nominationWish is nominationUpdate for a wish still true when it is written: a node only
@@ -194,6 +214,7 @@ func (pl *GangPreemption) forget(key podgroup.Key) {
 	if a != nil {
 		pl.endLocked(key, a)
 	}
+	pl.stopDrainingLocked(key)
 	pl.resumed.Delete(key)
 	pl.mu.Unlock()
 	if a != nil {

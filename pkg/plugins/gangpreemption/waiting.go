@@ -24,7 +24,8 @@ import (
 // that reserved its freed node while another's victim still ran would be released again by
 // Gang when that other member failed, and the released member's nomination with it, so a pod
 // of lower priority could take the node. When the last victim is gone, the members are
-// activated (watchVictims): no cluster event would requeue a gated pod of this plugin.
+// activated (victimGone), and wait in PreFilter until the scheduler's cache has dropped the
+// victims too (draining.go).
 
 // PreEnqueue holds the members of a gang whose victims still terminate; other pods go to
 // DefaultPreemption's PreEnqueue (pods whose asynchronous preemption runs).
@@ -41,7 +42,9 @@ func (pl *GangPreemption) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Stat
 
 // victimGone is called for every deleted pod: each attempt that waited for it counts it
 // down (two gangs' preemptions may share a victim, chosen from snapshots taken before one
-// saw the other's eviction), and an attempt with no victim left ends and activates its gang.
+// saw the other's eviction), and an attempt with no victim left ends, drains (its members
+// wait in PreFilter until kube-scheduler's cache has dropped the victims too: this handler
+// may run before the cache's) and activates its gang.
 func (pl *GangPreemption) victimGone(logger klog.Logger, pod *v1.Pod) {
 	pl.mu.Lock()
 	keys := pl.victimOf[pod.UID]
@@ -55,6 +58,7 @@ func (pl *GangPreemption) victimGone(logger klog.Logger, pod *v1.Pod) {
 		a.waiting.Delete(pod.UID)
 		if a.waiting.Len() == 0 {
 			pl.endLocked(key, a)
+			pl.drainLocked(key, a)
 			done = append(done, key)
 		}
 	}
@@ -72,6 +76,7 @@ func (pl *GangPreemption) startLocked(logger klog.Logger, key podgroup.Key, a *a
 	if old := pl.running[key]; old != nil {
 		pl.endLocked(key, old)
 	}
+	pl.stopDrainingLocked(key)
 	pl.running[key] = a
 	a.waiting = sets.New[types.UID]()
 	grace := int64(0)

@@ -1,12 +1,14 @@
 package gangpreemption
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -15,9 +17,17 @@ import (
 // TestSharedVictimCountsForEveryGang: two gangs' preemptions chose the same pod (from
 // snapshots taken before one saw the other's eviction). Its deletion counts down both
 // attempts: neither gang waits for ever. Ending one attempt leaves the other's victims.
+func sortedKeys(m map[podgroup.Key]*attempt) []podgroup.Key {
+	keys := make([]podgroup.Key, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y podgroup.Key) int { return strings.Compare(x.String(), y.String()) })
+	return keys
+}
+
 func TestSharedVictimCountsForEveryGang(t *testing.T) {
-	pl := &GangPreemption{registry: podgroup.New(), running: map[podgroup.Key]*attempt{},
-		victimOf: map[types.UID]sets.Set[podgroup.Key]{}, resumed: sets.New[podgroup.Key]()}
+	pl := newTestPlugin(&cacheView{}, podgroup.New())
 	pod := func(uid string) *v1.Pod {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: types.UID(uid)}}
 	}
@@ -40,5 +50,9 @@ func TestSharedVictimCountsForEveryGang(t *testing.T) {
 	pl.victimGone(logger, onlyA)
 	if len(pl.running) != 0 || len(pl.victimOf) != 0 {
 		t.Errorf("left behind: running %v, victimOf %v", pl.running, pl.victimOf)
+	}
+	// Both gangs drain: their members wait until the scheduler's cache drops the victims.
+	if diff := cmp.Diff([]podgroup.Key{a, b}, sortedKeys(pl.draining)); diff != "" {
+		t.Errorf("draining (-want,+got):\n%s", diff)
 	}
 }

@@ -1,0 +1,166 @@
+package gangpreemption
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// When the informer has shown every victim deleted, kube-scheduler's cache, fed by another
+// handler of the same informer, may still hold some. A member scheduled on that snapshot
+// fails on its freed node, Gang's PostFilter releases the members that reserved theirs, the
+// release drops their nominations, and a pod of lower priority takes the room. So after its
+// attempt a gang drains: each member's PreFilter compares the attempt's victims with the
+// cycle's snapshot and is refused while any is still there (Unresolvable: PreFilter may not
+// return Pending, and nothing is to be preempted for it); the victim's deletion in the cache
+// (the AssignedPod/Delete event, which kube-scheduler sends after updating its cache)
+// requeues it.
+
+const drainingStateKey fwk.StateKey = Name + "/draining"
+
+// drainingState tells PostFilter that PreFilter made the member wait for the cache.
+type drainingState struct {
+	node   string
+	cached int
+}
+
+func (d *drainingState) Clone() fwk.StateData { return d }
+
+func (d *drainingState) postFilterMsg() string {
+	if d.node == "" {
+		return "nothing more to evict"
+	}
+	return "nothing more to evict; the member keeps its nominated node " + d.node
+}
+
+func readDraining(state fwk.CycleState) *drainingState {
+	if state == nil {
+		return nil
+	}
+	d, err := state.Read(drainingStateKey)
+	if err != nil {
+		return nil
+	}
+	s, _ := d.(*drainingState)
+	return s
+}
+
+// drainLocked makes an attempt whose victims were all seen deleted drain: until proved
+// otherwise, the cache may hold each of them. pl.mu must be held.
+func (pl *GangPreemption) drainLocked(key podgroup.Key, a *attempt) {
+	a.cached = sets.New[types.UID]()
+	for _, v := range a.victims {
+		a.cached.Insert(v.UID)
+	}
+	if _, ok := pl.draining[key]; !ok {
+		pl.drainingCount.Add(1)
+	}
+	pl.draining[key] = a
+}
+
+// stopDrainingLocked forgets the gang's draining attempt. pl.mu must be held.
+func (pl *GangPreemption) stopDrainingLocked(key podgroup.Key) {
+	if _, ok := pl.draining[key]; ok {
+		delete(pl.draining, key)
+		pl.drainingCount.Add(-1)
+	}
+}
+
+// PreFilter refuses a member of a draining gang while this cycle's snapshot still holds
+// one of the victims. Every other pod skips it: no lock unless some gang drains.
+func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if pl.drainingCount.Load() == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	pl.mu.Lock()
+	a := pl.draining[key]
+	if a == nil {
+		pl.mu.Unlock()
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	// A snapshot without a victim proves the cache dropped it: the set only shrinks (an older
+	// snapshot must not bring back what a later deletion event took out).
+	nodeInfos := pl.handle.SnapshotSharedLister().NodeInfos()
+	for _, v := range a.victims {
+		if a.cached.Has(v.UID) && !holds(nodeInfos, v) {
+			a.cached.Delete(v.UID)
+		}
+	}
+	cached, node := a.cached.Len(), a.nodes[pod.UID]
+	if cached == 0 {
+		pl.stopDrainingLocked(key)
+	}
+	pl.mu.Unlock()
+	if cached == 0 {
+		klog.FromContext(ctx).V(4).Info("Gang preemption's victims are gone from the scheduler's cache", "podGroup", key)
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(drainingStateKey, &drainingState{node: node, cached: cached})
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+		"gang %s: %d of the %d pods evicted for it in %s are deleted but still counted by the scheduler; the gang is retried when they are not",
+		key, cached, len(a.victims), a.domain))
+}
+
+// holds reports whether the snapshot still has the pod on its node.
+func holds(nodeInfos fwk.NodeInfoLister, p *v1.Pod) bool {
+	ni, err := nodeInfos.Get(p.Spec.NodeName)
+	if err != nil {
+		return false
+	}
+	for _, pi := range ni.GetPods() {
+		if pi.GetPod().UID == p.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// PreFilterExtensions returns nil: the plugin keeps no per-node state.
+func (pl *GangPreemption) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// EventsToRegister: a deleted pod ends the wait of a member held back by PreEnqueue or
+// PreFilter. kube-scheduler calls the hint after its cache has dropped the pod.
+func (pl *GangPreemption) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodDeleted},
+	}, nil
+}
+
+// isSchedulableAfterPodDeleted requeues a member when its gang no longer waits for anything:
+// no attempt running (its end activates the gang itself) and no victim left in the cache. A
+// pod without a gang is DefaultPreemption's: its other rejecting plugins decide.
+func (pl *GangPreemption) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	deleted, _, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if a := pl.running[key]; a != nil && a.waiting.Len() > 0 {
+		return fwk.QueueSkip, nil
+	}
+	if a := pl.draining[key]; a != nil {
+		a.cached.Delete(deleted.UID)
+		if a.cached.Len() > 0 {
+			return fwk.QueueSkip, nil
+		}
+	}
+	logger.V(5).Info("Gang member requeued: its preemption's victims are gone", "pod", klog.KObj(pod), "podGroup", key)
+	return fwk.Queue, nil
+}
