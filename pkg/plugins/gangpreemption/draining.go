@@ -3,6 +3,7 @@ package gangpreemption
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,19 +27,20 @@ import (
 
 const drainingStateKey fwk.StateKey = Name + "/draining"
 
-// drainingState tells PostFilter that PreFilter made the member wait for the cache.
+// drainingState tells PostFilter that PreFilter made the member wait for the cache, and the
+// node the gang's attempt nominated it on.
 type drainingState struct {
-	node   string
-	cached int
+	node string
 }
 
 func (d *drainingState) Clone() fwk.StateData { return d }
 
-func (d *drainingState) postFilterMsg() string {
-	if d.node == "" {
+// drainingMsg is PostFilter's message for a member of a draining gang.
+func drainingMsg(node string) string {
+	if node == "" {
 		return "nothing more to evict"
 	}
-	return "nothing more to evict; the member keeps its nominated node " + d.node
+	return "nothing more to evict; the member keeps its nominated node " + node
 }
 
 func readDraining(state fwk.CycleState) *drainingState {
@@ -54,28 +56,66 @@ func readDraining(state fwk.CycleState) *drainingState {
 }
 
 // drainLocked makes an attempt whose victims were all seen deleted drain: until proved
-// otherwise, the cache may hold each of them. pl.mu must be held.
-func (pl *GangPreemption) drainLocked(key podgroup.Key, a *attempt) {
+// otherwise, the cache may hold each of them. The drain ends at the latest after drainSlack
+// (a victim rejected in memory may be placed again on its node, under the same UID): then
+// the gang is activated as when nothing drains. pl.mu must be held.
+func (pl *GangPreemption) drainLocked(logger klog.Logger, key podgroup.Key, a *attempt) {
 	a.cached = sets.New[types.UID]()
 	for _, v := range a.victims {
 		a.cached.Insert(v.UID)
 	}
-	if _, ok := pl.draining[key]; !ok {
-		pl.drainingCount.Add(1)
-	}
+	pl.stopDrainingLocked(key)
 	pl.draining[key] = a
+	pl.drainingCount.Add(1)
+	a.drainDeadline = time.AfterFunc(drainSlack, func() {
+		pl.mu.Lock()
+		expired := pl.draining[key] == a
+		if expired {
+			pl.stopDrainingLocked(key)
+		}
+		pl.mu.Unlock()
+		if expired {
+			n := pl.registry.ActivatePending(logger, pl.handle, key)
+			logger.Info("The scheduler's cache still held victims of a gang preemption after the drain's time limit; the gang is retried", "podGroup", key, "limit", drainSlack, "membersActivated", n)
+		}
+	})
 }
 
-// stopDrainingLocked forgets the gang's draining attempt. pl.mu must be held.
-func (pl *GangPreemption) stopDrainingLocked(key podgroup.Key) {
-	if _, ok := pl.draining[key]; ok {
-		delete(pl.draining, key)
-		pl.drainingCount.Add(-1)
+// drainSlack bounds how long a gang waits for the scheduler's cache to drop its victims: the
+// cache normally follows the informer within milliseconds. A variable for the tests.
+var drainSlack = 30 * time.Second
+
+// stopDrainingLocked forgets the gang's draining attempt and reports whether there was one.
+// pl.mu must be held.
+func (pl *GangPreemption) stopDrainingLocked(key podgroup.Key) bool {
+	a, ok := pl.draining[key]
+	if !ok {
+		return false
 	}
+	if a.drainDeadline != nil {
+		a.drainDeadline.Stop()
+	}
+	delete(pl.draining, key)
+	pl.drainingCount.Add(-1)
+	return true
 }
 
-// PreFilter refuses a member of a draining gang while this cycle's snapshot still holds
-// one of the victims. Every other pod skips it: no lock unless some gang drains.
+// drainingNode reports whether the gang drains, and the node its attempt nominated pod on.
+func (pl *GangPreemption) drainingNode(key podgroup.Key, pod *v1.Pod) (node string, draining bool) {
+	if pl.drainingCount.Load() == 0 {
+		return "", false
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	a := pl.draining[key]
+	if a == nil {
+		return "", false
+	}
+	return a.nodes[pod.UID], true
+}
+
+// PreFilter refuses a member of a draining gang while this cycle's snapshot still holds one
+// of the victims. Every other pod skips it: no lock unless some gang drains.
 func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if pl.drainingCount.Load() == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -90,27 +130,32 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 		pl.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	// A snapshot without a victim proves the cache dropped it: the set only shrinks (an older
-	// snapshot must not bring back what a later deletion event took out).
+	// A snapshot without a victim proves the cache dropped it, and takes it out of the set the
+	// hint requeues by (which only shrinks: an older snapshot must not bring back what a later
+	// deletion event took out). The member itself is refused while its own snapshot holds any:
+	// a cycle that started before the event still sees the victim.
 	nodeInfos := pl.handle.SnapshotSharedLister().NodeInfos()
+	held := 0
 	for _, v := range a.victims {
-		if a.cached.Has(v.UID) && !holds(nodeInfos, v) {
+		if holds(nodeInfos, v) {
+			held++
+		} else {
 			a.cached.Delete(v.UID)
 		}
 	}
-	cached, node := a.cached.Len(), a.nodes[pod.UID]
-	if cached == 0 {
+	node := a.nodes[pod.UID]
+	if held == 0 {
 		pl.stopDrainingLocked(key)
 	}
 	pl.mu.Unlock()
-	if cached == 0 {
+	if held == 0 {
 		klog.FromContext(ctx).V(4).Info("Gang preemption's victims are gone from the scheduler's cache", "podGroup", key)
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(drainingStateKey, &drainingState{node: node, cached: cached})
+	state.Write(drainingStateKey, &drainingState{node: node})
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 		"gang %s: %d of the %d pods evicted for it in %s are deleted but still counted by the scheduler; the gang is retried when they are not",
-		key, cached, len(a.victims), a.domain))
+		key, held, len(a.victims), a.domain))
 }
 
 // holds reports whether the snapshot still has the pod on its node.
@@ -163,4 +208,12 @@ func (pl *GangPreemption) isSchedulableAfterPodDeleted(logger klog.Logger, pod *
 	}
 	logger.V(5).Info("Gang member requeued: its preemption's victims are gone", "pod", klog.KObj(pod), "podGroup", key)
 	return fwk.Queue, nil
+}
+
+// SignPod signs nothing: the plugin's only per-node-independent verdict, PreFilter's, is
+// taken in every cycle before kube-scheduler looks for a batched node hint, so pods that
+// share the other plugins' signature may share results (an unsigned PreFilter plugin would
+// turn batching off for the whole profile).
+func (pl *GangPreemption) SignPod(context.Context, *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return nil, nil
 }

@@ -1,21 +1,32 @@
 package gangpreemption
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -23,155 +34,293 @@ import (
 // cache taken at the start of a cycle, and the activations the plugin asked for.
 type cacheView struct {
 	fwk.Handle
-	snapshot  *internalcache.Snapshot
+	snapshot *internalcache.Snapshot
+
+	mu        sync.Mutex
 	activated []string
 }
 
 func (h *cacheView) SnapshotSharedLister() fwk.SharedLister { return h.snapshot }
 
 func (h *cacheView) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, p := range pods {
 		h.activated = append(h.activated, p.Name)
 	}
 }
 
+// takeActivated returns the pods activated since the last call, sorted.
+func (h *cacheView) takeActivated() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	got := h.activated
+	h.activated = nil
+	slices.Sort(got)
+	return got
+}
+
 // newTestPlugin is the plugin's bookkeeping without informers or the wrapped DefaultPreemption.
 func newTestPlugin(h fwk.Handle, registry *podgroup.Registry) *GangPreemption {
-	return &GangPreemption{handle: h, registry: registry, running: map[podgroup.Key]*attempt{},
-		victimOf: map[types.UID]sets.Set[podgroup.Key]{}, draining: map[podgroup.Key]*attempt{}, resumed: sets.New[podgroup.Key]()}
+	return &GangPreemption{handle: h, registry: registry, events: podgroup.NewEventLog(&events.FakeRecorder{}, eventAction),
+		running: map[podgroup.Key]*attempt{}, victimOf: map[types.UID]sets.Set[podgroup.Key]{},
+		draining: map[podgroup.Key]*attempt{}, resumed: sets.New[podgroup.Key]()}
+}
+
+// drainEnv: gang ns/train (train-0, train-1) preempted low-node-1 and low-node-2 and
+// nominated train-0 on node-1, train-1 on node-2; "other" runs on node-3. The attempt runs.
+type drainEnv struct {
+	pl                *GangPreemption
+	h                 *cacheView
+	key               podgroup.Key
+	train0, train1    *v1.Pod
+	low1, low2, other *v1.Pod
+	nodes             []*v1.Node
+	logger            klog.Logger
+	ctx               context.Context
+	registry          *podgroup.Registry
+}
+
+func newDrainEnv(t *testing.T) *drainEnv {
+	logger, ctx := ktesting.NewTestContext(t)
+	e := &drainEnv{key: podgroup.Key{Namespace: "ns", Name: "train"}, registry: podgroup.New(), h: &cacheView{},
+		logger: logger, ctx: klog.NewContext(ctx, logger)}
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train", UID: "pg"},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
+	member := func(name string) *v1.Pod {
+		p := st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "train").Obj()
+		e.registry.SetPod(nil, p)
+		return p
+	}
+	e.train0, e.train1 = member("train-0"), member("train-1")
+	victim := func(name, node string) *v1.Pod {
+		return st.MakePod().Namespace("ns").Name(name).UID(name).Node(node).Obj()
+	}
+	e.low1, e.low2, e.other = victim("low-node-1", "node-1"), victim("low-node-2", "node-2"), victim("other", "node-3")
+	e.nodes = []*v1.Node{st.MakeNode().Name("node-1").Obj(), st.MakeNode().Name("node-2").Obj(), st.MakeNode().Name("node-3").Obj()}
+	e.h.snapshot = internalcache.NewSnapshot([]*v1.Pod{e.low1, e.low2, e.other}, e.nodes)
+	e.pl = newTestPlugin(e.h, e.registry)
+	e.pl.mu.Lock()
+	e.pl.startLocked(logger, e.key, &attempt{domain: wholeCluster, victims: []*v1.Pod{e.low1, e.low2},
+		members: []*v1.Pod{e.train0, e.train1}, nodes: map[types.UID]string{e.train0.UID: "node-1", e.train1.UID: "node-2"}})
+	e.pl.mu.Unlock()
+	t.Cleanup(func() {
+		e.pl.mu.Lock()
+		defer e.pl.mu.Unlock()
+		if a := e.pl.running[e.key]; a != nil {
+			e.pl.endLocked(e.key, a)
+		}
+		e.pl.stopDrainingLocked(e.key)
+	})
+	return e
+}
+
+// cache sets the snapshot the next cycles see: the pods kube-scheduler's cache still holds.
+func (e *drainEnv) cache(pods ...*v1.Pod) {
+	e.h.snapshot = internalcache.NewSnapshot(append(pods, e.other), e.nodes)
+}
+
+// hint is the AssignedPod/Delete hint for member after deleted left the cache.
+func (e *drainEnv) hint(t *testing.T, member, deleted *v1.Pod, want fwk.QueueingHint) {
+	t.Helper()
+	if got, err := e.pl.isSchedulableAfterPodDeleted(e.logger, member, deleted, nil); err != nil || got != want {
+		t.Errorf("hint for %s after %s deleted = %v, %v; want %v", member.Name, deleted.Name, got, err, want)
+	}
+}
+
+// refused runs PreFilter and PostFilter for member and checks it waits for the cache with
+// held victims still counted, keeping its nomination, and ending the PostFilter chain.
+func (e *drainEnv) refused(t *testing.T, member *v1.Pod, held int, node string) {
+	t.Helper()
+	state := framework.NewCycleState()
+	_, s := e.pl.PreFilter(e.ctx, state, member, nil)
+	want := fmt.Sprintf("gang ns/train: %d of the 2 pods evicted for it in the cluster are deleted but still counted by the scheduler; the gang is retried when they are not", held)
+	if s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != want {
+		t.Fatalf("PreFilter(%s) = %v, want UnschedulableAndUnresolvable %q", member.Name, s, want)
+	}
+	e.postFilterKeeps(t, state, member, node)
+}
+
+// postFilterKeeps checks that PostFilter keeps member's nomination on node ("": none) and
+// ends the chain (Unresolvable) before Gang's, which would release the waiting members.
+func (e *drainEnv) postFilterKeeps(t *testing.T, state fwk.CycleState, member *v1.Pod, node string) {
+	t.Helper()
+	result, s := e.pl.PostFilter(e.ctx, state, member, framework.NewDefaultNodeToStatus())
+	want := "preemption: nothing more to evict"
+	if node != "" {
+		want += "; the member keeps its nominated node " + node
+	}
+	if s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != want {
+		t.Errorf("PostFilter(%s) = %v, want UnschedulableAndUnresolvable %q", member.Name, s, want)
+	}
+	if result == nil || result.NominatingInfo == nil || result.NominatingInfo.NominatingMode != fwk.ModeOverride || result.NominatingInfo.NominatedNodeName != node {
+		t.Errorf("PostFilter(%s) result %+v, want the nomination set to %q", member.Name, result, node)
+	}
+}
+
+// passes runs PreFilter for member and checks nothing holds it.
+func (e *drainEnv) passes(t *testing.T, member *v1.Pod) {
+	t.Helper()
+	state := framework.NewCycleState()
+	if _, s := e.pl.PreFilter(e.ctx, state, member, nil); s.Code() != fwk.Skip {
+		t.Errorf("PreFilter(%s) = %v, want Skip", member.Name, s)
+	}
+	if readDraining(state) != nil {
+		t.Errorf("PreFilter(%s) left a draining state", member.Name)
+	}
+}
+
+func (e *drainEnv) drained(t *testing.T) {
+	t.Helper()
+	e.pl.mu.Lock()
+	defer e.pl.mu.Unlock()
+	if len(e.pl.draining) != 0 || e.pl.drainingCount.Load() != 0 {
+		t.Errorf("draining left behind: %v, count %d", e.pl.draining, e.pl.drainingCount.Load())
+	}
 }
 
 // TestMembersWaitForTheSchedulersCache: the plugin's informer handler sees both victims of
 // train's preemption deleted before kube-scheduler's cache has dropped the one on node-2
 // (two handlers of one informer, in no fixed order). The gang is activated, but while a
-// cycle's snapshot still holds that victim each member is refused in PreFilter, keeps
-// its nomination, and ends the PostFilter chain (Unresolvable) before Gang's, which would
-// release the member that reserved node-1. Only the cache's deletion event of that victim
-// requeues the members, and the next snapshot lets them through.
+// cycle's snapshot still holds that victim each member is refused in PreFilter, keeps its
+// nomination, and ends the PostFilter chain before Gang's, which would release the member
+// that reserved node-1. Only the cache's deletion event of that victim requeues the
+// members, and only a snapshot without it lets them through: a cycle that started before
+// the event is refused once more (its in-flight replay of the event requeues it).
 func TestMembersWaitForTheSchedulersCache(t *testing.T) {
-	logger, ctx := ktesting.NewTestContext(t)
-	ctx = klog.NewContext(ctx, logger)
-	key := podgroup.Key{Namespace: "ns", Name: "train"}
-	registry := podgroup.New()
-	registry.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train", UID: "pg"},
-		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
-	member := func(name string) *v1.Pod {
-		p := st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "train").Obj()
-		registry.SetPod(nil, p)
-		return p
-	}
-	train0, train1 := member("train-0"), member("train-1")
-	victim := func(name, node string) *v1.Pod {
-		return st.MakePod().Namespace("ns").Name(name).UID(name).Node(node).Obj()
-	}
-	low1, low2, other := victim("low-node-1", "node-1"), victim("low-node-2", "node-2"), victim("other", "node-3")
-	nodes := []*v1.Node{st.MakeNode().Name("node-1").Obj(), st.MakeNode().Name("node-2").Obj(), st.MakeNode().Name("node-3").Obj()}
-	h := &cacheView{}
-	pl := newTestPlugin(h, registry)
-	pl.mu.Lock()
-	pl.startLocked(logger, key, &attempt{domain: wholeCluster, victims: []*v1.Pod{low1, low2},
-		members: []*v1.Pod{train0, train1}, nodes: map[types.UID]string{train0.UID: "node-1", train1.UID: "node-2"}})
-	pl.mu.Unlock()
+	e := newDrainEnv(t)
+	// While the victims terminate, a deletion requeues nobody: the end of the wait
+	// activates the gang.
+	e.hint(t, e.train1, e.other, fwk.QueueSkip)
+	e.hint(t, e.train1, e.low1, fwk.QueueSkip)
 
-	// While the victims terminate, a deletion elsewhere requeues nobody (the end of the
-	// wait activates the gang).
-	if hint, err := pl.isSchedulableAfterPodDeleted(logger, train1, other, nil); err != nil || hint != fwk.QueueSkip {
-		t.Errorf("hint while waiting = %v, %v; want QueueSkip", hint, err)
-	}
-	// The informer handler sees both deletions; the cache has dropped only low-node-1.
-	pl.victimGone(logger, low1)
-	pl.victimGone(logger, low2)
-	if diff := cmp.Diff([]string{"train-0", "train-1"}, sets.List(sets.New(h.activated...))); diff != "" {
+	e.pl.victimGone(e.logger, e.low1)
+	e.pl.victimGone(e.logger, e.low2)
+	if diff := cmp.Diff([]string{"train-0", "train-1"}, e.h.takeActivated()); diff != "" {
 		t.Errorf("activated (-want,+got):\n%s", diff)
 	}
-	h.snapshot = internalcache.NewSnapshot([]*v1.Pod{low2, other}, nodes)
+	e.cache(e.low2)
+	e.refused(t, e.train0, 1, "node-1")
+	e.refused(t, e.train1, 1, "node-2")
 
-	wantMsg := "gang ns/train: 1 of the 2 pods evicted for it in the cluster are deleted but still counted by the scheduler; the gang is retried when they are not"
-	for _, tc := range []struct {
-		pod  *v1.Pod
-		node string
-	}{{train0, "node-1"}, {train1, "node-2"}} {
-		state := framework.NewCycleState()
-		_, s := pl.PreFilter(ctx, state, tc.pod, nil)
-		if s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != wantMsg {
-			t.Fatalf("PreFilter(%s) = %v, want UnschedulableAndUnresolvable %q", tc.pod.Name, s, wantMsg)
-		}
-		result, s := pl.PostFilter(ctx, state, tc.pod, framework.NewDefaultNodeToStatus())
-		want := "preemption: nothing more to evict; the member keeps its nominated node " + tc.node
-		if s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != want {
-			t.Errorf("PostFilter(%s) = %v, want UnschedulableAndUnresolvable %q", tc.pod.Name, s, want)
-		}
-		if result == nil || result.NominatingInfo.NominatedNodeName != tc.node {
-			t.Errorf("PostFilter(%s) result %+v, want the nomination on %s", tc.pod.Name, result, tc.node)
-		}
-	}
-	// A pod without a gang is not held here.
+	// A pod without a gang is neither held nor requeued here.
 	plain := st.MakePod().Namespace("ns").Name("plain").UID("plain").Obj()
-	if _, s := pl.PreFilter(ctx, framework.NewCycleState(), plain, nil); s.Code() != fwk.Skip {
-		t.Errorf("PreFilter(plain) = %v, want Skip", s)
-	}
-	// Another pod's deletion, or the victim the cache already dropped, changes nothing.
-	for _, deleted := range []*v1.Pod{other, low1} {
-		if hint, err := pl.isSchedulableAfterPodDeleted(logger, train0, deleted, nil); err != nil || hint != fwk.QueueSkip {
-			t.Errorf("hint after %s deleted = %v, %v; want QueueSkip", deleted.Name, hint, err)
-		}
-	}
-	// The cache drops low-node-2 and then calls the hints: every waiting member is requeued.
-	for _, m := range []*v1.Pod{train0, train1} {
-		if hint, err := pl.isSchedulableAfterPodDeleted(logger, m, low2, nil); err != nil || hint != fwk.Queue {
-			t.Errorf("hint for %s after low-node-2 deleted = %v, %v; want Queue", m.Name, hint, err)
-		}
-	}
-	h.snapshot = internalcache.NewSnapshot([]*v1.Pod{other}, nodes)
+	e.passes(t, plain)
+	e.hint(t, plain, e.low2, fwk.QueueSkip)
+	// Another pod's deletion, or the victim the cache already dropped, requeues nobody.
+	e.hint(t, e.train0, e.other, fwk.QueueSkip)
+	e.hint(t, e.train0, e.low1, fwk.QueueSkip)
+	// The cache drops low-node-2 and calls the hints: every waiting member is requeued.
+	e.hint(t, e.train0, e.low2, fwk.Queue)
+	e.hint(t, e.train1, e.low2, fwk.Queue)
+	// A cycle whose snapshot was taken before that event still sees low-node-2.
+	e.refused(t, e.train1, 1, "node-2")
+	e.hint(t, e.train1, e.low2, fwk.Queue)
+
+	e.cache()
+	e.passes(t, e.train0)
+	e.drained(t)
+	e.passes(t, e.train1)
+}
+
+// TestDrainBeginsDuringACycle: train-1 passed PreFilter while the victims still
+// terminated (it was in the queue before the gate closed); the drain begins while it runs
+// Filter on its old snapshot. Its PostFilter must not preempt again or let Gang release the
+// others: it keeps its nomination; the activation that began the drain requeues it.
+func TestDrainBeginsDuringACycle(t *testing.T) {
+	e := newDrainEnv(t)
 	state := framework.NewCycleState()
-	if _, s := pl.PreFilter(ctx, state, train0, nil); s.Code() != fwk.Skip {
-		t.Errorf("PreFilter once the cache dropped both = %v, want Skip", s)
-	}
-	if readDraining(state) != nil || len(pl.draining) != 0 || pl.drainingCount.Load() != 0 {
-		t.Errorf("draining left behind: state %v, draining %v, count %d", readDraining(state), pl.draining, pl.drainingCount.Load())
-	}
+	e.passes(t, e.train1)
+	e.pl.victimGone(e.logger, e.low1)
+	e.pl.victimGone(e.logger, e.low2)
+	e.postFilterKeeps(t, state, e.train1, "node-2")
+	// A member the attempt does not place holds nothing.
+	extra := st.MakePod().Namespace("ns").Name("train-2").UID("train-2").Label(schedulingv1alpha1.PodGroupLabel, "train").Obj()
+	e.postFilterKeeps(t, framework.NewCycleState(), extra, "")
 }
 
 // TestDrainingShrinksOnly: a member's cycle that started before a deletion event (its
-// snapshot still holds the victim) must not bring the victim back once the event took it
-// out, or the members already waiting would never be requeued. A new attempt for the gang
-// ends the draining one.
+// snapshot still holds the victim) must not bring the victim back into the set the hint
+// requeues by once the event took it out, or the members already waiting would never be
+// requeued. A new attempt for the gang ends the draining one.
 func TestDrainingShrinksOnly(t *testing.T) {
-	logger, ctx := ktesting.NewTestContext(t)
-	key := podgroup.Key{Namespace: "ns", Name: "train"}
-	train0 := st.MakePod().Namespace("ns").Name("train-0").UID("train-0").Label(schedulingv1alpha1.PodGroupLabel, "train").Obj()
-	v1Pod := st.MakePod().Namespace("ns").Name("low-1").UID("low-1").Node("node-1").Obj()
-	v2Pod := st.MakePod().Namespace("ns").Name("low-2").UID("low-2").Node("node-2").Obj()
-	nodes := []*v1.Node{st.MakeNode().Name("node-1").Obj(), st.MakeNode().Name("node-2").Obj()}
-	h := &cacheView{snapshot: internalcache.NewSnapshot([]*v1.Pod{v1Pod, v2Pod}, nodes)}
-	pl := newTestPlugin(h, podgroup.New())
-	pl.mu.Lock()
-	pl.startLocked(logger, key, &attempt{domain: wholeCluster, victims: []*v1.Pod{v1Pod, v2Pod}, nodes: map[types.UID]string{}})
-	pl.mu.Unlock()
-	pl.victimGone(logger, v1Pod)
-	pl.victimGone(logger, v2Pod)
+	e := newDrainEnv(t)
+	e.pl.victimGone(e.logger, e.low1)
+	e.pl.victimGone(e.logger, e.low2)
+	// The cache's event for low-node-1 arrives while train-0's cycle runs on an older snapshot.
+	e.hint(t, e.train1, e.low1, fwk.QueueSkip)
+	e.refused(t, e.train0, 2, "node-1")
+	if got := sets.List(e.pl.draining[e.key].cached); !cmp.Equal([]types.UID{"low-node-2"}, got) {
+		t.Errorf("still counted %v, want only low-node-2", got)
+	}
+	e.hint(t, e.train1, e.low2, fwk.Queue)
 
-	// The cache's event for low-1 arrives while train-0's cycle runs on an older snapshot.
-	if hint, _ := pl.isSchedulableAfterPodDeleted(logger, train0, v1Pod, nil); hint != fwk.QueueSkip {
-		t.Errorf("hint after low-1 = %v, want QueueSkip (low-2 is still cached)", hint)
-	}
-	if _, s := pl.PreFilter(ctx, framework.NewCycleState(), train0, nil); s.Code() != fwk.UnschedulableAndUnresolvable {
-		t.Fatalf("PreFilter on the old snapshot = %v, want UnschedulableAndUnresolvable", s)
-	}
-	if got := sets.List(pl.draining[key].cached); !cmp.Equal([]types.UID{"low-2"}, got) {
-		t.Errorf("cached %v, want only low-2", got)
-	}
-	if hint, _ := pl.isSchedulableAfterPodDeleted(logger, train0, v2Pod, nil); hint != fwk.Queue {
-		t.Errorf("hint after low-2 = %v, want Queue", hint)
-	}
+	e.pl.mu.Lock()
+	e.pl.startLocked(e.logger, e.key, &attempt{victims: []*v1.Pod{e.other}})
+	e.pl.mu.Unlock()
+	e.drained(t)
+}
 
-	pl.mu.Lock()
-	pl.startLocked(logger, key, &attempt{victims: []*v1.Pod{v2Pod}})
-	pl.mu.Unlock()
-	if len(pl.draining) != 0 || pl.drainingCount.Load() != 0 {
-		t.Errorf("a new attempt left the draining one: %v, count %d", pl.draining, pl.drainingCount.Load())
+// TestDrainEnds: a deleted PodGroup ends the drain and activates the members (no event of
+// this plugin would requeue one it refused); so does the drain's time limit.
+func TestDrainEnds(t *testing.T) {
+	t.Run("PodGroup deleted", func(t *testing.T) {
+		e := newDrainEnv(t)
+		e.pl.victimGone(e.logger, e.low1)
+		e.pl.victimGone(e.logger, e.low2)
+		e.h.takeActivated()
+		e.pl.forget(e.key)
+		e.drained(t)
+		if diff := cmp.Diff([]string{"train-0", "train-1"}, e.h.takeActivated()); diff != "" {
+			t.Errorf("activated (-want,+got):\n%s", diff)
+		}
+	})
+	t.Run("time limit", func(t *testing.T) {
+		old := drainSlack
+		drainSlack = 0
+		t.Cleanup(func() { drainSlack = old })
+		e := newDrainEnv(t)
+		e.pl.victimGone(e.logger, e.low1)
+		e.pl.victimGone(e.logger, e.low2)
+		e.h.takeActivated()
+		var got []string
+		err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			got = append(got, e.h.takeActivated()...)
+			return len(got) == 2, nil
+		})
+		if err != nil {
+			t.Fatalf("activated %v after the drain's time limit, want train-0 and train-1", got)
+		}
+		e.drained(t)
+	})
+}
+
+// TestSignPod: the plugin signs nothing, so it leaves kube-scheduler's batching to the
+// other plugins' signatures.
+func TestSignPod(t *testing.T) {
+	e := newDrainEnv(t)
+	for _, pod := range []*v1.Pod{e.train0, st.MakePod().Namespace("ns").Name("plain").Obj()} {
+		fragments, s := e.pl.SignPod(context.Background(), pod)
+		if fragments != nil || s != nil {
+			t.Errorf("SignPod(%s) = %v, %v; want nothing", pod.Name, fragments, s)
+		}
 	}
-	pl.mu.Lock()
-	pl.endLocked(key, pl.running[key])
-	pl.mu.Unlock()
+}
+
+// TestProfilePreFilterOrder: GangPreemption's PreFilter runs after Gang's (which records the
+// member's attempt) and before NetworkTopologyAware's (which plans on the snapshot).
+func TestProfilePreFilterOrder(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	logger, _ := ktesting.NewTestContext(t)
+	cfg, err := options.LoadConfigFromFile(logger, filepath.Join(filepath.Dir(file), "..", "..", "..", "manifests", "scheduler", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range cfg.Profiles[0].Plugins.PreFilter.Enabled {
+		got = append(got, p.Name)
+	}
+	if diff := cmp.Diff([]string{"Gang", Name}, got); diff != "" {
+		t.Errorf("preFilter.enabled (-want,+got):\n%s", diff)
+	}
 }

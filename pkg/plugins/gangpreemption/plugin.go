@@ -22,6 +22,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
@@ -87,6 +88,8 @@ type attempt struct {
 	// cached are, once every victim was seen deleted, those the scheduler's cache may still
 	// hold: a snapshot without one, or its deletion event, takes it out (draining).
 	cached sets.Set[types.UID]
+	// drainDeadline ends the drain if the cache never seems to drop a victim.
+	drainDeadline *time.Timer
 	// resumed says the attempt was rebuilt after a restart from the members' nominations: its
 	// victims are the pods terminating after a preemption on those nodes, whoever preempted.
 	resumed bool
@@ -97,6 +100,7 @@ var (
 	_ fwk.PreEnqueuePlugin  = &GangPreemption{}
 	_ fwk.PreFilterPlugin   = &GangPreemption{}
 	_ fwk.EnqueueExtensions = &GangPreemption{}
+	_ fwk.SignPlugin        = &GangPreemption{}
 )
 
 // defaultArgs are DefaultPreemption's defaults (kube-scheduler's v1 config): the wrapped
@@ -149,10 +153,15 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	if !ok {
 		return pl.DefaultPreemption.PostFilter(ctx, state, pod, m)
 	}
+	// A member of a draining gang (refused by PreFilter, or failed on a snapshot taken before
+	// the drain began): Unresolvable ends the chain before Gang's PostFilter, so the members
+	// that reserved the freed nodes keep them, and this one keeps its nomination. One that
+	// failed in Filter is requeued by the activation that began the drain.
 	if d := readDraining(state); d != nil {
-		// Unresolvable ends the chain before Gang's PostFilter: the members that reserved the
-		// freed nodes keep them, and this one keeps its nomination.
-		return nominate(d.node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+d.postFilterMsg())
+		return nominate(d.node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+drainingMsg(d.node))
+	}
+	if node, draining := pl.drainingNode(key, pod); draining {
+		return nominate(node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+drainingMsg(node))
 	}
 	pl.resume(ctx, key, pod)
 	if msg, node, waiting := pl.waitingForVictims(key, pod); waiting {
@@ -214,11 +223,15 @@ func (pl *GangPreemption) forget(key podgroup.Key) {
 	if a != nil {
 		pl.endLocked(key, a)
 	}
-	pl.stopDrainingLocked(key)
+	drained := pl.stopDrainingLocked(key)
 	pl.resumed.Delete(key)
 	pl.mu.Unlock()
 	if a != nil {
 		pl.withdraw(a.members)
+	}
+	if drained {
+		// Members refused while draining wait for no other event of this plugin.
+		pl.registry.ActivatePending(klog.Background(), pl.handle, key)
 	}
 	pl.events.Forget(key)
 }

@@ -58,7 +58,7 @@ func (pl *GangPreemption) victimGone(logger klog.Logger, pod *v1.Pod) {
 		a.waiting.Delete(pod.UID)
 		if a.waiting.Len() == 0 {
 			pl.endLocked(key, a)
-			pl.drainLocked(key, a)
+			pl.drainLocked(logger, key, a)
 			done = append(done, key)
 		}
 	}

@@ -14,9 +14,7 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// TestSharedVictimCountsForEveryGang: two gangs' preemptions chose the same pod (from
-// snapshots taken before one saw the other's eviction). Its deletion counts down both
-// attempts: neither gang waits for ever. Ending one attempt leaves the other's victims.
+// sortedKeys returns the map's keys in order.
 func sortedKeys(m map[podgroup.Key]*attempt) []podgroup.Key {
 	keys := make([]podgroup.Key, 0, len(m))
 	for k := range m {
@@ -26,6 +24,9 @@ func sortedKeys(m map[podgroup.Key]*attempt) []podgroup.Key {
 	return keys
 }
 
+// TestSharedVictimCountsForEveryGang: two gangs' preemptions chose the same pod (from
+// snapshots taken before one saw the other's eviction). Its deletion counts down both
+// attempts: neither gang waits for ever. Ending one attempt leaves the other's victims.
 func TestSharedVictimCountsForEveryGang(t *testing.T) {
 	pl := newTestPlugin(&cacheView{}, podgroup.New())
 	pod := func(uid string) *v1.Pod {
