@@ -88,29 +88,48 @@ func (e *gangEnv) waitBound(names []string) map[string]string {
 // for any) and a message containing want, and returns the message.
 func (e *gangEnv) waitCondition(pod, reason, want string) string {
 	e.t.Helper()
-	var last string
+	_, last := e.waitConditionOnAny([]string{pod}, reason, want)
+	return last
+}
+
+// waitConditionOnAny waits until one of the pods, none of them bound, has PodScheduled false
+// with the reason ("" for any) and a message containing want; it returns that pod and the
+// condition.
+func (e *gangEnv) waitConditionOnAny(pods []string, reason, want string) (pod, condition string) {
+	e.t.Helper()
+	last := map[string]string{}
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, boundTimeout, true, func(ctx context.Context) (bool, error) {
-		p, err := e.c.kube.CoreV1().Pods(e.ns).Get(ctx, pod, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if p.Spec.NodeName != "" {
-			return false, fmt.Errorf("pod %s was bound to %s", pod, p.Spec.NodeName)
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodScheduled {
-				last = c.Reason + ": " + c.Message
-				if c.Status == v1.ConditionFalse && (reason == "" || c.Reason == reason) && strings.Contains(c.Message, want) {
-					return true, nil
+		for _, name := range pods {
+			p, err := e.c.kube.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if p.Spec.NodeName != "" {
+				return false, fmt.Errorf("pod %s was bound to %s", name, p.Spec.NodeName)
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.PodScheduled {
+					last[name] = c.Reason + ": " + c.Message
+					if c.Status == v1.ConditionFalse && (reason == "" || c.Reason == reason) && strings.Contains(c.Message, want) {
+						pod = name
+						return true, nil
+					}
 				}
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		e.t.Fatalf("pod %s: PodScheduled never became %s with %q (last %q): %v", pod, reason, want, last, err)
+		var lasts []string
+		for _, name := range pods {
+			lasts = append(lasts, fmt.Sprintf("%s: %q", name, last[name]))
+		}
+		if len(pods) == 1 {
+			e.t.Fatalf("pod %s: PodScheduled never became %s with %q (last %q): %v", pods[0], reason, want, last[pods[0]], err)
+		}
+		e.t.Fatalf("none of %v: PodScheduled became %s with %q (last: %s): %v", pods, reason, want, strings.Join(lasts, "; "), err)
 	}
-	return last
+	return pod, last[pod]
 }
 
 // priorityClass creates a PriorityClass for the test (cluster-scoped: deleted when it ends).

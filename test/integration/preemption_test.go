@@ -222,9 +222,13 @@ func TestVictimGangEvictedWhole(t *testing.T) {
 // and when the victims are gone, a pod of lower priority that arrived meanwhile does not take
 // the freed nodes: the gang's nominations hold them, and the gang binds there.
 func TestNominatedNodesHeldWhileVictimsTerminate(t *testing.T) {
-	e, _, names, freed := preemptTwoOfFour(t)
-	// train-1, tried after train-0 preempted, waits for the victims.
-	e.waitCondition("train-1", v1.PodReasonUnschedulable, "waits for 2 of the 2 pods evicted for it in the cluster to terminate")
+	e, _, names, freed, preemptor := preemptTwoOfFour(t)
+	// The other member, tried after the first preempted, waits for the victims.
+	other := names[0]
+	if other == preemptor {
+		other = names[1]
+	}
+	e.waitCondition(other, v1.PodReasonUnschedulable, "waits for 2 of the 2 pods evicted for it in the cluster to terminate")
 	terminating := e.terminating("low-")
 	// A newcomer of lower priority than the gang arrives while the victims terminate.
 	newcomer := util.Pod(e.ns, "newcomer", plugins.SchedulerName, "8", nil)
@@ -291,8 +295,8 @@ func TestGangPreemptionAvoidsPDBViolations(t *testing.T) {
 
 // preemptTwoOfFour fills four 8-CPU nodes with low-priority pods that take an hour to stop,
 // and lets a high-priority gang of two preempt: it returns the running scheduler's stop, the
-// gang's members and the nodes its two victims free, by victim.
-func preemptTwoOfFour(t *testing.T) (e *topoEnv, stop func(), members []string, freed map[string]string) {
+// gang's members, the nodes its two victims free, by victim, and the member that preempted.
+func preemptTwoOfFour(t *testing.T) (e *topoEnv, stop func(), members []string, freed map[string]string, preemptor string) {
 	e = newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
 	e.priorityClasses()
 	for _, n := range []string{"node-0", "node-1", "node-2", "node-3"} {
@@ -306,7 +310,8 @@ func preemptTwoOfFour(t *testing.T) (e *topoEnv, stop func(), members []string, 
 	}
 	stop = startScheduler(t, nil)
 	members = e.gang("train", 2, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
-	e.waitCondition("train-0", v1.PodReasonUnschedulable, "/train: evicting 2 pod(s) of lower priority in the cluster so that 2 members fit: ")
+	// Either member may have the first cycle, and so preempt for the gang.
+	preemptor, _ = e.waitConditionOnAny(members, v1.PodReasonUnschedulable, "/train: evicting 2 pod(s) of lower priority in the cluster so that 2 members fit: ")
 	freed = map[string]string{}
 	for _, v := range e.terminating("low-") {
 		freed[v] = strings.TrimPrefix(v, "low-")
@@ -314,7 +319,7 @@ func preemptTwoOfFour(t *testing.T) (e *topoEnv, stop func(), members []string, 
 	if len(freed) != 2 {
 		t.Fatalf("terminating victims %v, want 2", freed)
 	}
-	return e, stop, members, freed
+	return e, stop, members, freed, preemptor
 }
 
 // waitNominated waits until the pods' status.nominatedNodeName are, together, the given
@@ -357,7 +362,7 @@ func sortedValues(m map[string]string) []string {
 // preemption up from those nominations (the members wait for the same victims: no second
 // GangPreempting, no other eviction) and the gang binds on the freed nodes.
 func TestGangPreemptionResumesAfterRestart(t *testing.T) {
-	e, stop, members, freed := preemptTwoOfFour(t)
+	e, stop, members, freed, _ := preemptTwoOfFour(t)
 	nominated := e.waitNominated(members, sortedValues(freed))
 	stop()
 	// The members' conditions are the old scheduler's: mark them, to see the new one's.
@@ -409,7 +414,7 @@ func TestGangPreemptionResumesAfterRestart(t *testing.T) {
 // TestGangPreemptionNominationsClearedWithPodGroup: when the PodGroup of a gang whose victims
 // terminate is deleted, its members' nominations go (in the API too), so they hold no room.
 func TestGangPreemptionNominationsClearedWithPodGroup(t *testing.T) {
-	e, _, members, freed := preemptTwoOfFour(t)
+	e, _, members, freed, _ := preemptTwoOfFour(t)
 	e.waitNominated(members, sortedValues(freed))
 	if err := e.c.scheduling.SchedulingV1alpha1().PodGroups(e.ns).Delete(context.Background(), "train", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
