@@ -249,6 +249,49 @@ func TestNominatedNodesHeldWhileVictimsTerminate(t *testing.T) {
 	}
 }
 
+// TestWaitingMembersKeepTheirNodesDuringPreemption: a gang of four, two nodes free and two
+// held by pods of lower priority that take an hour to stop. Two members reserve the free
+// nodes and wait in Permit; the third preempts the other two nodes' pods. The waiting members
+// keep their reservations while the victims terminate: a pod of lower priority that arrives
+// meanwhile finds no room (released, the free nodes were its), and the gang binds on the
+// four nodes with no eviction beyond its first two.
+func TestWaitingMembersKeepTheirNodesDuringPreemption(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
+	e.priorityClasses()
+	for _, n := range []string{"node-2", "node-3"} {
+		pod := util.Pod(e.ns, "low-"+n, "no-scheduler", "8", nil)
+		pod.Spec.NodeName = n
+		pod.Spec.PriorityClassName = e.ns + "-low"
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3600)
+		if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startScheduler(t, nil)
+	members := e.gang("train", 4, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
+	e.waitConditionOnAny(members, v1.PodReasonUnschedulable, "/train: evicting 2 pod(s) of lower priority in the cluster so that 2 members fit: ")
+	if diff := cmp.Diff([]string{"low-node-2", "low-node-3"}, e.terminating("low-")); diff != "" {
+		t.Fatalf("terminating victims (-want,+got):\n%s", diff)
+	}
+	newcomer := util.Pod(e.ns, "newcomer", plugins.SchedulerName, "8", nil)
+	newcomer.Spec.PriorityClassName = e.ns + "-low"
+	if _, err := util.CreatePods(context.Background(), e.c.kube, newcomer); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCondition("newcomer", v1.PodReasonUnschedulable, "Insufficient cpu")
+	for _, v := range []string{"low-node-2", "low-node-3"} {
+		e.deletePodNow(v)
+	}
+	got := e.waitBound(members)
+	if diff := cmp.Diff([]string{"node-0", "node-1", "node-2", "node-3"}, nodeSet(got)); diff != "" {
+		t.Errorf("gang nodes (-want,+got):\n%s", diff)
+	}
+	e.waitCondition("newcomer", v1.PodReasonUnschedulable, "Insufficient cpu")
+	if n := len(e.eventsByReason()["Preempted"]); n != 2 {
+		t.Errorf("%d Preempted events, want 2", n)
+	}
+}
+
 // TestGangPreemptionAvoidsPDBViolations: a high-priority gang of two, hard at tier 1, fits in
 // leaf-a by evicting the pod on node-0, or in leaf-b by evicting the pod on node-2: the same
 // priority and count. A PodDisruptionBudget allows no disruption of the pod on node-0, so

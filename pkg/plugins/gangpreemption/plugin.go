@@ -144,10 +144,13 @@ func (pl *GangPreemption) Name() string { return Name }
 
 // PostFilter preempts for a pod that fits no node: DefaultPreemption for a pod without a
 // gang, the whole gang's preemption for a gang member. Per-pod preemption never runs for a
-// gang member: it would evict for one member of a gang that may never fit as a whole. For a
-// gang member the status is always Unschedulable (with the nomination as the result when it
-// preempted): Unresolvable or Success would end the PostFilter chain before Gang's, which
-// releases the gang's waiting members.
+// gang member: it would evict for one member of a gang that may never fit as a whole. While
+// the gang's preemption runs (it just evicted, its victims terminate, or the scheduler's
+// cache still counts them) the status is UnschedulableAndUnresolvable, with the member's
+// nomination as the result: it ends the PostFilter chain before Gang's, which would release
+// the members waiting in Permit, and their nodes with them, to pods of lower priority (the
+// preemption counted those members as placed). Otherwise it is Unschedulable, and Gang's
+// PostFilter releases them as after any failure.
 func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
@@ -167,7 +170,7 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	if msg, node, waiting := pl.waitingForVictims(key, pod); waiting {
 		// The member keeps its nomination: kube-scheduler ends a failed attempt by resetting
 		// the pod's nomination to the result's (or to its status.nominatedNodeName).
-		return nominate(node), fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
+		return nominate(node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+msg)
 	}
 	if pl.registry.Held(pod) {
 		// Another member is retried for the gang (GangRetryGate): it decides for all.

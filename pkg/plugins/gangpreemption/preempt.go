@@ -313,7 +313,8 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	if node := nodes[pod.UID]; node != "" {
 		result = &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}}
 	}
-	return result, fwk.NewStatus(fwk.Unschedulable, msg)
+	// Unresolvable: the gang's waiting members keep their reservations (see PostFilter).
+	return result, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
 // shorten keeps the first n entries and says how many more there are.
