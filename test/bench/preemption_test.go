@@ -134,6 +134,10 @@ func createPriorityClasses(t *testing.T, c clients) {
 		if _, err := c.kube.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+		// CI failed once on "no PriorityClass with name bench-low was found".
+		if err := util.WaitPriorityClassAdmitted(context.Background(), c.kube, metav1.NamespaceDefault, name, time.Minute); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -35,14 +35,8 @@ func (e *topoEnv) priorityClasses() {
 	// Priority admission reads PriorityClasses from its informer: wait until it has them all
 	// (a dry-run pod creation passes admission without creating anything).
 	for _, class := range []string{e.ns + "-low", e.ns + "-high", e.ns + "-never"} {
-		probe := util.Pod(e.ns, "probe", "no-scheduler", "", nil)
-		probe.Spec.PriorityClassName = class
-		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, boundTimeout, true, func(ctx context.Context) (bool, error) {
-			_, err := e.c.kube.CoreV1().Pods(e.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			return err == nil, nil
-		})
-		if err != nil {
-			e.t.Fatalf("PriorityClass %s never admitted: %v", class, err)
+		if err := util.WaitPriorityClassAdmitted(context.Background(), e.c.kube, e.ns, class, boundTimeout); err != nil {
+			e.t.Fatal(err)
 		}
 	}
 }

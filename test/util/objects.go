@@ -274,3 +274,20 @@ func WaitForPodGone(ctx context.Context, cs clientset.Interface, namespace, name
 		return pod.UID != uid, nil
 	})
 }
+
+// WaitPriorityClassAdmitted waits until a pod of the PriorityClass passes admission: the
+// Priority admission plugin reads PriorityClasses from its informer, so a class just created
+// may still be unknown to it. A dry-run creation creates nothing.
+func WaitPriorityClassAdmitted(ctx context.Context, cs clientset.Interface, namespace, class string, timeout time.Duration) error {
+	probe := Pod(namespace, "priority-probe", "no-scheduler", "", nil)
+	probe.Spec.PriorityClassName = class
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, last = cs.CoreV1().Pods(namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("PriorityClass %s never admitted (last: %v): %w", class, last, err)
+	}
+	return nil
+}

@@ -100,20 +100,6 @@ func (pl *GangPreemption) stopDrainingLocked(key podgroup.Key) bool {
 	return true
 }
 
-// drainingNode reports whether the gang drains, and the node its attempt nominated pod on.
-func (pl *GangPreemption) drainingNode(key podgroup.Key, pod *v1.Pod) (node string, draining bool) {
-	if pl.drainingCount.Load() == 0 {
-		return "", false
-	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	a := pl.draining[key]
-	if a == nil {
-		return "", false
-	}
-	return a.nodes[pod.UID], true
-}
-
 // PreFilter refuses a member of a draining gang while this cycle's snapshot still holds one
 // of the victims. Every other pod skips it: no lock unless some gang drains.
 func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {

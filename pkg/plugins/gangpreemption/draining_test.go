@@ -142,13 +142,17 @@ func (e *drainEnv) refused(t *testing.T, member *v1.Pod, held int, node string) 
 }
 
 // postFilterKeeps checks that PostFilter keeps member's nomination on node ("": none) and
-// ends the chain (Unresolvable) before Gang's, which would release the waiting members.
-func (e *drainEnv) postFilterKeeps(t *testing.T, state fwk.CycleState, member *v1.Pod, node string) {
+// ends the chain (Unresolvable) before Gang's, which would release the waiting members; the
+// message is the drain's unless given.
+func (e *drainEnv) postFilterKeeps(t *testing.T, state fwk.CycleState, member *v1.Pod, node string, msg ...string) {
 	t.Helper()
 	result, s := e.pl.PostFilter(e.ctx, state, member, framework.NewDefaultNodeToStatus())
 	want := "preemption: nothing more to evict"
 	if node != "" {
 		want += "; the member keeps its nominated node " + node
+	}
+	if len(msg) > 0 {
+		want = msg[0]
 	}
 	if s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != want {
 		t.Errorf("PostFilter(%s) = %v, want UnschedulableAndUnresolvable %q", member.Name, s, want)
@@ -221,6 +225,17 @@ func TestMembersWaitForTheSchedulersCache(t *testing.T) {
 	e.passes(t, e.train0)
 	e.drained(t)
 	e.passes(t, e.train1)
+}
+
+// TestPostFilterWhileVictimsTerminate: a member in a cycle while its gang's victims
+// terminate keeps its nomination and ends the PostFilter chain before Gang's: the members
+// waiting in Permit keep the free nodes they reserved (the preemption counted them).
+func TestPostFilterWhileVictimsTerminate(t *testing.T) {
+	e := newDrainEnv(t)
+	const waits = "preemption: gang ns/train waits for 2 of the 2 pods evicted for it in the cluster to terminate"
+	e.postFilterKeeps(t, framework.NewCycleState(), e.train0, "node-1", waits)
+	e.pl.victimGone(e.logger, e.low1)
+	e.postFilterKeeps(t, framework.NewCycleState(), e.train1, "node-2", "preemption: gang ns/train waits for 1 of the 2 pods evicted for it in the cluster to terminate")
 }
 
 // TestDrainBeginsDuringACycle: train-1 passed PreFilter while the victims still

@@ -163,13 +163,14 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	if d := readDraining(state); d != nil {
 		return nominate(d.node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+drainingMsg(d.node))
 	}
-	if node, draining := pl.drainingNode(key, pod); draining {
-		return nominate(node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+drainingMsg(node))
+	// The member keeps its nomination: kube-scheduler ends a failed attempt by resetting the
+	// pod's nomination to the result's (or to its status.nominatedNodeName). Asked again after
+	// resume, which may start an attempt, or end one at once when its victims are gone.
+	if msg, node, running := pl.preempting(key, pod); running {
+		return nominate(node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+msg)
 	}
 	pl.resume(ctx, key, pod)
-	if msg, node, waiting := pl.waitingForVictims(key, pod); waiting {
-		// The member keeps its nomination: kube-scheduler ends a failed attempt by resetting
-		// the pod's nomination to the result's (or to its status.nominatedNodeName).
+	if msg, node, running := pl.preempting(key, pod); running {
 		return nominate(node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+msg)
 	}
 	if pl.registry.Held(pod) {

@@ -196,6 +196,11 @@ func holdsAll(nodes, placed []string) bool {
 func (pl *GangPreemption) waitingForVictims(key podgroup.Key, pod *v1.Pod) (msg, node string, waiting bool) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	return pl.waitingForVictimsLocked(key, pod)
+}
+
+// waitingForVictimsLocked is waitingForVictims with pl.mu held.
+func (pl *GangPreemption) waitingForVictimsLocked(key podgroup.Key, pod *v1.Pod) (msg, node string, waiting bool) {
 	a := pl.running[key]
 	if a == nil || a.waiting.Len() == 0 {
 		return "", "", false
@@ -204,6 +209,23 @@ func (pl *GangPreemption) waitingForVictims(key podgroup.Key, pod *v1.Pod) (msg,
 		return fmt.Sprintf("gang %s waits for %d pod(s) that terminate after a preemption on its members' nominated nodes in %s", key, a.waiting.Len(), a.domain), a.nodes[pod.UID], true
 	}
 	return fmt.Sprintf("gang %s waits for %d of the %d pods evicted for it in %s to terminate", key, a.waiting.Len(), len(a.victims), a.domain), a.nodes[pod.UID], true
+}
+
+// preempting reports whether the gang's preemption is still under way, its victims
+// terminating or still counted by the scheduler's cache (draining), under one hold of pl.mu:
+// the informer's handler may end the one and begin the other between two looks. It returns
+// the PostFilter message and the node the attempt nominated pod on.
+func (pl *GangPreemption) preempting(key podgroup.Key, pod *v1.Pod) (msg, node string, running bool) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if msg, node, waiting := pl.waitingForVictimsLocked(key, pod); waiting {
+		return msg, node, true
+	}
+	if a := pl.draining[key]; a != nil {
+		node := a.nodes[pod.UID]
+		return drainingMsg(node), node, true
+	}
+	return "", "", false
 }
 
 // actuate evicts the choice's victims the way kube-scheduler's preemption does (the

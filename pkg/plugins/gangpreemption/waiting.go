@@ -20,10 +20,10 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// While a gang's victims terminate, its members wait out of the queue (PreEnqueue): a member
-// that reserved its freed node while another's victim still ran would be released again by
-// Gang when that other member failed, and the released member's nomination with it, so a pod
-// of lower priority could take the node. When the last victim is gone, the members are
+// While a gang's victims terminate, its members wait out of the queue (PreEnqueue): no cycle
+// can place them before, and one that fails keeps nothing more than its nomination (its
+// PostFilter ends the chain before Gang's, which would release the members that reserved
+// free nodes). When the last victim is gone, the members are
 // activated (victimGone), and wait in PreFilter until the scheduler's cache has dropped the
 // victims too (draining.go).
 
