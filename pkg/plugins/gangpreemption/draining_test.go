@@ -369,3 +369,33 @@ func BenchmarkPreFilter(b *testing.B) {
 	b.Run("other-gang-drains/plain-pod", func(b *testing.B) { run(b, plain) })
 	b.Run("other-gang-drains/gang-member", func(b *testing.B) { run(b, member) })
 }
+
+// TestHoldsNomination: the nominations a running preemption holds (victims terminating, or
+// still counted by the scheduler's cache) are the ones NetworkTopologyAware's writes leave
+// alone; none once the drain is over, none for a member the attempt does not place.
+func TestHoldsNomination(t *testing.T) {
+	e := newDrainEnv(t)
+	extra := st.MakePod().Namespace("ns").Name("train-2").UID("train-2").Label(schedulingv1alpha1.PodGroupLabel, "train").Obj()
+	plain := st.MakePod().Namespace("ns").Name("plain").UID("plain").Obj()
+	check := func(stage string, want map[string]string) {
+		t.Helper()
+		got := map[string]string{}
+		for _, pod := range []*v1.Pod{e.train0, e.train1, extra, plain} {
+			if node, held := e.registry.NominationHeld(pod); held {
+				got[pod.Name] = node
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: held nominations (-want,+got):\n%s", stage, diff)
+		}
+	}
+	e.registry.SetNominationHolder(e.pl.holdsNomination)
+	both := map[string]string{"train-0": "node-1", "train-1": "node-2"}
+	check("victims terminating", both)
+	e.pl.victimGone(e.logger, e.low1)
+	e.pl.victimGone(e.logger, e.low2)
+	check("draining", both)
+	e.cache()
+	e.passes(t, e.train0)
+	check("drained", map[string]string{})
+}

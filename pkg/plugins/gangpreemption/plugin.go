@@ -133,6 +133,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		handle.SharedInformerFactory().Core().V1().Pods().Lister(), pl.nominationWish)
 	pl.nominations.Run(ctx)
 	registry.OnGroupDelete(pl.forget)
+	registry.SetNominationHolder(pl.holdsNomination)
 	if err := pl.addVictimHandler(ctx); err != nil {
 		return nil, err
 	}
@@ -217,6 +218,26 @@ func (pl *GangPreemption) nominationWish(pod *v1.Pod, node string) *v1.PodStatus
 		}
 	}
 	return podstatus.SetNominatedNode(pod, node)
+}
+
+// holdsNomination reports the node a running preemption of the pod's gang (its victims
+// terminating, or still counted by the scheduler's cache) nominated the pod on.
+func (pl *GangPreemption) holdsNomination(pod *v1.Pod) (string, bool) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return "", false
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	a := pl.running[key]
+	if a == nil || a.waiting.Len() == 0 {
+		a = pl.draining[key]
+	}
+	if a == nil {
+		return "", false
+	}
+	node := a.nodes[pod.UID]
+	return node, node != ""
 }
 
 // forget drops what the plugin keeps for a gang whose PodGroup was deleted, and the

@@ -56,9 +56,14 @@ func (p *NetworkTopologyAware) nominateOn(logger klog.Logger, pod *v1.Pod, node 
 }
 
 // nominationUpdate rewrites a status.nominatedNodeName that names another node than the
-// planned one; it never adds one (a write per member would cost a large gang dearly).
-func nominationUpdate(pod *v1.Pod, node string) *v1.PodStatus {
+// planned one; it never adds one (a write per member would cost a large gang dearly). A
+// nomination a running gang preemption holds is left alone: this write, queued before the
+// preemption wrote its own, may land after it.
+func (p *NetworkTopologyAware) nominationUpdate(pod *v1.Pod, node string) *v1.PodStatus {
 	if pod.Status.NominatedNodeName == "" {
+		return nil
+	}
+	if _, held := p.registry.NominationHeld(pod); held {
 		return nil
 	}
 	return podstatus.SetNominatedNode(pod, node)

@@ -143,3 +143,35 @@ func TestOwnNominationsDoNotCountAgainstThePlan(t *testing.T) {
 		t.Errorf("gang b planned onto %v, want s1 around gang a's nominations", nodes)
 	}
 }
+
+// TestNominationUpdateLeavesPreemptionsAlone: a rewrite or clear of status.nominatedNodeName
+// queued by a plan is not written while a running gang preemption holds the member's
+// nomination (its own write may have landed first, and a clear would make kube-scheduler drop
+// the nomination); a field that is empty is never added to.
+func TestNominationUpdateLeavesPreemptionsAlone(t *testing.T) {
+	p, registry := newTestPlugin(t)
+	withNomination := func(node string) *v1.Pod {
+		pod := member("hard", 0)
+		pod.Status.NominatedNodeName = node
+		return pod
+	}
+	held := map[string]string{}
+	registry.SetNominationHolder(func(pod *v1.Pod) (string, bool) {
+		node, ok := held[pod.Name]
+		return node, ok
+	})
+	if got := p.nominationUpdate(withNomination(""), "node-1"); got != nil {
+		t.Errorf("empty field: wrote %v, want nothing", got.NominatedNodeName)
+	}
+	for _, wish := range []string{"", "node-1"} {
+		if got := p.nominationUpdate(withNomination("node-7"), wish); got == nil || got.NominatedNodeName != wish {
+			t.Errorf("not held, wish %q: wrote %v, want %q", wish, got, wish)
+		}
+	}
+	held[member("hard", 0).Name] = "node-7"
+	for _, wish := range []string{"", "node-1"} {
+		if got := p.nominationUpdate(withNomination("node-7"), wish); got != nil {
+			t.Errorf("held by a preemption, wish %q: wrote %q, want nothing", wish, got.NominatedNodeName)
+		}
+	}
+}

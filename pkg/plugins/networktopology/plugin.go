@@ -142,7 +142,7 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		deferring: sets.New[podgroup.Key](),
 	}
 	registry.OnGroupDelete(p.forget)
-	p.nominations = podstatus.NewWriter("hypernode-nominations", handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister(), nominationUpdate)
+	p.nominations = podstatus.NewWriter("hypernode-nominations", handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister(), p.nominationUpdate)
 	add := func(name v1.ResourceName, w int64) {
 		if w > 0 {
 			p.resources = append(p.resources, name)

@@ -1,0 +1,28 @@
+package podgroup
+
+import v1 "k8s.io/api/core/v1"
+
+// NominationHolder reports whether a decision of one plugin holds a pod's nomination, and on
+// which node: GangPreemption's, while the victims of the member's gang terminate. Another
+// plugin that writes status.nominatedNodeName (NetworkTopologyAware's plans, from their own
+// writer) must then leave the field alone: its write may land after the preemption's, and
+// kube-scheduler drops a nomination whose field an update clears.
+type NominationHolder func(pod *v1.Pod) (node string, held bool)
+
+// SetNominationHolder registers the holder. Register before the informers start.
+func (r *Registry) SetNominationHolder(h NominationHolder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nominationHolder = h
+}
+
+// NominationHeld asks the registered holder, if any, whether it holds the pod's nomination.
+func (r *Registry) NominationHeld(pod *v1.Pod) (node string, held bool) {
+	r.mu.RLock()
+	h := r.nominationHolder
+	r.mu.RUnlock()
+	if h == nil {
+		return "", false
+	}
+	return h(pod)
+}
