@@ -9,20 +9,23 @@ import v1 "k8s.io/api/core/v1"
 // kube-scheduler drops a nomination whose field an update clears.
 type NominationHolder func(pod *v1.Pod) (node string, held bool)
 
-// SetNominationHolder registers the holder. Register before the informers start.
-func (r *Registry) SetNominationHolder(h NominationHolder) {
+// AddNominationHolder registers a holder (one per profile that runs GangPreemption: the
+// registry is shared by the profiles). Register before the informers start.
+func (r *Registry) AddNominationHolder(h NominationHolder) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.nominationHolder = h
+	r.nominationHolders = append(r.nominationHolders, h)
 }
 
-// NominationHeld asks the registered holder, if any, whether it holds the pod's nomination.
+// NominationHeld asks the registered holders whether one holds the pod's nomination.
 func (r *Registry) NominationHeld(pod *v1.Pod) (node string, held bool) {
 	r.mu.RLock()
-	h := r.nominationHolder
+	holders := r.nominationHolders
 	r.mu.RUnlock()
-	if h == nil {
-		return "", false
+	for _, h := range holders {
+		if node, held := h(pod); held {
+			return node, true
+		}
 	}
-	return h(pod)
+	return "", false
 }

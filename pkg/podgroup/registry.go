@@ -55,8 +55,8 @@ type Registry struct {
 	forgetters []func(Key)
 	// retryGates are the profiles that run GangRetryGate (retry.go).
 	retryGates sets.Set[string]
-	// nominationHolder says which nominations a running gang preemption holds (nominations.go).
-	nominationHolder NominationHolder
+	// nominationHolders say which nominations a running gang preemption holds (nominations.go).
+	nominationHolders []NominationHolder
 }
 
 type group struct {

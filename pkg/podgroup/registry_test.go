@@ -98,3 +98,18 @@ func names(pods []*v1.Pod) []string {
 	}
 	return out
 }
+
+// TestNominationHeldAsksEveryHolder: each profile's GangPreemption registers a holder on the
+// shared registry; a nomination held by any of them is held.
+func TestNominationHeldAsksEveryHolder(t *testing.T) {
+	r := New()
+	pod := member("m-0", "g")
+	if _, held := r.NominationHeld(pod); held {
+		t.Errorf("held without a holder")
+	}
+	r.AddNominationHolder(func(*v1.Pod) (string, bool) { return "", false })
+	r.AddNominationHolder(func(p *v1.Pod) (string, bool) { return "node-" + p.Name, true })
+	if node, held := r.NominationHeld(pod); !held || node != "node-m-0" {
+		t.Errorf("NominationHeld = %q, %v; want node-m-0, true", node, held)
+	}
+}

@@ -133,7 +133,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		handle.SharedInformerFactory().Core().V1().Pods().Lister(), pl.nominationWish)
 	pl.nominations.Run(ctx)
 	registry.OnGroupDelete(pl.forget)
-	registry.SetNominationHolder(pl.holdsNomination)
+	registry.AddNominationHolder(pl.holdsNomination)
 	if err := pl.addVictimHandler(ctx); err != nil {
 		return nil, err
 	}

@@ -156,7 +156,7 @@ func TestNominationUpdateLeavesPreemptionsAlone(t *testing.T) {
 		return pod
 	}
 	held := map[string]string{}
-	registry.SetNominationHolder(func(pod *v1.Pod) (string, bool) {
+	registry.AddNominationHolder(func(pod *v1.Pod) (string, bool) {
 		node, ok := held[pod.Name]
 		return node, ok
 	})
