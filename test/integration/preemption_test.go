@@ -43,12 +43,16 @@ func (e *topoEnv) priorityClasses() {
 
 // lowPodOn binds a low-priority pod that fills an 8-CPU node, without a scheduler; it goes at
 // once when evicted (grace period 0, as there is no kubelet).
-func (e *topoEnv) lowPodOn(node string) string {
+func (e *topoEnv) lowPodOn(node string) string { return e.lowPodWithGrace(node, 0) }
+
+// lowPodWithGrace is lowPodOn for a pod that stays terminating for graceSeconds when evicted
+// (until the test deletes it for good).
+func (e *topoEnv) lowPodWithGrace(node string, graceSeconds int64) string {
 	e.t.Helper()
 	pod := util.Pod(e.ns, "low-"+node, "no-scheduler", "8", nil)
 	pod.Spec.NodeName = node
 	pod.Spec.PriorityClassName = e.ns + "-low"
-	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To(graceSeconds)
 	if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
 		e.t.Fatal(err)
 	}
@@ -253,13 +257,7 @@ func TestWaitingMembersKeepTheirNodesDuringPreemption(t *testing.T) {
 	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
 	e.priorityClasses()
 	for _, n := range []string{"node-2", "node-3"} {
-		pod := util.Pod(e.ns, "low-"+n, "no-scheduler", "8", nil)
-		pod.Spec.NodeName = n
-		pod.Spec.PriorityClassName = e.ns + "-low"
-		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3600)
-		if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
-			t.Fatal(err)
-		}
+		e.lowPodWithGrace(n, 3600)
 	}
 	startScheduler(t, nil)
 	members := e.gang("train", 4, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
@@ -337,13 +335,7 @@ func preemptTwoOfFour(t *testing.T) (e *topoEnv, stop func(), members []string, 
 	e = newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
 	e.priorityClasses()
 	for _, n := range []string{"node-0", "node-1", "node-2", "node-3"} {
-		pod := util.Pod(e.ns, "low-"+n, "no-scheduler", "8", nil)
-		pod.Spec.NodeName = n
-		pod.Spec.PriorityClassName = e.ns + "-low"
-		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](3600)
-		if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
-			t.Fatal(err)
-		}
+		e.lowPodWithGrace(n, 3600)
 	}
 	stop = startScheduler(t, nil)
 	members = e.gang("train", 2, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })

@@ -227,17 +227,8 @@ func (pl *GangPreemption) holdsNomination(pod *v1.Pod) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	a := pl.running[key]
-	if a == nil || a.waiting.Len() == 0 {
-		a = pl.draining[key]
-	}
-	if a == nil {
-		return "", false
-	}
-	node := a.nodes[pod.UID]
-	return node, node != ""
+	_, node, running := pl.preempting(key, pod)
+	return node, running && node != ""
 }
 
 // forget drops what the plugin keeps for a gang whose PodGroup was deleted, and the
