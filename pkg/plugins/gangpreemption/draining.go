@@ -67,7 +67,8 @@ func (pl *GangPreemption) drainLocked(logger klog.Logger, key podgroup.Key, a *a
 	pl.stopDrainingLocked(key)
 	pl.draining[key] = a
 	pl.drainingCount.Add(1)
-	a.drainDeadline = time.AfterFunc(drainSlack, func() {
+	limit := drainSlack
+	a.drainDeadline = time.AfterFunc(limit, func() {
 		pl.mu.Lock()
 		expired := pl.draining[key] == a
 		if expired {
@@ -76,7 +77,7 @@ func (pl *GangPreemption) drainLocked(logger klog.Logger, key podgroup.Key, a *a
 		pl.mu.Unlock()
 		if expired {
 			n := pl.registry.ActivatePending(logger, pl.handle, key)
-			logger.Info("The scheduler's cache still held victims of a gang preemption after the drain's time limit; the gang is retried", "podGroup", key, "limit", drainSlack, "membersActivated", n)
+			logger.Info("The scheduler's cache still held victims of a gang preemption after the drain's time limit; the gang is retried", "podGroup", key, "limit", limit, "membersActivated", n)
 		}
 	})
 }
