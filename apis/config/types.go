@@ -16,6 +16,12 @@ type GangArgs struct {
 	DefaultScheduleTimeoutSeconds int64
 }
 
+// MaxScheduleTimeoutSeconds is the longest schedule timeout a gang can have: kube-scheduler
+// rejects a pod that has waited 15 minutes in Permit, and Gang decides 30 seconds before
+// that limit, so that a gang's own deadline, not the framework's timer, ends its wait. A
+// PodGroup that asks for more waits this long (its GangWaiting Event says so).
+const MaxScheduleTimeoutSeconds int64 = 15*60 - 30
+
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // NetworkTopologyAwareArgs are the arguments of the NetworkTopologyAware plugin.

@@ -57,6 +57,10 @@ type Registry struct {
 	retryGates sets.Set[string]
 	// nominationHolders say which nominations a running gang preemption holds (nominations.go).
 	nominationHolders []NominationHolder
+	// preemptionHolders say which gangs a preemption runs for, and preemptionEnders are told
+	// when one ends (preemptions.go).
+	preemptionHolders []PreemptionHolder
+	preemptionEnders  []func(Key)
 }
 
 type group struct {

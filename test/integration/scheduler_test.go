@@ -112,7 +112,12 @@ func TestSchedulerRefusesInvalidPluginArgs(t *testing.T) {
 		{
 			name:       "Gang timeout not positive",
 			pluginArgs: map[string]map[string]any{"Gang": {"defaultScheduleTimeoutSeconds": 0}},
-			wantErr:    `initializing plugin "Gang": defaultScheduleTimeoutSeconds: Invalid value: 0: must be greater than 0`,
+			wantErr:    `initializing plugin "Gang": defaultScheduleTimeoutSeconds: Invalid value: 0: must be greater than 0 and at most 870 (kube-scheduler rejects a pod that waits 15 minutes in Permit)`,
+		},
+		{
+			name:       "Gang timeout past kube-scheduler's Permit limit",
+			pluginArgs: map[string]map[string]any{"Gang": {"defaultScheduleTimeoutSeconds": 3600}},
+			wantErr:    `initializing plugin "Gang": defaultScheduleTimeoutSeconds: Invalid value: 3600: must be greater than 0 and at most 870 (kube-scheduler rejects a pod that waits 15 minutes in Permit)`,
 		},
 		{
 			name:       "unknown candidate strategy",

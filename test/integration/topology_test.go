@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
@@ -62,10 +63,16 @@ func (e *topoEnv) gang(name string, size int, annotation string, requests v1.Res
 	if annotation != "" {
 		annotations = map[string]string{podgroup.NetworkTopologyAnnotation: annotation}
 	}
-	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, util.PodGroup(e.ns, name, int32(size), annotations)); err != nil {
+	return e.gangOf(util.PodGroup(e.ns, name, int32(size), annotations), size, requests, mutate...)
+}
+
+// gangOf creates the PodGroup pg and size members of it.
+func (e *topoEnv) gangOf(pg *schedulingv1alpha1.PodGroup, size int, requests v1.ResourceList, mutate ...func(*v1.Pod)) []string {
+	e.t.Helper()
+	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, pg); err != nil {
 		e.t.Fatal(err)
 	}
-	pods := util.GangPods(e.ns, name, plugins.SchedulerName, "", size)
+	pods := util.GangPods(e.ns, pg.Name, plugins.SchedulerName, "", size)
 	for _, p := range pods {
 		p.Spec.Containers[0].Resources.Requests = requests
 		p.Spec.Containers[0].Resources.Limits = requests

@@ -14,7 +14,7 @@ type GangArgs struct {
 
 	// DefaultScheduleTimeoutSeconds is how long the members of a gang wait in Permit for the
 	// rest of the gang when the PodGroup does not set spec.scheduleTimeoutSeconds.
-	// Defaults to 60.
+	// Defaults to 60; at most 870 (kube-scheduler rejects a pod that waits 15 minutes in Permit).
 	// +optional
 	DefaultScheduleTimeoutSeconds *int64 `json:"defaultScheduleTimeoutSeconds,omitempty"`
 }

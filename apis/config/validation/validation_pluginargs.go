@@ -19,9 +19,9 @@ const MaxBinPackWeight int64 = 100
 // ValidateGangArgs validates the Gang plugin's args.
 func ValidateGangArgs(path *field.Path, args *config.GangArgs) error {
 	var allErrs field.ErrorList
-	if args.DefaultScheduleTimeoutSeconds <= 0 {
-		allErrs = append(allErrs, field.Invalid(path.Child("defaultScheduleTimeoutSeconds"),
-			args.DefaultScheduleTimeoutSeconds, "must be greater than 0"))
+	if t := args.DefaultScheduleTimeoutSeconds; t <= 0 || t > config.MaxScheduleTimeoutSeconds {
+		allErrs = append(allErrs, field.Invalid(path.Child("defaultScheduleTimeoutSeconds"), t,
+			fmt.Sprintf("must be greater than 0 and at most %d (kube-scheduler rejects a pod that waits 15 minutes in Permit)", config.MaxScheduleTimeoutSeconds)))
 	}
 	return allErrs.ToAggregate()
 }

@@ -116,14 +116,17 @@ func TestValidateNetworkTopologyAwareArgs(t *testing.T) {
 }
 
 func TestValidateGangArgs(t *testing.T) {
+	const timeoutRange = "must be greater than 0 and at most 870 (kube-scheduler rejects a pod that waits 15 minutes in Permit)"
 	tests := []struct {
 		name    string
 		timeout int64
 		wantErr string
 	}{
 		{name: "positive", timeout: 30},
-		{name: "zero", timeout: 0, wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: 0: must be greater than 0"},
-		{name: "negative", timeout: -5, wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: -5: must be greater than 0"},
+		{name: "the longest", timeout: 870},
+		{name: "zero", timeout: 0, wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: 0: " + timeoutRange},
+		{name: "negative", timeout: -5, wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: -5: " + timeoutRange},
+		{name: "past kube-scheduler's Permit limit", timeout: 871, wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: 871: " + timeoutRange},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
@@ -44,6 +45,9 @@ const (
 	EventGangRejected = "GangRejected"
 	// EventGangTimedOut: the gang did not complete within its schedule timeout.
 	EventGangTimedOut = "GangTimedOut"
+	// EventGangDeadlineDeferred: the timeout passed while pods evicted for the gang
+	// terminate; the members waiting in Permit keep their nodes.
+	EventGangDeadlineDeferred = "GangDeadlineDeferred"
 	// EventInvalidSubGroupMember: a member matches a sub-group policy but lacks its keys.
 	EventInvalidSubGroupMember = "InvalidSubGroupMember"
 	// EventInvalidSubGroupPolicy: the PodGroup's sub-group annotation is unusable.
@@ -76,6 +80,8 @@ type Gang struct {
 	// takes to bind (binding.go); bound are the gangs whose quorum batch has bound.
 	firstReserved map[podgroup.Key]time.Time
 	bound         sets.Set[podgroup.Key]
+	// clock runs the rounds' deadlines (a fake one in tests).
+	clock clock.WithDelayedExecution
 }
 
 var (
@@ -118,6 +124,7 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 
 		firstReserved: map[podgroup.Key]time.Time{},
 		bound:         sets.New[podgroup.Key](),
+		clock:         clock.RealClock{},
 	}
 	g.conditions.Run(ctx)
 	go func() {
@@ -137,6 +144,7 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 		g.activateOnChange(klog.FromContext(ctx), key, podGroupChanged)
 	})
 	registry.OnGroupDelete(g.forget)
+	registry.OnPreemptionEnd(func(key podgroup.Key) { g.preemptionEnded(klog.FromContext(ctx), key) })
 	return g
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -105,12 +106,12 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	if !g.jobComplete(info, states, complete) || (inSub && !complete.Has(sub.ID)) {
 		started := !r.waitingSince.IsZero()
 		if !started {
-			r.start(timeout, func() { g.expire(logger, key, r) })
+			g.startRoundLocked(logger, key, r, timeout)
 		}
 		g.mu.Unlock()
 		if !started {
 			g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangWaiting,
-				fmt.Sprintf("gang %s: members are reserved and wait in Permit for the rest of the gang (minMember %d, timeout %s)", key, minMember, timeout))
+				fmt.Sprintf("gang %s: members are reserved and wait in Permit for the rest of the gang (minMember %d, timeout %s%s)", key, minMember, timeout, timeoutCapped(info)))
 			// Once per round, not per member: activating the pending members costs
 			// O(members), and they stay in the active queue once there.
 			g.activatePending(logger, key)
@@ -122,7 +123,7 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		}
 		// The round's own deadline rejects it under the gang lock; the framework's timer only
 		// backs it up, so that it can never fire while the round is being allowed.
-		return fwk.NewStatus(fwk.Wait, msg), timeout + waitSlack
+		return fwk.NewStatus(fwk.Wait, msg), maxPermitWait
 	}
 	// Allow this member and every waiting member of the round whose sub-group (if any) is
 	// complete, as one batch.
@@ -238,10 +239,28 @@ func (g *Gang) rejectionScope(key podgroup.Key, info podgroup.Info, pod *v1.Pod)
 	}, sub.ID
 }
 
-// timeout is the PodGroup's scheduleTimeoutSeconds, else the plugin's default.
+// timeout is the PodGroup's scheduleTimeoutSeconds, else the plugin's default (validated to
+// at most roundLimit), never more than roundLimit.
 func (g *Gang) timeout(info podgroup.Info) time.Duration {
-	if info.PodGroup != nil && info.PodGroup.Spec.ScheduleTimeoutSeconds != nil && *info.PodGroup.Spec.ScheduleTimeoutSeconds > 0 {
-		return time.Duration(*info.PodGroup.Spec.ScheduleTimeoutSeconds) * time.Second
+	if s := podGroupTimeout(info); s > 0 {
+		return min(time.Duration(s)*time.Second, roundLimit)
 	}
 	return time.Duration(g.args.DefaultScheduleTimeoutSeconds) * time.Second
+}
+
+// podGroupTimeout is the PodGroup's scheduleTimeoutSeconds, 0 when it sets none.
+func podGroupTimeout(info podgroup.Info) int64 {
+	if info.PodGroup != nil && info.PodGroup.Spec.ScheduleTimeoutSeconds != nil {
+		return int64(*info.PodGroup.Spec.ScheduleTimeoutSeconds)
+	}
+	return 0
+}
+
+// timeoutCapped says, for the GangWaiting Event, that the PodGroup asked for a longer wait
+// than kube-scheduler allows in Permit.
+func timeoutCapped(info podgroup.Info) string {
+	if s := podGroupTimeout(info); s > config.MaxScheduleTimeoutSeconds {
+		return fmt.Sprintf(": scheduleTimeoutSeconds %d is longer than kube-scheduler lets a pod wait in Permit", s)
+	}
+	return ""
 }

@@ -9,7 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
 
+	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -22,18 +24,30 @@ import (
 // the registry counts exactly the bound members, the allowed ones and the current round:
 // never the leftovers of a rejected round whose Unreserve calls have not run yet.
 
-// waitSlack is how much longer than the round's own deadline the framework lets a member
-// wait in Permit: the framework's timer is a backstop that never decides.
-const waitSlack = 30 * time.Second
+// maxPermitWait is kube-scheduler's limit on a pod's wait in Permit (the framework's
+// maxTimeout). Permit asks for all of it: the framework's timer is only a backstop, and the
+// round's own deadline, always earlier (roundLimit), decides.
+const maxPermitWait = 15 * time.Minute
+
+// roundLimit is the longest a round waits from its first waiting member, however long a
+// preemption for the gang defers its deadline.
+const roundLimit = time.Duration(config.MaxScheduleTimeoutSeconds) * time.Second
 
 // round is a gang's current attempt.
 type round struct {
 	// members are the round's reserved members that have not been allowed.
 	members map[types.UID]*v1.Pod
-	// waitingSince is when the round's first member waited in Permit; deadline then fires
-	// at the gang's timeout.
+	// waitingSince is when the round's first member waited in Permit; the deadline then
+	// fires at deadlineAt, the gang's timeout later unless a preemption for the gang moves it.
 	waitingSince time.Time
-	deadline     *time.Timer
+	deadlineAt   time.Time
+	deadline     clock.Timer
+	// armed counts the deadline's timers: one that fired just as it was replaced finds a
+	// newer count and does nothing.
+	armed int
+	// deferred says the deadline came while a preemption for the gang ran: the preemption's
+	// end sets it again, and roundLimit bounds it.
+	deferred bool
 	// ended is set by stop, so that the waiting gangs' gauge counts each round once.
 	ended bool
 	// failed are the members that could not be placed while the round was open; an elastic
@@ -41,11 +55,23 @@ type round struct {
 	failed sets.Set[types.UID]
 }
 
-// start starts the round's deadline: its members wait in Permit from now. g.mu must be held.
-func (r *round) start(timeout time.Duration, expire func()) {
-	r.waitingSince = time.Now()
-	r.deadline = time.AfterFunc(timeout, expire)
+// startRoundLocked starts the round's deadline: its members wait in Permit from now. g.mu
+// must be held.
+func (g *Gang) startRoundLocked(logger klog.Logger, key podgroup.Key, r *round, timeout time.Duration) {
+	r.waitingSince = g.clock.Now()
+	g.armLocked(logger, key, r, r.waitingSince.Add(timeout))
 	metrics.GangsWaitingInPermit.Inc()
+}
+
+// armLocked sets the round's deadline to at, replacing the one before. g.mu must be held.
+func (g *Gang) armLocked(logger klog.Logger, key podgroup.Key, r *round, at time.Time) {
+	if r.deadline != nil {
+		r.deadline.Stop()
+	}
+	r.armed++
+	armed := r.armed
+	r.deadlineAt = at
+	r.deadline = g.clock.AfterFunc(at.Sub(g.clock.Now()), func() { g.expire(logger, key, r, armed) })
 }
 
 // stop ends the round: its deadline is stopped and it no longer counts as waiting. Later
@@ -63,16 +89,35 @@ func (r *round) stop() {
 	}
 }
 
-// expire rejects the round at its deadline, unless it was allowed or rejected first.
-func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round) {
+// expire rejects the round at its deadline, unless it was allowed or rejected first, or a
+// preemption for the gang still runs: then the members keep the nodes they reserved (the
+// preemption counted them as placed; released, those nodes would go to pods of lower
+// priority) and the deadline waits for the preemption's end (preemptionEnded), at most until
+// roundLimit. Lock order: g.mu, then the preemption's own lock (Registry.Preempting).
+func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round, armed int) {
 	g.mu.Lock()
-	if g.rounds[key] != r {
+	if g.rounds[key] != r || r.armed != armed {
 		g.mu.Unlock()
 		return
 	}
 	info := g.registry.Info(key)
 	timeout := g.timeout(info)
+	if g.clock.Since(r.waitingSince) < roundLimit && g.registry.Preempting(key) {
+		r.deferred = true
+		g.armLocked(logger, key, r, r.waitingSince.Add(roundLimit))
+		reserved := len(r.members)
+		g.mu.Unlock()
+		if info.PodGroup != nil {
+			g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangDeadlineDeferred,
+				fmt.Sprintf("gang %s: its timeout (%s) passed while pods evicted for it terminate; its %d reserved members keep their nodes until %s after the preemption ends, at most %s after the first one waited", key, timeout, reserved, timeout, roundLimit))
+		}
+		logger.V(2).Info("Gang round's deadline deferred: a preemption for the gang runs", "podGroup", key, "reserved", reserved, "limit", r.deadlineAt)
+		return
+	}
 	why := fmt.Sprintf("timed out after %s waiting for %d members (minMember); %d were reserved or bound", timeout, info.MinMember(), info.Scheduled)
+	if r.deferred {
+		why = fmt.Sprintf("waited %s, as long as kube-scheduler lets a pod wait in Permit, for %d members (minMember) while pods evicted for the gang still terminated; %d were reserved or bound", roundLimit, info.MinMember(), info.Scheduled)
+	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), nil)
 	g.mu.Unlock()
 	if info.PodGroup != nil {
@@ -80,6 +125,28 @@ func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round) {
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
 	}
 	logger.V(3).Info("Gang round timed out", "podGroup", key, "rejected", rejected)
+}
+
+// preemptionEnded gives the gang's waiting round its timeout again from now: the members the
+// preemption made room for are scheduled only now. A later deadline stays; none goes past
+// roundLimit.
+func (g *Gang) preemptionEnded(logger klog.Logger, key podgroup.Key) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := g.rounds[key]
+	if r == nil || r.ended || r.waitingSince.IsZero() {
+		return
+	}
+	at := g.clock.Now().Add(g.timeout(g.registry.Info(key)))
+	if limit := r.waitingSince.Add(roundLimit); at.After(limit) {
+		at = limit
+	}
+	if !r.deferred && !at.After(r.deadlineAt) {
+		return
+	}
+	r.deferred = false
+	g.armLocked(logger, key, r, at)
+	logger.V(3).Info("Gang round's deadline set from the end of its preemption", "podGroup", key, "deadline", at)
 }
 
 // rejectRoundLocked rejects the gang's current round, or, with only, the part of it that only

@@ -78,6 +78,7 @@ func (pl *GangPreemption) drainLocked(logger klog.Logger, key podgroup.Key, a *a
 		if expired {
 			n := pl.registry.ActivatePending(logger, pl.handle, key)
 			logger.Info("The scheduler's cache still held victims of a gang preemption after the drain's time limit; the gang is retried", "podGroup", key, "limit", limit, "membersActivated", n)
+			pl.registry.PreemptionEnded(key)
 		}
 	})
 }
@@ -137,6 +138,7 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 	pl.mu.Unlock()
 	if held == 0 {
 		klog.FromContext(ctx).V(4).Info("Gang preemption's victims are gone from the scheduler's cache", "podGroup", key)
+		pl.registry.PreemptionEnded(key)
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(drainingStateKey, &drainingState{node: node})

@@ -28,6 +28,7 @@ import (
 
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
 
 // cacheView is the framework handle as the plugin sees it: the snapshot of kube-scheduler's
@@ -41,6 +42,9 @@ type cacheView struct {
 }
 
 func (h *cacheView) SnapshotSharedLister() fwk.SharedLister { return h.snapshot }
+
+// DeleteNominatedPodIfExists: the plugin withdraws nominations of an abandoned attempt.
+func (h *cacheView) DeleteNominatedPodIfExists(*v1.Pod) {}
 
 func (h *cacheView) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
 	h.mu.Lock()
@@ -60,11 +64,14 @@ func (h *cacheView) takeActivated() []string {
 	return got
 }
 
-// newTestPlugin is the plugin's bookkeeping without informers or the wrapped DefaultPreemption.
+// newTestPlugin is the plugin's bookkeeping without informers or the wrapped DefaultPreemption;
+// its nomination writer records wishes and never writes.
 func newTestPlugin(h fwk.Handle, registry *podgroup.Registry) *GangPreemption {
-	return &GangPreemption{handle: h, registry: registry, events: podgroup.NewEventLog(&events.FakeRecorder{}, eventAction),
+	pl := &GangPreemption{handle: h, registry: registry, events: podgroup.NewEventLog(&events.FakeRecorder{}, eventAction),
 		running: map[podgroup.Key]*attempt{}, victimOf: map[types.UID]sets.Set[podgroup.Key]{},
 		draining: map[podgroup.Key]*attempt{}, resumed: sets.New[podgroup.Key]()}
+	pl.nominations = podstatus.NewWriter("test", nil, nil, pl.nominationWish)
+	return pl
 }
 
 // drainEnv: gang ns/train (train-0, train-1) preempted low-node-1 and low-node-2 and

@@ -134,6 +134,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 	pl.nominations.Run(ctx)
 	registry.OnGroupDelete(pl.forget)
 	registry.AddNominationHolder(pl.holdsNomination)
+	registry.AddPreemptionHolder(pl.preemptingGang)
 	if err := pl.addVictimHandler(ctx); err != nil {
 		return nil, err
 	}
@@ -248,6 +249,9 @@ func (pl *GangPreemption) forget(key podgroup.Key) {
 	if drained {
 		// Members refused while draining wait for no other event of this plugin.
 		pl.registry.ActivatePending(klog.Background(), pl.handle, key)
+	}
+	if a != nil || drained {
+		pl.registry.PreemptionEnded(key)
 	}
 	pl.events.Forget(key)
 }

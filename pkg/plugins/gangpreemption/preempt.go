@@ -228,6 +228,16 @@ func (pl *GangPreemption) preempting(key podgroup.Key, pod *v1.Pod) (msg, node s
 	return "", "", false
 }
 
+// preemptingGang reports whether a preemption for the gang is under way: its victims
+// terminate, or the scheduler's cache still counts them (Registry.Preempting: the gang's
+// waiting members then outlast its timeout).
+func (pl *GangPreemption) preemptingGang(key podgroup.Key) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	a := pl.running[key]
+	return (a != nil && a.waiting.Len() > 0) || pl.draining[key] != nil
+}
+
 // actuate evicts the choice's victims the way kube-scheduler's preemption does (the
 // DisruptionTarget condition, then delete; a pod waiting in Permit is rejected instead), and
 // nominates the needed members on their nodes, so that no pod of lower or equal priority
@@ -296,6 +306,7 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 			pl.mu.Lock()
 			pl.endLocked(key, a)
 			pl.mu.Unlock()
+			pl.registry.PreemptionEnded(key)
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: evicting in %s failed: %v", key, c.domain.name, err))
 		}
 	}

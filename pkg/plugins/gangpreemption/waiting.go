@@ -98,12 +98,14 @@ func (pl *GangPreemption) startLocked(logger klog.Logger, key podgroup.Key, a *a
 		if expired {
 			n := pl.registry.ActivatePending(logger, pl.handle, key)
 			logger.Info("Gang preemption's victims outlived their grace period; the gang is retried", "podGroup", key, "victimsLeft", left, "membersActivated", n)
+			pl.registry.PreemptionEnded(key)
 		}
 	})
 }
 
-// victimSlack is how long past the victims' longest grace period a gang waits for them.
-const victimSlack = time.Minute
+// victimSlack is how long past the victims' longest grace period a gang waits for them. A
+// variable for the tests.
+var victimSlack = time.Minute
 
 // gracePeriod is how long a victim may take to terminate, in seconds.
 func gracePeriod(p *v1.Pod) int64 {

@@ -1,0 +1,218 @@
+package gang
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// asyncClock runs a fake clock's timers in goroutines of their own, as the real clock does:
+// the fake one calls them under its lock, which the deadline's own reads of the clock need.
+type asyncClock struct{ *testingclock.FakeClock }
+
+func (c asyncClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return c.FakeClock.AfterFunc(d, func() { go f() })
+}
+
+// roundsEnv is a gang team/train of minMember 3 with members p0 and p1 waiting in Permit on a
+// fake clock (p2 never comes), and a preemption holder the test switches.
+type roundsEnv struct {
+	*env
+	clock      *testingclock.FakeClock
+	start      time.Time
+	key        podgroup.Key
+	preempting atomic.Bool
+	waiting    []*v1.Pod
+}
+
+func newRoundsEnv(t *testing.T, timeoutSeconds int32) *roundsEnv {
+	t.Helper()
+	e := &roundsEnv{env: newEnv(t, 60), start: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC), key: podgroup.Key{Namespace: ns, Name: "train"}}
+	e.clock = testingclock.NewFakeClock(e.start)
+	e.plugin.clock = asyncClock{e.clock}
+	e.registry.AddPreemptionHolder(func(key podgroup.Key) bool { return key == e.key && e.preempting.Load() })
+	e.podGroup("train", 3, ptr.To(timeoutSeconds))
+	e.waiting = []*v1.Pod{member("p0", "train"), member("p1", "train")}
+	for _, p := range append(e.waiting, member("p2", "train")) {
+		e.registry.SetPod(nil, p)
+	}
+	for _, p := range e.waiting {
+		if s := e.reserveAndPermit(t, p); s.Code() != fwk.Wait {
+			t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)
+		}
+	}
+	drain(e.recorder.Events)
+	return e
+}
+
+// deadline is when the gang's round times out.
+func (e *roundsEnv) deadline(t *testing.T) time.Time {
+	t.Helper()
+	e.plugin.mu.Lock()
+	defer e.plugin.mu.Unlock()
+	r := e.plugin.rounds[e.key]
+	if r == nil {
+		t.Fatal("the gang has no round")
+	}
+	return r.deadlineAt
+}
+
+// awaitEvent polls for an Event: the deadline records it after releasing the gang lock.
+func (e *roundsEnv) awaitEvent(t *testing.T, want string) {
+	t.Helper()
+	var events []string
+	if err := wait.PollUntilContextTimeout(e.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		events = append(events, drain(e.recorder.Events)...)
+		return contains(events, want), nil
+	}); err != nil {
+		t.Fatalf("events %q do not contain %q", events, want)
+	}
+}
+
+// assertWaiting fails unless both members still wait in Permit.
+func (e *roundsEnv) assertWaiting(t *testing.T) {
+	t.Helper()
+	for _, p := range e.waiting {
+		if e.fw.GetWaitingPod(p.UID) == nil {
+			t.Errorf("%s no longer waits in Permit", p.Name)
+		}
+	}
+}
+
+// assertRejected waits for both members' rejection and checks its message.
+func (e *roundsEnv) assertRejected(t *testing.T, want string) {
+	t.Helper()
+	for _, p := range e.waiting {
+		s := e.fw.WaitOnPermit(e.ctx, p)
+		if s.Code() != fwk.Unschedulable || s.Message() != want {
+			t.Errorf("%s: %v, want Unschedulable %q", p.Name, s, want)
+		}
+	}
+}
+
+// TestDeadlineWaitsForThePreemption: the gang's timeout passes while pods evicted for it
+// terminate. Its waiting members keep their nodes; when the preemption ends they have the
+// gang's timeout again, and then time out as usual.
+func TestDeadlineWaitsForThePreemption(t *testing.T) {
+	e := newRoundsEnv(t, 10)
+	e.preempting.Store(true)
+	e.clock.Step(10 * time.Second)
+	e.awaitEvent(t, "Normal GangDeadlineDeferred gang team/train: its timeout (10s) passed while pods evicted for it terminate; its 2 reserved members keep their nodes until 10s after the preemption ends, at most 14m30s after the first one waited")
+	if got, want := e.deadline(t), e.start.Add(14*time.Minute+30*time.Second); !got.Equal(want) {
+		t.Errorf("deferred deadline %v, want %v", got, want)
+	}
+	e.clock.Step(5 * time.Minute)
+	e.assertWaiting(t)
+
+	e.preempting.Store(false)
+	e.registry.PreemptionEnded(e.key)
+	if got, want := e.deadline(t), e.start.Add(5*time.Minute+20*time.Second); !got.Equal(want) {
+		t.Errorf("deadline after the preemption %v, want %v", got, want)
+	}
+	e.clock.Step(9 * time.Second)
+	e.assertWaiting(t)
+	e.clock.Step(time.Second)
+	e.assertRejected(t, "gang team/train rejected: timed out after 10s waiting for 3 members (minMember); 2 were reserved or bound")
+	e.awaitEvent(t, "Warning GangTimedOut gang team/train: timed out after 10s waiting for 3 members (minMember); 2 were reserved or bound; 2 waiting members rejected and their resources released")
+}
+
+// TestDeadlineDeferredAtMostToKubeSchedulersLimit: a preemption that never ends holds the
+// waiting members until 30 s before kube-scheduler's own 15-minute limit, and the gang says
+// why it was rejected.
+func TestDeadlineDeferredAtMostToKubeSchedulersLimit(t *testing.T) {
+	e := newRoundsEnv(t, 10)
+	e.preempting.Store(true)
+	e.clock.Step(10 * time.Second)
+	e.awaitEvent(t, "Normal GangDeadlineDeferred gang team/train: its timeout (10s) passed while pods evicted for it terminate; its 2 reserved members keep their nodes until 10s after the preemption ends, at most 14m30s after the first one waited")
+	e.clock.Step(14*time.Minute + 19*time.Second)
+	e.assertWaiting(t)
+	e.clock.Step(time.Second)
+	const why = "waited 14m30s, as long as kube-scheduler lets a pod wait in Permit, for 3 members (minMember) while pods evicted for the gang still terminated; 2 were reserved or bound"
+	e.assertRejected(t, "gang team/train rejected: "+why)
+	e.awaitEvent(t, "Warning GangTimedOut gang team/train: "+why+"; 2 waiting members rejected and their resources released")
+}
+
+// TestPreemptionEndSetsTheDeadline: the end of a preemption gives the waiting members at least
+// the gang's timeout from then, never past the limit, and never takes time away.
+func TestPreemptionEndSetsTheDeadline(t *testing.T) {
+	tests := []struct {
+		name           string
+		timeoutSeconds int32
+		endAfter       time.Duration
+		want           time.Duration
+	}{
+		{name: "ends before the deadline: the timeout again from the end", timeoutSeconds: 10, endAfter: 8 * time.Second, want: 18 * time.Second},
+		{name: "ends at once: the later deadline stays", timeoutSeconds: 10, want: 10 * time.Second},
+		{name: "the limit bounds it", timeoutSeconds: 3600, endAfter: 100 * time.Second, want: 14*time.Minute + 30*time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newRoundsEnv(t, tc.timeoutSeconds)
+			e.clock.Step(tc.endAfter)
+			e.registry.PreemptionEnded(e.key)
+			e.registry.PreemptionEnded(podgroup.Key{Namespace: ns, Name: "no-round"})
+			if got, want := e.deadline(t), e.start.Add(tc.want); !got.Equal(want) {
+				t.Errorf("deadline %v after the start, want %v", got.Sub(e.start), tc.want)
+			}
+			e.assertWaiting(t)
+		})
+	}
+}
+
+// TestPermitWaitsAtMostKubeSchedulersLimit: Permit asks the framework for its longest wait
+// (the round's deadline decides), and a PodGroup that asks for a longer timeout gets the
+// limit, with an Event that says so.
+func TestPermitWaitsAtMostKubeSchedulersLimit(t *testing.T) {
+	tests := []struct {
+		name           string
+		timeoutSeconds int32
+		wantTimeout    time.Duration
+		wantEvent      string
+	}{
+		{name: "within the limit", timeoutSeconds: 870, wantTimeout: 870 * time.Second,
+			wantEvent: "Normal GangWaiting gang team/train: members are reserved and wait in Permit for the rest of the gang (minMember 2, timeout 14m30s)"},
+		{name: "past the limit", timeoutSeconds: 3600, wantTimeout: 870 * time.Second,
+			wantEvent: "Normal GangWaiting gang team/train: members are reserved and wait in Permit for the rest of the gang (minMember 2, timeout 14m30s: scheduleTimeoutSeconds 3600 is longer than kube-scheduler lets a pod wait in Permit)"},
+		{name: "short", timeoutSeconds: 5, wantTimeout: 5 * time.Second,
+			wantEvent: "Normal GangWaiting gang team/train: members are reserved and wait in Permit for the rest of the gang (minMember 2, timeout 5s)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 60)
+			e.podGroup("train", 2, ptr.To(tc.timeoutSeconds))
+			p0 := member("p0", "train")
+			e.registry.SetPod(nil, p0)
+			e.registry.SetPod(nil, member("p1", "train"))
+			if got := e.plugin.timeout(e.registry.Info(podgroup.Key{Namespace: ns, Name: "train"})); got != tc.wantTimeout {
+				t.Errorf("timeout %v, want %v", got, tc.wantTimeout)
+			}
+			state := framework.NewCycleState()
+			if s := e.fw.RunReservePluginsReserve(e.ctx, state, p0, "node-1"); !s.IsSuccess() {
+				t.Fatal(s)
+			}
+			waits, s := e.fw.RunPermitPlugins(e.ctx, state, p0, "node-1")
+			if s.Code() != fwk.Wait {
+				t.Fatalf("Permit = %v, want Wait", s)
+			}
+			if diff := cmp.Diff(map[string]time.Duration{Name: 15 * time.Minute}, waits); diff != "" {
+				t.Errorf("framework wait (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{tc.wantEvent}, drain(e.recorder.Events)); diff != "" {
+				t.Errorf("events (-want,+got):\n%s", diff)
+			}
+			e.fw.RunReservePluginsUnreserve(e.ctx, state, p0, "node-1")
+		})
+	}
+}
