@@ -82,6 +82,8 @@ type Gang struct {
 	bound         sets.Set[podgroup.Key]
 	// clock runs the rounds' deadlines (a fake one in tests).
 	clock clock.WithDelayedExecution
+	// ctx is the scheduler's lifetime, for the work a round's rejection leaves behind.
+	ctx context.Context
 }
 
 var (
@@ -125,6 +127,7 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 		firstReserved: map[podgroup.Key]time.Time{},
 		bound:         sets.New[podgroup.Key](),
 		clock:         clock.RealClock{},
+		ctx:           ctx,
 	}
 	g.conditions.Run(ctx)
 	go func() {

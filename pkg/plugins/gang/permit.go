@@ -62,6 +62,7 @@ func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 		return
 	}
 	delete(r.members, pod.UID)
+	r.waiters.Delete(pod.UID)
 	info := g.registry.Info(key)
 	why := fmt.Sprintf("member %s was unreserved", pod.Name)
 	only, subGroup := g.rejectionScope(key, info, pod)
@@ -108,6 +109,10 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		if !started {
 			g.startRoundLocked(logger, key, r, timeout)
 		}
+		if r.waiters == nil {
+			r.waiters = sets.New[types.UID]()
+		}
+		r.waiters.Insert(pod.UID)
 		g.mu.Unlock()
 		if !started {
 			g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangWaiting,
@@ -145,6 +150,7 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 			uid = wp.GetPod().UID
 		}
 		delete(r.members, uid)
+		r.waiters.Delete(uid)
 		delete(g.memberRound, uid)
 		g.memberBatch[uid] = b
 	}

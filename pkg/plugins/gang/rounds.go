@@ -1,12 +1,14 @@
 package gang
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
@@ -46,8 +48,13 @@ type round struct {
 	// newer count and does nothing.
 	armed int
 	// deferred says the deadline came while a preemption for the gang ran: the preemption's
-	// end sets it again, and roundLimit bounds it.
-	deferred bool
+	// end sets it again, and roundLimit bounds it. preemptionEndedAt is when an end gave the
+	// round a later deadline.
+	deferred          bool
+	preemptionEndedAt time.Time
+	// waiters are the members whose Permit returned Wait: kube-scheduler adds each to its
+	// waiting pods a moment later, outside the gang lock (rejectWhenWaiting).
+	waiters sets.Set[types.UID]
 	// ended is set by stop, so that the waiting gangs' gauge counts each round once.
 	ended bool
 	// failed are the members that could not be placed while the round was open; an elastic
@@ -96,7 +103,7 @@ func (r *round) stop() {
 // roundLimit. Lock order: g.mu, then the preemption's own lock (Registry.Preempting).
 func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round, armed int) {
 	g.mu.Lock()
-	if g.rounds[key] != r || r.armed != armed {
+	if g.rounds[key] != r || r.armed != armed || r.ended {
 		g.mu.Unlock()
 		return
 	}
@@ -105,18 +112,22 @@ func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round, armed int)
 	if g.clock.Since(r.waitingSince) < roundLimit && g.registry.Preempting(key) {
 		r.deferred = true
 		g.armLocked(logger, key, r, r.waitingSince.Add(roundLimit))
-		reserved := len(r.members)
+		reserved, limit := len(r.members), r.deadlineAt
 		g.mu.Unlock()
 		if info.PodGroup != nil {
 			g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangDeadlineDeferred,
 				fmt.Sprintf("gang %s: its timeout (%s) passed while pods evicted for it terminate; its %d reserved members keep their nodes until %s after the preemption ends, at most %s after the first one waited", key, timeout, reserved, timeout, roundLimit))
 		}
-		logger.V(2).Info("Gang round's deadline deferred: a preemption for the gang runs", "podGroup", key, "reserved", reserved, "limit", r.deadlineAt)
+		logger.V(2).Info("Gang round's deadline deferred: a preemption for the gang runs", "podGroup", key, "reserved", reserved, "limit", limit)
 		return
 	}
 	why := fmt.Sprintf("timed out after %s waiting for %d members (minMember); %d were reserved or bound", timeout, info.MinMember(), info.Scheduled)
-	if r.deferred {
+	switch {
+	case r.deferred:
 		why = fmt.Sprintf("waited %s, as long as kube-scheduler lets a pod wait in Permit, for %d members (minMember) while pods evicted for the gang still terminated; %d were reserved or bound", roundLimit, info.MinMember(), info.Scheduled)
+	case !r.preemptionEndedAt.IsZero():
+		why = fmt.Sprintf("timed out %s after the preemption for it ended (%s in all) waiting for %d members (minMember); %d were reserved or bound",
+			r.deadlineAt.Sub(r.preemptionEndedAt), r.deadlineAt.Sub(r.waitingSince).Round(time.Second), info.MinMember(), info.Scheduled)
 	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), nil)
 	g.mu.Unlock()
@@ -145,6 +156,7 @@ func (g *Gang) preemptionEnded(logger klog.Logger, key podgroup.Key) {
 		return
 	}
 	r.deferred = false
+	r.preemptionEndedAt = g.clock.Now()
 	g.armLocked(logger, key, r, at)
 	logger.V(3).Info("Gang round's deadline set from the end of its preemption", "podGroup", key, "deadline", at)
 }
@@ -152,8 +164,9 @@ func (g *Gang) preemptionEnded(logger klog.Logger, key podgroup.Key) {
 // rejectRoundLocked rejects the gang's current round, or, with only, the part of it that only
 // selects: the waiting members are rejected (the framework then unreserves them), and every
 // rejected member's reservation is released from the registry now. A rejected member that is
-// still between Reserve and Permit is rejected at Permit. It returns how many waiting members
-// were rejected. g.mu must be held.
+// still between Reserve and Permit is rejected at Permit, one between Permit and the waiting
+// pods as soon as it is there. It returns how many waiting members were rejected. g.mu must
+// be held.
 func (g *Gang) rejectRoundLocked(key podgroup.Key, msg string, only func(*v1.Pod) bool) int {
 	r := g.rounds[key]
 	if r == nil {
@@ -173,13 +186,37 @@ func (g *Gang) rejectRoundLocked(key podgroup.Key, msg string, only func(*v1.Pod
 		delete(r.members, uid)
 		delete(g.memberRound, uid)
 		g.registry.Unreserve(pod)
-		if wp := waiting[uid]; wp != nil && wp.Reject(Name, msg) {
+		if wp := waiting[uid]; wp != nil {
+			if wp.Reject(Name, msg) {
+				rejected++
+			}
+		} else if r.waiters.Has(uid) {
+			go g.rejectWhenWaiting(uid, msg)
 			rejected++
 		}
+		r.waiters.Delete(uid)
 	}
 	if only == nil || len(r.members) == 0 {
 		r.stop()
 		delete(g.rounds, key)
 	}
 	return rejected
+}
+
+// rejectWhenWaiting rejects a member whose round was rejected after its Permit returned Wait
+// and before kube-scheduler added it to its waiting pods (two steps of the scheduling
+// goroutine, outside the gang lock): it is there a moment later. Left alone, it would hold its
+// node until the framework's backstop, 15 minutes on.
+func (g *Gang) rejectWhenWaiting(uid types.UID, msg string) {
+	err := wait.PollUntilContextTimeout(g.ctx, time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		wp := g.handle.GetWaitingPod(uid)
+		if wp == nil {
+			return false, nil
+		}
+		wp.Reject(Name, msg)
+		return true, nil
+	})
+	if err != nil {
+		klog.FromContext(g.ctx).Error(err, "A gang member whose round was rejected did not come to wait in Permit", "podUID", uid)
+	}
 }

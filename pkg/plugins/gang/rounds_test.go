@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,19 +19,28 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// asyncClock runs a fake clock's timers in goroutines of their own, as the real clock does:
-// the fake one calls them under its lock, which the deadline's own reads of the clock need.
-type asyncClock struct{ *testingclock.FakeClock }
+// asyncClock runs a fake clock's timers in goroutines of their own, as the real clock does
+// (the fake one calls them under its lock, which the deadline's own reads of the clock
+// need); step advances the clock and waits for the timers that fired.
+type asyncClock struct {
+	*testingclock.FakeClock
+	fired *sync.WaitGroup
+}
 
 func (c asyncClock) AfterFunc(d time.Duration, f func()) clock.Timer {
-	return c.FakeClock.AfterFunc(d, func() { go f() })
+	return c.FakeClock.AfterFunc(d, func() { c.fired.Go(f) })
+}
+
+func (c asyncClock) step(d time.Duration) {
+	c.Step(d)
+	c.fired.Wait()
 }
 
 // roundsEnv is a gang team/train of minMember 3 with members p0 and p1 waiting in Permit on a
 // fake clock (p2 never comes), and a preemption holder the test switches.
 type roundsEnv struct {
 	*env
-	clock      *testingclock.FakeClock
+	clock      asyncClock
 	start      time.Time
 	key        podgroup.Key
 	preempting atomic.Bool
@@ -40,8 +50,8 @@ type roundsEnv struct {
 func newRoundsEnv(t *testing.T, timeoutSeconds int32) *roundsEnv {
 	t.Helper()
 	e := &roundsEnv{env: newEnv(t, 60), start: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC), key: podgroup.Key{Namespace: ns, Name: "train"}}
-	e.clock = testingclock.NewFakeClock(e.start)
-	e.plugin.clock = asyncClock{e.clock}
+	e.clock = asyncClock{FakeClock: testingclock.NewFakeClock(e.start), fired: &sync.WaitGroup{}}
+	e.plugin.clock = e.clock
 	e.registry.AddPreemptionHolder(func(key podgroup.Key) bool { return key == e.key && e.preempting.Load() })
 	e.podGroup("train", 3, ptr.To(timeoutSeconds))
 	e.waiting = []*v1.Pod{member("p0", "train"), member("p1", "train")}
@@ -70,7 +80,7 @@ func (e *roundsEnv) deadline(t *testing.T) time.Time {
 }
 
 // awaitEvent polls for an Event: the deadline records it after releasing the gang lock.
-func (e *roundsEnv) awaitEvent(t *testing.T, want string) {
+func (e *env) awaitEvent(t *testing.T, want string) {
 	t.Helper()
 	var events []string
 	if err := wait.PollUntilContextTimeout(e.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
@@ -81,12 +91,18 @@ func (e *roundsEnv) awaitEvent(t *testing.T, want string) {
 	}
 }
 
-// assertWaiting fails unless both members still wait in Permit.
+// assertWaiting fails unless both members are still in the gang's open round.
 func (e *roundsEnv) assertWaiting(t *testing.T) {
 	t.Helper()
+	e.plugin.mu.Lock()
+	defer e.plugin.mu.Unlock()
+	r := e.plugin.rounds[e.key]
+	if r == nil || r.ended {
+		t.Fatal("the gang's round ended")
+	}
 	for _, p := range e.waiting {
-		if e.fw.GetWaitingPod(p.UID) == nil {
-			t.Errorf("%s no longer waits in Permit", p.Name)
+		if r.members[p.UID] == nil || e.fw.GetWaitingPod(p.UID) == nil {
+			t.Errorf("%s no longer waits in the round", p.Name)
 		}
 	}
 }
@@ -108,12 +124,12 @@ func (e *roundsEnv) assertRejected(t *testing.T, want string) {
 func TestDeadlineWaitsForThePreemption(t *testing.T) {
 	e := newRoundsEnv(t, 10)
 	e.preempting.Store(true)
-	e.clock.Step(10 * time.Second)
+	e.clock.step(10 * time.Second)
 	e.awaitEvent(t, "Normal GangDeadlineDeferred gang team/train: its timeout (10s) passed while pods evicted for it terminate; its 2 reserved members keep their nodes until 10s after the preemption ends, at most 14m30s after the first one waited")
 	if got, want := e.deadline(t), e.start.Add(14*time.Minute+30*time.Second); !got.Equal(want) {
 		t.Errorf("deferred deadline %v, want %v", got, want)
 	}
-	e.clock.Step(5 * time.Minute)
+	e.clock.step(5 * time.Minute)
 	e.assertWaiting(t)
 
 	e.preempting.Store(false)
@@ -121,11 +137,12 @@ func TestDeadlineWaitsForThePreemption(t *testing.T) {
 	if got, want := e.deadline(t), e.start.Add(5*time.Minute+20*time.Second); !got.Equal(want) {
 		t.Errorf("deadline after the preemption %v, want %v", got, want)
 	}
-	e.clock.Step(9 * time.Second)
+	e.clock.step(9 * time.Second)
 	e.assertWaiting(t)
-	e.clock.Step(time.Second)
-	e.assertRejected(t, "gang team/train rejected: timed out after 10s waiting for 3 members (minMember); 2 were reserved or bound")
-	e.awaitEvent(t, "Warning GangTimedOut gang team/train: timed out after 10s waiting for 3 members (minMember); 2 were reserved or bound; 2 waiting members rejected and their resources released")
+	e.clock.step(time.Second)
+	const why = "timed out 10s after the preemption for it ended (5m20s in all) waiting for 3 members (minMember); 2 were reserved or bound"
+	e.assertRejected(t, "gang team/train rejected: "+why)
+	e.awaitEvent(t, "Warning GangTimedOut gang team/train: "+why+"; 2 waiting members rejected and their resources released")
 }
 
 // TestDeadlineDeferredAtMostToKubeSchedulersLimit: a preemption that never ends holds the
@@ -134,11 +151,11 @@ func TestDeadlineWaitsForThePreemption(t *testing.T) {
 func TestDeadlineDeferredAtMostToKubeSchedulersLimit(t *testing.T) {
 	e := newRoundsEnv(t, 10)
 	e.preempting.Store(true)
-	e.clock.Step(10 * time.Second)
+	e.clock.step(10 * time.Second)
 	e.awaitEvent(t, "Normal GangDeadlineDeferred gang team/train: its timeout (10s) passed while pods evicted for it terminate; its 2 reserved members keep their nodes until 10s after the preemption ends, at most 14m30s after the first one waited")
-	e.clock.Step(14*time.Minute + 19*time.Second)
+	e.clock.step(14*time.Minute + 19*time.Second)
 	e.assertWaiting(t)
-	e.clock.Step(time.Second)
+	e.clock.step(time.Second)
 	const why = "waited 14m30s, as long as kube-scheduler lets a pod wait in Permit, for 3 members (minMember) while pods evicted for the gang still terminated; 2 were reserved or bound"
 	e.assertRejected(t, "gang team/train rejected: "+why)
 	e.awaitEvent(t, "Warning GangTimedOut gang team/train: "+why+"; 2 waiting members rejected and their resources released")
@@ -155,12 +172,12 @@ func TestPreemptionEndSetsTheDeadline(t *testing.T) {
 	}{
 		{name: "ends before the deadline: the timeout again from the end", timeoutSeconds: 10, endAfter: 8 * time.Second, want: 18 * time.Second},
 		{name: "ends at once: the later deadline stays", timeoutSeconds: 10, want: 10 * time.Second},
-		{name: "the limit bounds it", timeoutSeconds: 3600, endAfter: 100 * time.Second, want: 14*time.Minute + 30*time.Second},
+		{name: "the limit bounds it", timeoutSeconds: 600, endAfter: 400 * time.Second, want: 14*time.Minute + 30*time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newRoundsEnv(t, tc.timeoutSeconds)
-			e.clock.Step(tc.endAfter)
+			e.clock.step(tc.endAfter)
 			e.registry.PreemptionEnded(e.key)
 			e.registry.PreemptionEnded(podgroup.Key{Namespace: ns, Name: "no-round"})
 			if got, want := e.deadline(t), e.start.Add(tc.want); !got.Equal(want) {
@@ -215,4 +232,48 @@ func TestPermitWaitsAtMostKubeSchedulersLimit(t *testing.T) {
 			e.fw.RunReservePluginsUnreserve(e.ctx, state, p0, "node-1")
 		})
 	}
+}
+
+// TestRoundRejectedBeforeTheMemberWaits: kube-scheduler adds a member to its waiting pods only
+// after Permit returned Wait, outside the gang lock. A round rejected in between (here by a
+// sibling's Unreserve) still rejects that member once it waits, not 15 minutes later.
+func TestRoundRejectedBeforeTheMemberWaits(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 3, nil)
+	p0, p1, p2 := member("p0", "train"), member("p1", "train"), member("p2", "train")
+	for _, p := range []*v1.Pod{p0, p1, p2} {
+		e.registry.SetPod(nil, p)
+	}
+	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	state := framework.NewCycleState()
+	if s := e.fw.RunReservePluginsReserve(e.ctx, state, p1, "node-1"); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	waits, s := e.fw.RunPermitPlugins(e.ctx, state, p1, "node-1")
+	if s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p1) = %v, want Wait", s)
+	}
+	other := framework.NewCycleState()
+	if s := e.fw.RunReservePluginsReserve(e.ctx, other, p2, "node-2"); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	e.fw.RunReservePluginsUnreserve(e.ctx, other, p2, "node-2")
+	e.fw.AddWaitingPod(p1, waits)
+
+	const want = "gang team/train rejected: member p2 was unreserved"
+	for _, p := range []*v1.Pod{p0, p1} {
+		done := make(chan *fwk.Status, 1)
+		go func() { done <- e.fw.WaitOnPermit(e.ctx, p) }()
+		select {
+		case s := <-done:
+			if s.Code() != fwk.Unschedulable || s.Message() != want {
+				t.Errorf("%s: %v, want Unschedulable %q", p.Name, s, want)
+			}
+		case <-time.After(wait.ForeverTestTimeout):
+			t.Fatalf("%s still waits in Permit after its round was rejected", p.Name)
+		}
+	}
+	e.awaitEvent(t, "Warning GangRejected gang team/train: member p2 was unreserved; 2 waiting members rejected and their resources released")
 }

@@ -84,6 +84,7 @@ func TestPreemptionEndIsAnnounced(t *testing.T) {
 			if e.registry.Preempting(e.key) {
 				t.Error("Preempting = true after the end")
 			}
+			e.nothingLeft(t)
 			if diff := cmp.Diff([]string{"ns/train"}, ends.get()); diff != "" {
 				t.Errorf("ends announced (-want,+got):\n%s", diff)
 			}
@@ -92,8 +93,8 @@ func TestPreemptionEndIsAnnounced(t *testing.T) {
 }
 
 // TestPreemptionRunsUntilTheCacheDropsTheVictims: the victims' deletion does not end the
-// preemption for Gang, nor does a new attempt that replaces it; the victims' grace period
-// does (the attempt's own time limit).
+// preemption for Gang, nor does a new attempt that replaces it; the end of the victims' grace
+// period does (the attempt's own time limit).
 func TestPreemptionRunsUntilTheCacheDropsTheVictims(t *testing.T) {
 	e := newDrainEnv(t)
 	ends := &endLog{}
@@ -107,6 +108,13 @@ func TestPreemptionRunsUntilTheCacheDropsTheVictims(t *testing.T) {
 		t.Fatalf("while the cache holds a victim: Preempting %v, ends %v; want true, none", e.registry.Preempting(e.key), ends.get())
 	}
 
+	e.pl.mu.Lock()
+	e.pl.startLocked(e.logger, e.key, &attempt{domain: wholeCluster, victims: []*v1.Pod{e.other}})
+	e.pl.mu.Unlock()
+	if !e.registry.Preempting(e.key) || len(ends.get()) > 0 {
+		t.Fatalf("after a new attempt began: Preempting %v, ends %v; want true, none", e.registry.Preempting(e.key), ends.get())
+	}
+
 	old := victimSlack
 	victimSlack = time.Nanosecond
 	t.Cleanup(func() { victimSlack = old })
@@ -116,15 +124,23 @@ func TestPreemptionRunsUntilTheCacheDropsTheVictims(t *testing.T) {
 	quick.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
 	e.pl.startLocked(e.logger, e.key, &attempt{domain: wholeCluster, victims: []*v1.Pod{quick}})
 	e.pl.mu.Unlock()
-	if !e.registry.Preempting(e.key) {
-		t.Error("Preempting = false after a new attempt began")
-	}
 	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return len(ends.get()) > 0, nil
 	}); err != nil {
 		t.Fatal("no end announced at the victims' time limit")
 	}
+	e.nothingLeft(t)
 	if diff := cmp.Diff([]string{"ns/train"}, ends.get()); diff != "" || e.registry.Preempting(e.key) {
 		t.Errorf("ends announced (-want,+got):\n%s; Preempting %v", diff, e.registry.Preempting(e.key))
+	}
+}
+
+// nothingLeft checks that no attempt runs or drains: no timer is left to announce another end.
+func (e *drainEnv) nothingLeft(t *testing.T) {
+	t.Helper()
+	e.pl.mu.Lock()
+	defer e.pl.mu.Unlock()
+	if len(e.pl.running) != 0 || len(e.pl.draining) != 0 {
+		t.Errorf("left behind: running %v, draining %v", e.pl.running, e.pl.draining)
 	}
 }
