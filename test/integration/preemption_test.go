@@ -254,17 +254,50 @@ func TestNominatedNodesHeldWhileVictimsTerminate(t *testing.T) {
 // meanwhile finds no room (released, the free nodes were its), and the gang binds on the
 // four nodes with no eviction beyond its first two.
 func TestWaitingMembersKeepTheirNodesDuringPreemption(t *testing.T) {
+	waitingMembersDuringPreemption(t, 0, func(e *topoEnv) {
+		if diff := cmp.Diff([]string{"low-node-2", "low-node-3"}, e.terminating("low-")); diff != "" {
+			t.Fatalf("terminating victims (-want,+got):\n%s", diff)
+		}
+	})
+}
+
+// TestWaitingMembersOutlastTheirTimeoutDuringPreemption: the same gang with a timeout of 5 s,
+// shorter than its victims take to stop (the test deletes them only once the timeout has
+// passed). The members waiting in Permit keep node-0 and node-1 past the timeout while the
+// victims terminate (GangDeadlineDeferred), the newcomer of lower priority finds no room, and
+// the gang binds on the four nodes: nothing timed out, no eviction beyond the first two.
+func TestWaitingMembersOutlastTheirTimeoutDuringPreemption(t *testing.T) {
+	e := waitingMembersDuringPreemption(t, 5, func(e *topoEnv) {
+		deferred := fmt.Sprintf("gang %s/train: its timeout (5s) passed while pods evicted for it terminate; its 2 reserved members keep their nodes until 5s after the preemption ends, at most 14m30s after the first one waited", e.ns)
+		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+			return slices.Contains(e.eventsByReason()["GangDeadlineDeferred"], deferred), nil
+		}); err != nil {
+			t.Fatalf("no GangDeadlineDeferred Event %q: %v; events %v", deferred, err, e.eventsByReason())
+		}
+	})
+	if timedOut := e.eventsByReason()["GangTimedOut"]; len(timedOut) != 0 {
+		t.Errorf("the gang timed out: %q", timedOut)
+	}
+}
+
+// waitingMembersDuringPreemption is the scenario of the two tests above, with the PodGroup's
+// scheduleTimeoutSeconds (0: the default) and a check run once the gang has preempted, while
+// its victims terminate.
+func waitingMembersDuringPreemption(t *testing.T, timeoutSeconds int32, whileTerminating func(e *topoEnv)) *topoEnv {
+	t.Helper()
 	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
 	e.priorityClasses()
 	for _, n := range []string{"node-2", "node-3"} {
 		e.lowPodWithGrace(n, 3600)
 	}
 	startScheduler(t, nil)
-	members := e.gang("train", 4, "", cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
-	e.waitConditionOnAny(members, v1.PodReasonUnschedulable, "/train: evicting 2 pod(s) of lower priority in the cluster so that 2 members fit: ")
-	if diff := cmp.Diff([]string{"low-node-2", "low-node-3"}, e.terminating("low-")); diff != "" {
-		t.Fatalf("terminating victims (-want,+got):\n%s", diff)
+	pg := util.PodGroup(e.ns, "train", 4, nil)
+	if timeoutSeconds > 0 {
+		pg.Spec.ScheduleTimeoutSeconds = ptr.To(timeoutSeconds)
 	}
+	members := e.gangOf(pg, 4, cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
+	e.waitConditionOnAny(members, v1.PodReasonUnschedulable, "/train: evicting 2 pod(s) of lower priority in the cluster so that 2 members fit: ")
+	whileTerminating(e)
 	newcomer := util.Pod(e.ns, "newcomer", plugins.SchedulerName, "8", nil)
 	newcomer.Spec.PriorityClassName = e.ns + "-low"
 	if _, err := util.CreatePods(context.Background(), e.c.kube, newcomer); err != nil {
@@ -282,51 +315,7 @@ func TestWaitingMembersKeepTheirNodesDuringPreemption(t *testing.T) {
 	if n := len(e.eventsByReason()["Preempted"]); n != 2 {
 		t.Errorf("%d Preempted events, want 2", n)
 	}
-}
-
-// TestWaitingMembersOutlastTheirTimeoutDuringPreemption: the same gang with a timeout of 5 s,
-// shorter than its victims take to stop (the test deletes them only once the timeout has
-// passed). The members waiting in Permit keep node-0 and node-1 past the timeout while the
-// victims terminate (GangDeadlineDeferred), the newcomer of lower priority finds no room, and
-// the gang binds on the four nodes: nothing timed out, no eviction beyond the first two.
-func TestWaitingMembersOutlastTheirTimeoutDuringPreemption(t *testing.T) {
-	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
-	e.priorityClasses()
-	for _, n := range []string{"node-2", "node-3"} {
-		e.lowPodWithGrace(n, 3600)
-	}
-	startScheduler(t, nil)
-	pg := util.PodGroup(e.ns, "train", 4, nil)
-	pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](5)
-	members := e.gangOf(pg, 4, cpu("8"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
-	e.waitConditionOnAny(members, v1.PodReasonUnschedulable, "/train: evicting 2 pod(s) of lower priority in the cluster so that 2 members fit: ")
-	deferred := fmt.Sprintf("gang %s/train: its timeout (5s) passed while pods evicted for it terminate; its 2 reserved members keep their nodes until 5s after the preemption ends, at most 14m30s after the first one waited", e.ns)
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
-		return slices.Contains(e.eventsByReason()["GangDeadlineDeferred"], deferred), nil
-	}); err != nil {
-		t.Fatalf("no GangDeadlineDeferred Event %q: %v; events %v", deferred, err, e.eventsByReason())
-	}
-	newcomer := util.Pod(e.ns, "newcomer", plugins.SchedulerName, "8", nil)
-	newcomer.Spec.PriorityClassName = e.ns + "-low"
-	if _, err := util.CreatePods(context.Background(), e.c.kube, newcomer); err != nil {
-		t.Fatal(err)
-	}
-	e.waitCondition("newcomer", v1.PodReasonUnschedulable, "Insufficient cpu")
-	for _, v := range []string{"low-node-2", "low-node-3"} {
-		e.deletePodNow(v)
-	}
-	got := e.waitBound(members)
-	if diff := cmp.Diff([]string{"node-0", "node-1", "node-2", "node-3"}, nodeSet(got)); diff != "" {
-		t.Errorf("gang nodes (-want,+got):\n%s", diff)
-	}
-	e.waitCondition("newcomer", v1.PodReasonUnschedulable, "Insufficient cpu")
-	events := e.eventsByReason()
-	if n := len(events["Preempted"]); n != 2 {
-		t.Errorf("%d Preempted events, want 2", n)
-	}
-	if timedOut := events["GangTimedOut"]; len(timedOut) != 0 {
-		t.Errorf("the gang timed out: %q", timedOut)
-	}
+	return e
 }
 
 // TestGangPreemptionAvoidsPDBViolations: a high-priority gang of two, hard at tier 1, fits in

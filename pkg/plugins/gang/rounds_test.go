@@ -118,17 +118,25 @@ func (e *roundsEnv) assertRejected(t *testing.T, want string) {
 	}
 }
 
-// TestDeadlineWaitsForThePreemption: the gang's timeout passes while pods evicted for it
-// terminate. Its waiting members keep their nodes; when the preemption ends they have the
-// gang's timeout again, and then time out as usual.
-func TestDeadlineWaitsForThePreemption(t *testing.T) {
-	e := newRoundsEnv(t, 10)
+// deferDeadline lets the gang's 10 s timeout pass while a preemption for it runs, and checks
+// that the round is deferred to the limit, its members still waiting.
+func (e *roundsEnv) deferDeadline(t *testing.T) {
+	t.Helper()
 	e.preempting.Store(true)
 	e.clock.step(10 * time.Second)
 	e.awaitEvent(t, "Normal GangDeadlineDeferred gang team/train: its timeout (10s) passed while pods evicted for it terminate; its 2 reserved members keep their nodes until 10s after the preemption ends, at most 14m30s after the first one waited")
 	if got, want := e.deadline(t), e.start.Add(14*time.Minute+30*time.Second); !got.Equal(want) {
 		t.Errorf("deferred deadline %v, want %v", got, want)
 	}
+	e.assertWaiting(t)
+}
+
+// TestDeadlineWaitsForThePreemption: the gang's timeout passes while pods evicted for it
+// terminate. Its waiting members keep their nodes; when the preemption ends they have the
+// gang's timeout again, and then time out as usual.
+func TestDeadlineWaitsForThePreemption(t *testing.T) {
+	e := newRoundsEnv(t, 10)
+	e.deferDeadline(t)
 	e.clock.step(5 * time.Minute)
 	e.assertWaiting(t)
 
@@ -150,9 +158,7 @@ func TestDeadlineWaitsForThePreemption(t *testing.T) {
 // why it was rejected.
 func TestDeadlineDeferredAtMostToKubeSchedulersLimit(t *testing.T) {
 	e := newRoundsEnv(t, 10)
-	e.preempting.Store(true)
-	e.clock.step(10 * time.Second)
-	e.awaitEvent(t, "Normal GangDeadlineDeferred gang team/train: its timeout (10s) passed while pods evicted for it terminate; its 2 reserved members keep their nodes until 10s after the preemption ends, at most 14m30s after the first one waited")
+	e.deferDeadline(t)
 	e.clock.step(14*time.Minute + 19*time.Second)
 	e.assertWaiting(t)
 	e.clock.step(time.Second)
