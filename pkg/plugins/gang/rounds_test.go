@@ -131,6 +131,17 @@ func (e *roundsEnv) deferDeadline(t *testing.T) {
 	e.assertWaiting(t)
 }
 
+// timesOutAfter checks that the round still waits a second before d from now, and times out
+// at d: both members rejected with why, and the GangTimedOut Event.
+func (e *roundsEnv) timesOutAfter(t *testing.T, d time.Duration, why string) {
+	t.Helper()
+	e.clock.step(d - time.Second)
+	e.assertWaiting(t)
+	e.clock.step(time.Second)
+	e.assertRejected(t, "gang team/train rejected: "+why)
+	e.awaitEvent(t, "Warning GangTimedOut gang team/train: "+why+"; 2 waiting members rejected and their resources released")
+}
+
 // TestDeadlineWaitsForThePreemption: the gang's timeout passes while pods evicted for it
 // terminate. Its waiting members keep their nodes; when the preemption ends they have the
 // gang's timeout again, and then time out as usual.
@@ -145,12 +156,7 @@ func TestDeadlineWaitsForThePreemption(t *testing.T) {
 	if got, want := e.deadline(t), e.start.Add(5*time.Minute+20*time.Second); !got.Equal(want) {
 		t.Errorf("deadline after the preemption %v, want %v", got, want)
 	}
-	e.clock.step(9 * time.Second)
-	e.assertWaiting(t)
-	e.clock.step(time.Second)
-	const why = "timed out 10s after the preemption for it ended (5m20s in all) waiting for 3 members (minMember); 2 were reserved or bound"
-	e.assertRejected(t, "gang team/train rejected: "+why)
-	e.awaitEvent(t, "Warning GangTimedOut gang team/train: "+why+"; 2 waiting members rejected and their resources released")
+	e.timesOutAfter(t, 10*time.Second, "timed out 10s after the preemption for it ended (5m20s in all) waiting for 3 members (minMember); 2 were reserved or bound")
 }
 
 // TestDeadlineDeferredAtMostToKubeSchedulersLimit: a preemption that never ends holds the
@@ -159,12 +165,7 @@ func TestDeadlineWaitsForThePreemption(t *testing.T) {
 func TestDeadlineDeferredAtMostToKubeSchedulersLimit(t *testing.T) {
 	e := newRoundsEnv(t, 10)
 	e.deferDeadline(t)
-	e.clock.step(14*time.Minute + 19*time.Second)
-	e.assertWaiting(t)
-	e.clock.step(time.Second)
-	const why = "waited 14m30s, as long as kube-scheduler lets a pod wait in Permit, for 3 members (minMember) while pods evicted for the gang still terminated; 2 were reserved or bound"
-	e.assertRejected(t, "gang team/train rejected: "+why)
-	e.awaitEvent(t, "Warning GangTimedOut gang team/train: "+why+"; 2 waiting members rejected and their resources released")
+	e.timesOutAfter(t, 14*time.Minute+20*time.Second, "waited 14m30s, as long as kube-scheduler lets a pod wait in Permit, for 3 members (minMember) while pods evicted for the gang still terminated; 2 were reserved or bound")
 }
 
 // TestPreemptionEndSetsTheDeadline: the end of a preemption gives the waiting members at least
@@ -221,14 +222,7 @@ func TestPermitWaitsAtMostKubeSchedulersLimit(t *testing.T) {
 			if got := e.plugin.timeout(e.registry.Info(podgroup.Key{Namespace: ns, Name: "train"})); got != tc.wantTimeout {
 				t.Errorf("timeout %v, want %v", got, tc.wantTimeout)
 			}
-			state := framework.NewCycleState()
-			if s := e.fw.RunReservePluginsReserve(e.ctx, state, p0, "node-1"); !s.IsSuccess() {
-				t.Fatal(s)
-			}
-			waits, s := e.fw.RunPermitPlugins(e.ctx, state, p0, "node-1")
-			if s.Code() != fwk.Wait {
-				t.Fatalf("Permit = %v, want Wait", s)
-			}
+			state, waits := e.permitWithoutWaiting(t, p0)
 			if diff := cmp.Diff(map[string]time.Duration{Name: 15 * time.Minute}, waits); diff != "" {
 				t.Errorf("framework wait (-want,+got):\n%s", diff)
 			}
@@ -253,14 +247,7 @@ func TestRoundRejectedBeforeTheMemberWaits(t *testing.T) {
 	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}
-	state := framework.NewCycleState()
-	if s := e.fw.RunReservePluginsReserve(e.ctx, state, p1, "node-1"); !s.IsSuccess() {
-		t.Fatal(s)
-	}
-	waits, s := e.fw.RunPermitPlugins(e.ctx, state, p1, "node-1")
-	if s.Code() != fwk.Wait {
-		t.Fatalf("Permit(p1) = %v, want Wait", s)
-	}
+	_, waits := e.permitWithoutWaiting(t, p1)
 	other := framework.NewCycleState()
 	if s := e.fw.RunReservePluginsReserve(e.ctx, other, p2, "node-2"); !s.IsSuccess() {
 		t.Fatal(s)
@@ -282,4 +269,19 @@ func TestRoundRejectedBeforeTheMemberWaits(t *testing.T) {
 		}
 	}
 	e.awaitEvent(t, "Warning GangRejected gang team/train: member p2 was unreserved; 2 waiting members rejected and their resources released")
+}
+
+// permitWithoutWaiting runs Reserve and Permit on node-1 for a member that must wait, and
+// returns what kube-scheduler then passes to AddWaitingPod (not called here).
+func (e *env) permitWithoutWaiting(t *testing.T, pod *v1.Pod) (fwk.CycleState, map[string]time.Duration) {
+	t.Helper()
+	state := framework.NewCycleState()
+	if s := e.fw.RunReservePluginsReserve(e.ctx, state, pod, "node-1"); !s.IsSuccess() {
+		t.Fatalf("Reserve(%s) = %v", pod.Name, s)
+	}
+	waits, s := e.fw.RunPermitPlugins(e.ctx, state, pod, "node-1")
+	if s.Code() != fwk.Wait {
+		t.Fatalf("Permit(%s) = %v, want Wait", pod.Name, s)
+	}
+	return state, waits
 }
