@@ -1,32 +1,60 @@
 package podgroup
 
-// PreemptionHolder reports whether a preemption for the gang is under way: pods evicted for
-// it still terminate, or kube-scheduler's cache still counts them (GangPreemption). The
-// gang's members waiting in Permit then keep their nodes past the gang's schedule timeout:
-// rejecting them would hand the nodes they hold to pods of lower priority, and the gang
-// would have to evict those too.
-type PreemptionHolder func(key Key) bool
+import v1 "k8s.io/api/core/v1"
 
-// AddPreemptionHolder registers a holder (one per profile that runs GangPreemption).
-// Register before the informers start.
+// PreemptionHolder is what a plugin that preempts for whole gangs (GangPreemption) tells the
+// other plugins about a preemption while it runs: its victims terminate, or kube-scheduler's
+// cache still counts them. A nil function answers no.
+type PreemptionHolder struct {
+	// Running reports whether a preemption for the gang is under way. Gang's waiting members
+	// then keep their nodes past the gang's schedule timeout: rejecting them would hand the
+	// nodes they hold to pods of lower priority, and the gang would have to evict those too.
+	Running func(key Key) bool
+	// Nomination reports the node a running preemption nominated the pod on. Another plugin
+	// that writes status.nominatedNodeName (NetworkTopologyAware's plans, from their own
+	// writer) must then leave the field alone: its write may land after the preemption's, and
+	// kube-scheduler drops a nomination whose field an update clears.
+	Nomination func(pod *v1.Pod) (node string, held bool)
+}
+
+// AddPreemptionHolder registers a holder (one per profile that runs GangPreemption: the
+// registry is shared by the profiles). Register before the informers start.
 func (r *Registry) AddPreemptionHolder(h PreemptionHolder) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.preemptionHolders = append(r.preemptionHolders, h)
 }
 
-// Preempting asks the registered holders whether a preemption for the gang is under way.
-// The holders take their own locks: a caller may hold its own, never the registry's.
-func (r *Registry) Preempting(key Key) bool {
+// holders returns the registered holders. They take their own locks, so they are asked
+// outside the registry's: a caller may hold its own lock, never the registry's.
+func (r *Registry) holders() []PreemptionHolder {
 	r.mu.RLock()
-	holders := r.preemptionHolders
-	r.mu.RUnlock()
-	for _, h := range holders {
-		if h(key) {
+	defer r.mu.RUnlock()
+	return r.preemptionHolders
+}
+
+// Preempting asks the registered holders whether a preemption for the gang is under way.
+func (r *Registry) Preempting(key Key) bool {
+	for _, h := range r.holders() {
+		if h.Running != nil && h.Running(key) {
 			return true
 		}
 	}
 	return false
+}
+
+// NominationHeld asks the registered holders whether a running preemption holds the pod's
+// nomination, and on which node.
+func (r *Registry) NominationHeld(pod *v1.Pod) (node string, held bool) {
+	for _, h := range r.holders() {
+		if h.Nomination == nil {
+			continue
+		}
+		if node, held := h.Nomination(pod); held {
+			return node, true
+		}
+	}
+	return "", false
 }
 
 // OnPreemptionEnd registers f to be called (outside the registry's lock) when a preemption

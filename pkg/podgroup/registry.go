@@ -55,10 +55,8 @@ type Registry struct {
 	forgetters []func(Key)
 	// retryGates are the profiles that run GangRetryGate (retry.go).
 	retryGates sets.Set[string]
-	// nominationHolders say which nominations a running gang preemption holds (nominations.go).
-	nominationHolders []NominationHolder
-	// preemptionHolders say which gangs a preemption runs for, and preemptionEnders are told
-	// when one ends (preemptions.go).
+	// preemptionHolders say which gangs a preemption runs for and which nominations it
+	// holds, and preemptionEnders are told when one ends (preemptions.go).
 	preemptionHolders []PreemptionHolder
 	preemptionEnders  []func(Key)
 }

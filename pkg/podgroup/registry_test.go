@@ -99,17 +99,29 @@ func names(pods []*v1.Pod) []string {
 	return out
 }
 
-// TestNominationHeldAsksEveryHolder: each profile's GangPreemption registers a holder on the
-// shared registry; a nomination held by any of them is held.
-func TestNominationHeldAsksEveryHolder(t *testing.T) {
+// TestPreemptionHoldersAreEachAsked: each profile's GangPreemption registers a holder on the
+// shared registry; a nomination or a gang held by any of them is held, and a holder without
+// an answer (nil) says no.
+func TestPreemptionHoldersAreEachAsked(t *testing.T) {
 	r := New()
 	pod := member("m-0", "g")
-	if _, held := r.NominationHeld(pod); held {
+	running, other := Key{Namespace: "ns", Name: "g"}, Key{Namespace: "ns", Name: "other"}
+	if _, held := r.NominationHeld(pod); held || r.Preempting(running) {
 		t.Errorf("held without a holder")
 	}
-	r.AddNominationHolder(func(*v1.Pod) (string, bool) { return "", false })
-	r.AddNominationHolder(func(p *v1.Pod) (string, bool) { return "node-" + p.Name, true })
+	r.AddPreemptionHolder(PreemptionHolder{
+		Running:    func(Key) bool { return false },
+		Nomination: func(*v1.Pod) (string, bool) { return "", false },
+	})
+	r.AddPreemptionHolder(PreemptionHolder{})
+	r.AddPreemptionHolder(PreemptionHolder{
+		Running:    func(k Key) bool { return k == running },
+		Nomination: func(p *v1.Pod) (string, bool) { return "node-" + p.Name, true },
+	})
 	if node, held := r.NominationHeld(pod); !held || node != "node-m-0" {
 		t.Errorf("NominationHeld = %q, %v; want node-m-0, true", node, held)
+	}
+	if !r.Preempting(running) || r.Preempting(other) {
+		t.Errorf("Preempting: %v for %s, %v for %s; want true, false", r.Preempting(running), running, r.Preempting(other), other)
 	}
 }

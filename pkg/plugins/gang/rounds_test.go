@@ -52,7 +52,7 @@ func newRoundsEnv(t *testing.T, timeoutSeconds int32) *roundsEnv {
 	e := &roundsEnv{env: newEnv(t, 60), start: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC), key: podgroup.Key{Namespace: ns, Name: "train"}}
 	e.clock = asyncClock{FakeClock: testingclock.NewFakeClock(e.start), fired: &sync.WaitGroup{}}
 	e.plugin.clock = e.clock
-	e.registry.AddPreemptionHolder(func(key podgroup.Key) bool { return key == e.key && e.preempting.Load() })
+	e.registry.AddPreemptionHolder(podgroup.PreemptionHolder{Running: func(key podgroup.Key) bool { return key == e.key && e.preempting.Load() }})
 	e.podGroup("train", 3, ptr.To(timeoutSeconds))
 	e.waiting = []*v1.Pod{member("p0", "train"), member("p1", "train")}
 	for _, p := range append(e.waiting, member("p2", "train")) {

@@ -398,7 +398,7 @@ func TestHoldsNomination(t *testing.T) {
 			t.Errorf("%s: held nominations (-want,+got):\n%s", stage, diff)
 		}
 	}
-	e.registry.AddNominationHolder(e.pl.holdsNomination)
+	e.registry.AddPreemptionHolder(e.pl.holder())
 	both := map[string]string{"train-0": "node-1", "train-1": "node-2"}
 	check("victims terminating", both)
 	e.pl.victimGone(e.logger, e.low1)

@@ -70,7 +70,7 @@ func TestPreemptionEndIsAnnounced(t *testing.T) {
 			}
 			e := newDrainEnv(t)
 			ends := &endLog{}
-			e.registry.AddPreemptionHolder(e.pl.preemptingGang)
+			e.registry.AddPreemptionHolder(e.pl.holder())
 			e.registry.OnPreemptionEnd(ends.add)
 			if !e.registry.Preempting(e.key) {
 				t.Fatal("Preempting = false while the victims terminate")
@@ -98,7 +98,7 @@ func TestPreemptionEndIsAnnounced(t *testing.T) {
 func TestPreemptionRunsUntilTheCacheDropsTheVictims(t *testing.T) {
 	e := newDrainEnv(t)
 	ends := &endLog{}
-	e.registry.AddPreemptionHolder(e.pl.preemptingGang)
+	e.registry.AddPreemptionHolder(e.pl.holder())
 	e.registry.OnPreemptionEnd(ends.add)
 	e.pl.victimGone(e.logger, e.low1)
 	e.pl.victimGone(e.logger, e.low2)

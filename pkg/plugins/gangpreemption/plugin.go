@@ -133,8 +133,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		handle.SharedInformerFactory().Core().V1().Pods().Lister(), pl.nominationWish)
 	pl.nominations.Run(ctx)
 	registry.OnGroupDelete(pl.forget)
-	registry.AddNominationHolder(pl.holdsNomination)
-	registry.AddPreemptionHolder(pl.preemptingGang)
+	registry.AddPreemptionHolder(pl.holder())
 	if err := pl.addVictimHandler(ctx); err != nil {
 		return nil, err
 	}
@@ -221,8 +220,22 @@ func (pl *GangPreemption) nominationWish(pod *v1.Pod, node string) *v1.PodStatus
 	return podstatus.SetNominatedNode(pod, node)
 }
 
-// holdsNomination reports the node a running preemption of the pod's gang (its victims
-// terminating, or still counted by the scheduler's cache) nominated the pod on.
+// holder is what the plugin tells the others through the registry while a gang's
+// preemption runs (its victims terminating, or still counted by the scheduler's cache).
+func (pl *GangPreemption) holder() podgroup.PreemptionHolder {
+	return podgroup.PreemptionHolder{
+		Running: func(key podgroup.Key) bool {
+			pl.mu.Lock()
+			defer pl.mu.Unlock()
+			a, _ := pl.underWayLocked(key)
+			return a != nil
+		},
+		Nomination: pl.holdsNomination,
+	}
+}
+
+// holdsNomination reports the node a running preemption of the pod's gang nominated the pod
+// on.
 func (pl *GangPreemption) holdsNomination(pod *v1.Pod) (string, bool) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {

@@ -196,46 +196,46 @@ func holdsAll(nodes, placed []string) bool {
 func (pl *GangPreemption) waitingForVictims(key podgroup.Key, pod *v1.Pod) (msg, node string, waiting bool) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return pl.waitingForVictimsLocked(key, pod)
-}
-
-// waitingForVictimsLocked is waitingForVictims with pl.mu held.
-func (pl *GangPreemption) waitingForVictimsLocked(key podgroup.Key, pod *v1.Pod) (msg, node string, waiting bool) {
-	a := pl.running[key]
-	if a == nil || a.waiting.Len() == 0 {
-		return "", "", false
-	}
-	if a.resumed {
-		return fmt.Sprintf("gang %s waits for %d pod(s) that terminate after a preemption on its members' nominated nodes in %s", key, a.waiting.Len(), a.domain), a.nodes[pod.UID], true
-	}
-	return fmt.Sprintf("gang %s waits for %d of the %d pods evicted for it in %s to terminate", key, a.waiting.Len(), len(a.victims), a.domain), a.nodes[pod.UID], true
-}
-
-// preempting reports whether the gang's preemption is still under way, its victims
-// terminating or still counted by the scheduler's cache (draining), under one hold of pl.mu:
-// the informer's handler may end the one and begin the other between two looks. It returns
-// the PostFilter message and the node the attempt nominated pod on.
-func (pl *GangPreemption) preempting(key podgroup.Key, pod *v1.Pod) (msg, node string, running bool) {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if msg, node, waiting := pl.waitingForVictimsLocked(key, pod); waiting {
-		return msg, node, true
-	}
-	if a := pl.draining[key]; a != nil {
-		node := a.nodes[pod.UID]
-		return drainingMsg(node), node, true
+	if a, draining := pl.underWayLocked(key); a != nil && !draining {
+		return waitingMsg(key, a), a.nodes[pod.UID], true
 	}
 	return "", "", false
 }
 
-// preemptingGang reports whether a preemption for the gang is under way: its victims
-// terminate, or the scheduler's cache still counts them (Registry.Preempting: the gang's
-// waiting members then outlast its timeout).
-func (pl *GangPreemption) preemptingGang(key podgroup.Key) bool {
+// waitingMsg says what a gang whose victims terminate waits for.
+func waitingMsg(key podgroup.Key, a *attempt) string {
+	if a.resumed {
+		return fmt.Sprintf("gang %s waits for %d pod(s) that terminate after a preemption on its members' nominated nodes in %s", key, a.waiting.Len(), a.domain)
+	}
+	return fmt.Sprintf("gang %s waits for %d of the %d pods evicted for it in %s to terminate", key, a.waiting.Len(), len(a.victims), a.domain)
+}
+
+// underWayLocked returns the gang's attempt while its preemption is under way: its victims
+// terminating, or (draining) deleted but maybe still counted by the scheduler's cache.
+// pl.mu must be held.
+func (pl *GangPreemption) underWayLocked(key podgroup.Key) (a *attempt, draining bool) {
+	if a := pl.running[key]; a != nil && a.waiting.Len() > 0 {
+		return a, false
+	}
+	a = pl.draining[key]
+	return a, a != nil
+}
+
+// preempting reports whether the gang's preemption is still under way, under one hold of
+// pl.mu (the informer's handler may end the wait and begin the drain between two looks), with
+// the PostFilter message and the node the attempt nominated pod on.
+func (pl *GangPreemption) preempting(key podgroup.Key, pod *v1.Pod) (msg, node string, running bool) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	a := pl.running[key]
-	return (a != nil && a.waiting.Len() > 0) || pl.draining[key] != nil
+	a, draining := pl.underWayLocked(key)
+	if a == nil {
+		return "", "", false
+	}
+	node = a.nodes[pod.UID]
+	if draining {
+		return drainingMsg(node), node, true
+	}
+	return waitingMsg(key, a), node, true
 }
 
 // actuate evicts the choice's victims the way kube-scheduler's preemption does (the

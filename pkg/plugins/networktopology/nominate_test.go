@@ -156,10 +156,10 @@ func TestNominationUpdateLeavesPreemptionsAlone(t *testing.T) {
 		return pod
 	}
 	held := map[string]string{}
-	registry.AddNominationHolder(func(pod *v1.Pod) (string, bool) {
+	registry.AddPreemptionHolder(podgroup.PreemptionHolder{Nomination: func(pod *v1.Pod) (string, bool) {
 		node, ok := held[pod.Name]
 		return node, ok
-	})
+	}})
 	if got := p.nominationUpdate(withNomination(""), "node-1"); got != nil {
 		t.Errorf("empty field: wrote %v, want nothing", got.NominatedNodeName)
 	}
