@@ -29,6 +29,13 @@ const (
 	ResultNoRoom    = "no_room"
 )
 
+// Results of a gang preemption's evictions (label "result").
+const (
+	ResultEvicted = "evicted"
+	ResultFailed  = "failed"
+	ResultStopped = "stopped"
+)
+
 // Topology modes of a placement (label "mode").
 const (
 	ModeHard = "hard"
@@ -107,6 +114,16 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	// GangPreemptionEvictionDuration is how long a gang preemption's evictions took, sent
+	// after the cycle that decided them.
+	GangPreemptionEvictionDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace:      namespace,
+		Name:           "gang_preemption_eviction_duration_seconds",
+		Help:           "Duration of one gang preemption's evictions, sent after the scheduling cycle that chose the victims, by result: evicted, failed (an eviction failed; the gang's nominations are withdrawn and it is retried) or stopped (the preemption was abandoned first, or the scheduler stopped).",
+		Buckets:        metrics.ExponentialBuckets(0.01, 2, 14),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
 	gangsGatedDesc = metrics.NewDesc(namespace+"_gangs_gated",
 		"Gangs with members held back in PreEnqueue, by reason: PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember.",
 		[]string{"reason"}, nil, metrics.ALPHA, "")
@@ -122,7 +139,7 @@ var (
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(PlanDuration, PlansTotal, PlanReusesTotal, MemberRelocationsTotal, PlanSimulatedNodes,
-			PlacementsTotal, GangsWaitingInPermit, GangSchedulingDuration)
+			PlacementsTotal, GangsWaitingInPermit, GangSchedulingDuration, GangPreemptionEvictionDuration)
 		legacyregistry.CustomMustRegister(gauges)
 	})
 }
@@ -132,6 +149,11 @@ func ObservePlan(result string, d time.Duration, simulatedNodes int) {
 	PlanDuration.WithLabelValues(result).Observe(d.Seconds())
 	PlansTotal.WithLabelValues(result).Inc()
 	PlanSimulatedNodes.Observe(float64(simulatedNodes))
+}
+
+// ObserveGangPreemptionEviction records one gang preemption's evictions.
+func ObserveGangPreemptionEviction(result string, d time.Duration) {
+	GangPreemptionEvictionDuration.WithLabelValues(result).Observe(d.Seconds())
 }
 
 // ObservePlacement records a gang planned into a domain of tier.

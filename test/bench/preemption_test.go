@@ -47,8 +47,9 @@ type PreemptionVariant struct {
 // PreemptionRun is one scheduler's run.
 type PreemptionRun struct {
 	Kind Kind `json:"kind"`
-	// DecisionSeconds is GangPreemption's decision (domains evaluated, victims chosen) and
-	// EvictionSeconds its eviction API calls, from its log (ours only).
+	// DecisionSeconds is GangPreemption's decision (domains evaluated, victims chosen: what
+	// its cycle holds the scheduling loop for) and EvictionSeconds its eviction API calls,
+	// sent after the cycle, from its log (ours only).
 	DecisionSeconds float64 `json:"decisionSeconds"`
 	EvictionSeconds float64 `json:"evictionSeconds"`
 	// Preemptions counts GangPreemption's "Gang preempting" lines: one decision per gang.
@@ -267,10 +268,15 @@ func runPreemption(t *testing.T, c clients, tp Topology, name string, k Kind, ga
 	return r
 }
 
-var preemptingLine = regexp.MustCompile(`"Gang preempting".* decision="([^"]+)" eviction="([^"]+)"`)
+var (
+	preemptingLine = regexp.MustCompile(`"Gang preempting".* decision="([^"]+)"`)
+	evictedLine    = regexp.MustCompile(`"Gang preemption evicted its victims".* eviction="([^"]+)"`)
+)
 
-// preemptionDurations reads the decision and eviction durations of GangPreemption's last
-// "Gang preempting" line after offset, and counts those lines.
+// preemptionDurations reads, after offset, the decision duration of GangPreemption's last
+// "Gang preempting" line (the time its cycle took to choose), counting those lines, and the
+// duration of the last "Gang preemption evicted its victims" line (the eviction calls, sent
+// after the cycle).
 func preemptionDurations(path string, offset int64) (decision, eviction float64, count int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -282,21 +288,27 @@ func preemptionDurations(path string, offset int64) (decision, eviction float64,
 	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	evictions := 0
 	for sc.Scan() {
-		m := preemptingLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
+		line := sc.Text()
+		if m := preemptingLine.FindStringSubmatch(line); m != nil {
+			d, err := time.ParseDuration(m[1])
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("parsing %q: %v", m[0], err)
+			}
+			decision = d.Seconds()
+			count++
+		} else if m := evictedLine.FindStringSubmatch(line); m != nil {
+			e, err := time.ParseDuration(m[1])
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("parsing %q: %v", m[0], err)
+			}
+			eviction = e.Seconds()
+			evictions++
 		}
-		d, err1 := time.ParseDuration(m[1])
-		e, err2 := time.ParseDuration(m[2])
-		if err1 != nil || err2 != nil {
-			return 0, 0, 0, fmt.Errorf("parsing %q: %v %v", m[0], err1, err2)
-		}
-		decision, eviction = d.Seconds(), e.Seconds()
-		count++
 	}
-	if count == 0 {
-		return 0, 0, 0, fmt.Errorf("no \"Gang preempting\" line in %s", path)
+	if count == 0 || evictions == 0 {
+		return 0, 0, 0, fmt.Errorf("%d \"Gang preempting\" and %d \"Gang preemption evicted its victims\" lines in %s, want at least one of each", count, evictions, path)
 	}
 	return decision, eviction, count, sc.Err()
 }

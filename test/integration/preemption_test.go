@@ -15,9 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gangpreemption"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -66,6 +68,20 @@ func (e *topoEnv) remaining(prefix string) []string { return e.podsNamed(prefix,
 // terminating lists the pods of the namespace with the prefix that are being deleted.
 func (e *topoEnv) terminating(prefix string) []string { return e.podsNamed(prefix, true) }
 
+// waitTerminating waits until n pods named with prefix terminate, and returns them: a gang
+// preemption evicts after the cycle that wrote its decision in the member's condition.
+func (e *topoEnv) waitTerminating(prefix string, n int) []string {
+	e.t.Helper()
+	var got []string
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, boundTimeout, true, func(context.Context) (bool, error) {
+		got = e.terminating(prefix)
+		return len(got) >= n, nil
+	}); err != nil {
+		e.t.Fatalf("terminating pods %v, want %d", got, n)
+	}
+	return got
+}
+
 func (e *topoEnv) podsNamed(prefix string, deleting bool) []string {
 	e.t.Helper()
 	list, err := e.c.kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
@@ -97,6 +113,7 @@ func TestGangPreemptionSeed004Example2(t *testing.T) {
 	for _, n := range []string{"node-0", "node-1", "node-5"} {
 		e.lowPodOn(n)
 	}
+	evictions := evictionCounts(t)
 	startScheduler(t, nil)
 
 	names := e.gang("train", 4, `{"mode":"hard","highestTierAllowed":2}`, cpu("8"), func(p *v1.Pod) {
@@ -118,6 +135,42 @@ func TestGangPreemptionSeed004Example2(t *testing.T) {
 	}
 	if n := len(e.eventsByReason()[gangpreemption.EventGangPreempting]); n != 1 {
 		t.Errorf("%d GangPreempting events, want 1", n)
+	}
+	// The evictions' goroutine records the metric after its last call returned, which may
+	// come after the victim's deletion has let the gang bind.
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		return evictions(t)[metrics.ResultEvicted] > 0, nil
+	}); err != nil {
+		t.Errorf("no eviction recorded by hypernode_gang_preemption_eviction_duration_seconds")
+	}
+	if diff := cmp.Diff(map[string]uint64{metrics.ResultEvicted: 1, metrics.ResultFailed: 0, metrics.ResultStopped: 0}, evictions(t)); diff != "" {
+		t.Errorf("hypernode_gang_preemption_eviction_duration_seconds counts since the start (-want,+got):\n%s", diff)
+	}
+}
+
+// evictionCounts returns a function that reads, by result, how many gang preemptions'
+// evictions the metric counted since evictionCounts was called (the scheduler runs in this
+// process).
+func evictionCounts(t *testing.T) func(t *testing.T) map[string]uint64 {
+	read := func(t *testing.T) map[string]uint64 {
+		t.Helper()
+		counts := map[string]uint64{}
+		for _, result := range []string{metrics.ResultEvicted, metrics.ResultFailed, metrics.ResultStopped} {
+			n, err := testutil.GetHistogramMetricCount(metrics.GangPreemptionEvictionDuration.WithLabelValues(result))
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts[result] = n
+		}
+		return counts
+	}
+	before := read(t)
+	return func(t *testing.T) map[string]uint64 {
+		after := read(t)
+		for result := range after {
+			after[result] -= before[result]
+		}
+		return after
 	}
 }
 
@@ -227,7 +280,7 @@ func TestNominatedNodesHeldWhileVictimsTerminate(t *testing.T) {
 		other = names[1]
 	}
 	e.waitCondition(other, v1.PodReasonUnschedulable, "waits for 2 of the 2 pods evicted for it in the cluster to terminate")
-	terminating := e.terminating("low-")
+	terminating := e.waitTerminating("low-", 2)
 	// A newcomer of lower priority than the gang arrives while the victims terminate.
 	newcomer := util.Pod(e.ns, "newcomer", plugins.SchedulerName, "8", nil)
 	newcomer.Spec.PriorityClassName = e.ns + "-low"
@@ -255,7 +308,7 @@ func TestNominatedNodesHeldWhileVictimsTerminate(t *testing.T) {
 // four nodes with no eviction beyond its first two.
 func TestWaitingMembersKeepTheirNodesDuringPreemption(t *testing.T) {
 	waitingMembersDuringPreemption(t, 0, func(e *topoEnv) {
-		if diff := cmp.Diff([]string{"low-node-2", "low-node-3"}, e.terminating("low-")); diff != "" {
+		if diff := cmp.Diff([]string{"low-node-2", "low-node-3"}, e.waitTerminating("low-", 2)); diff != "" {
 			t.Fatalf("terminating victims (-want,+got):\n%s", diff)
 		}
 	})
@@ -376,7 +429,7 @@ func preemptTwoOfFour(t *testing.T) (e *topoEnv, stop func(), members []string, 
 	// Either member may have the first cycle, and so preempt for the gang.
 	preemptor, _ = e.waitConditionOnAny(members, v1.PodReasonUnschedulable, "/train: evicting 2 pod(s) of lower priority in the cluster so that 2 members fit: ")
 	freed = map[string]string{}
-	for _, v := range e.terminating("low-") {
+	for _, v := range e.waitTerminating("low-", 2) {
 		freed[v] = strings.TrimPrefix(v, "low-")
 	}
 	if len(freed) != 2 {

@@ -67,7 +67,7 @@ func (h *cacheView) takeActivated() []string {
 // newTestPlugin is the plugin's bookkeeping without informers or the wrapped DefaultPreemption;
 // its nomination writer records wishes and never writes.
 func newTestPlugin(h fwk.Handle, registry *podgroup.Registry) *GangPreemption {
-	pl := &GangPreemption{handle: h, registry: registry, events: podgroup.NewEventLog(&events.FakeRecorder{}, eventAction),
+	pl := &GangPreemption{handle: h, registry: registry, events: podgroup.NewEventLog(&events.FakeRecorder{}, eventAction), ctx: context.Background(),
 		running: map[podgroup.Key]*attempt{}, victimOf: map[types.UID]sets.Set[podgroup.Key]{},
 		draining: map[podgroup.Key]*attempt{}, resumed: sets.New[podgroup.Key]()}
 	pl.nominations = podstatus.NewWriter("test", nil, nil, pl.nominationWish)

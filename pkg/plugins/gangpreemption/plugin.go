@@ -60,6 +60,12 @@ type GangPreemption struct {
 	// nominations writes the members' status.nominatedNodeName, as kube-scheduler writes
 	// its preemptor's: it holds the room in the API, so a restarted scheduler keeps it.
 	nominations *podstatus.Writer
+	// ctx is the scheduler's: evictions outlive the cycle that decided them (evict.go).
+	ctx context.Context
+	// evictPod evicts one victim (upstream's executor; the tests fake it); evicting counts
+	// the evictions under way.
+	evictPod func(ctx context.Context, preemptor *gangPreemptor, victim *v1.Pod) (inMemory bool, err error)
+	evicting sync.WaitGroup
 
 	mu sync.Mutex
 	// running are the gangs whose victims are being evicted: no new preemption for a gang
@@ -93,6 +99,8 @@ type attempt struct {
 	// resumed says the attempt was rebuilt after a restart from the members' nominations: its
 	// victims are the pods terminating after a preemption on those nodes, whoever preempted.
 	resumed bool
+	// stopEvicting stops the attempt's evictions when it is abandoned before they are sent.
+	stopEvicting context.CancelFunc
 }
 
 var (
@@ -128,6 +136,10 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		victimOf: map[types.UID]sets.Set[podgroup.Key]{},
 		draining: map[podgroup.Key]*attempt{},
 		resumed:  sets.New[podgroup.Key](),
+		ctx:      ctx,
+	}
+	pl.evictPod = func(ctx context.Context, preemptor *gangPreemptor, victim *v1.Pod) (bool, error) {
+		return pl.Executor.PreemptPod(ctx, &victimCandidate{node: victim.Spec.NodeName, pod: victim}, preemptor, victim, Name)
 	}
 	pl.nominations = podstatus.NewWriter("gang-preemption-nominations", handle.ClientSet(),
 		handle.SharedInformerFactory().Core().V1().Pods().Lister(), pl.nominationWish)
@@ -251,7 +263,7 @@ func (pl *GangPreemption) forget(key podgroup.Key) {
 	pl.mu.Lock()
 	a := pl.running[key]
 	if a != nil {
-		pl.endLocked(key, a)
+		pl.abandonLocked(key, a)
 	}
 	drained := pl.stopDrainingLocked(key)
 	pl.resumed.Delete(key)

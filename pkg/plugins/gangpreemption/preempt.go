@@ -238,13 +238,11 @@ func (pl *GangPreemption) preempting(key podgroup.Key, pod *v1.Pod) (msg, node s
 	return waitingMsg(key, a), node, true
 }
 
-// actuate evicts the choice's victims the way kube-scheduler's preemption does (the
-// DisruptionTarget condition, then delete; a pod waiting in Permit is rejected instead), and
-// nominates the needed members on their nodes, so that no pod of lower or equal priority
-// takes the room while the victims terminate.
+// actuate nominates the needed members on their nodes, so that no pod of lower or equal
+// priority takes the room while the victims terminate, and starts evicting the choice's
+// victims the way kube-scheduler's preemption does (evict.go).
 func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgroup.Gang, need int, c *choice, notChosen []string, decision time.Duration) (*fwk.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
-	start := time.Now()
 	key := gang.Key
 	if len(c.victims) == 0 {
 		// No nomination: the gang's own Filter refused it, and only its plan may hold room.
@@ -277,6 +275,8 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	pl.mu.Lock()
 	old := pl.running[key]
 	pl.startLocked(logger, key, a)
+	// This process knows the gang's preemptions from here on: nothing to resume.
+	pl.resumed.Insert(key)
 	pl.mu.Unlock()
 	if old != nil {
 		// Members the earlier attempt nominated and this one does not place hold nothing.
@@ -289,34 +289,6 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 		pl.withdraw(dropped)
 	}
 	schedmetrics.PreemptionVictims.Observe(float64(len(victims)))
-
-	preemptor := &gangPreemptor{pod: pod}
-	errs := make([]error, len(victims))
-	inMemory := make([]bool, len(victims))
-	pl.handle.Parallelizer().Until(ctx, len(victims), func(i int) {
-		v := victims[i]
-		if v.DeletionTimestamp != nil {
-			return
-		}
-		inMemory[i], errs[i] = pl.Executor.PreemptPod(ctx, &victimCandidate{node: v.Spec.NodeName, pod: v}, preemptor, v, Name)
-	}, Name)
-	for _, err := range errs {
-		if err != nil {
-			// Nothing waits for victims that may not go: the next attempt decides again.
-			pl.mu.Lock()
-			pl.endLocked(key, a)
-			pl.mu.Unlock()
-			pl.registry.PreemptionEnded(key)
-			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: evicting in %s failed: %v", key, c.domain.name, err))
-		}
-	}
-	// A victim rejected in memory (it waited in Permit) is not deleted: it is not waited for.
-	for i, v := range victims {
-		if inMemory[i] {
-			pl.victimGone(logger, v)
-		}
-	}
-	pl.settle(logger, victims)
 
 	// The others are nominated in memory and in the API (kube-scheduler writes this member's
 	// from the result): a restarted scheduler nominates them again from their status. One
@@ -341,7 +313,8 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	pl.events.Record(gang.Info.PodGroup, v1.EventTypeNormal, EventGangPreempting, msg)
 	// V(2), once per preemption; the benchmark harness reads the durations.
 	logger.V(2).Info("Gang preempting", "podGroup", key, "domain", c.domain.name, "victims", len(victims), "highestVictimPriority", c.highest, "need", need,
-		"decision", decision, "eviction", time.Since(start))
+		"decision", decision)
+	pl.startEvictions(logger, gang.Info.PodGroup, key, a, &gangPreemptor{pod: pod})
 	// Unresolvable: the gang's waiting members keep their reservations (see PostFilter).
 	return nominate(nodes[pod.UID]), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }

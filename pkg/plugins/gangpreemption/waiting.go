@@ -74,7 +74,7 @@ func (pl *GangPreemption) victimGone(logger klog.Logger, pod *v1.Pod) {
 // of the queue for ever. pl.mu must be held.
 func (pl *GangPreemption) startLocked(logger klog.Logger, key podgroup.Key, a *attempt) {
 	if old := pl.running[key]; old != nil {
-		pl.endLocked(key, old)
+		pl.abandonLocked(key, old)
 	}
 	pl.stopDrainingLocked(key)
 	pl.running[key] = a
@@ -133,6 +133,16 @@ func (pl *GangPreemption) endLocked(key podgroup.Key, a *attempt) {
 				delete(pl.victimOf, v.UID)
 			}
 		}
+	}
+}
+
+// abandonLocked ends an attempt that no longer holds for its gang (replaced, or its PodGroup
+// deleted), and stops what is left of its evictions: nothing is evicted for a decision no one
+// waits for. pl.mu must be held.
+func (pl *GangPreemption) abandonLocked(key podgroup.Key, a *attempt) {
+	pl.endLocked(key, a)
+	if a.stopEvicting != nil {
+		a.stopEvicting()
 	}
 }
 
