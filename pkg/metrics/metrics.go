@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
 )
 
 const namespace = "hypernode"
@@ -154,6 +155,21 @@ func ObservePlan(result string, d time.Duration, simulatedNodes int) {
 // ObserveGangPreemptionEviction records one gang preemption's evictions.
 func ObserveGangPreemptionEviction(result string, d time.Duration) {
 	GangPreemptionEvictionDuration.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// GangPreemptionEvictions reads how many gang preemptions' evictions ended with each result
+// since an earlier reading (nil: ever), for the tests that run a scheduler in their process.
+func GangPreemptionEvictions(since map[string]uint64) (map[string]uint64, error) {
+	Register() // an unregistered metric counts nothing and cannot be read
+	counts := map[string]uint64{}
+	for _, result := range []string{ResultEvicted, ResultFailed, ResultStopped} {
+		n, err := testutil.GetHistogramMetricCount(GangPreemptionEvictionDuration.WithLabelValues(result))
+		if err != nil {
+			return nil, err
+		}
+		counts[result] = n - since[result]
+	}
+	return counts, nil
 }
 
 // ObservePlacement records a gang planned into a domain of tier.

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
@@ -113,7 +112,17 @@ func TestGangPreemptionSeed004Example2(t *testing.T) {
 	for _, n := range []string{"node-0", "node-1", "node-5"} {
 		e.lowPodOn(n)
 	}
-	evictions := evictionCounts(t)
+	before, err := metrics.GangPreemptionEvictions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evictions := func() map[string]uint64 {
+		counts, err := metrics.GangPreemptionEvictions(before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return counts
+	}
 	startScheduler(t, nil)
 
 	names := e.gang("train", 4, `{"mode":"hard","highestTierAllowed":2}`, cpu("8"), func(p *v1.Pod) {
@@ -139,38 +148,12 @@ func TestGangPreemptionSeed004Example2(t *testing.T) {
 	// The evictions' goroutine records the metric after its last call returned, which may
 	// come after the victim's deletion has let the gang bind.
 	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
-		return evictions(t)[metrics.ResultEvicted] > 0, nil
+		return evictions()[metrics.ResultEvicted] > 0, nil
 	}); err != nil {
 		t.Errorf("no eviction recorded by hypernode_gang_preemption_eviction_duration_seconds")
 	}
-	if diff := cmp.Diff(map[string]uint64{metrics.ResultEvicted: 1, metrics.ResultFailed: 0, metrics.ResultStopped: 0}, evictions(t)); diff != "" {
+	if diff := cmp.Diff(map[string]uint64{metrics.ResultEvicted: 1, metrics.ResultFailed: 0, metrics.ResultStopped: 0}, evictions()); diff != "" {
 		t.Errorf("hypernode_gang_preemption_eviction_duration_seconds counts since the start (-want,+got):\n%s", diff)
-	}
-}
-
-// evictionCounts returns a function that reads, by result, how many gang preemptions'
-// evictions the metric counted since evictionCounts was called (the scheduler runs in this
-// process).
-func evictionCounts(t *testing.T) func(t *testing.T) map[string]uint64 {
-	read := func(t *testing.T) map[string]uint64 {
-		t.Helper()
-		counts := map[string]uint64{}
-		for _, result := range []string{metrics.ResultEvicted, metrics.ResultFailed, metrics.ResultStopped} {
-			n, err := testutil.GetHistogramMetricCount(metrics.GangPreemptionEvictionDuration.WithLabelValues(result))
-			if err != nil {
-				t.Fatal(err)
-			}
-			counts[result] = n
-		}
-		return counts
-	}
-	before := read(t)
-	return func(t *testing.T) map[string]uint64 {
-		after := read(t)
-		for result := range after {
-			after[result] -= before[result]
-		}
-		return after
 	}
 }
 

@@ -102,10 +102,13 @@ func (pl *GangPreemption) stopDrainingLocked(key podgroup.Key) bool {
 	return true
 }
 
-// PreFilter refuses a member of a draining gang while this cycle's snapshot still holds one
-// of the victims. Every other pod skips it: no lock unless some gang drains.
+// PreFilter refuses a member of a gang whose victims still terminate (a member queued before
+// the preemption began: it would plan, and fail, once per victim gone, and each failure
+// lengthens the plan's back-off), and one of a draining gang while this cycle's snapshot
+// still holds one of the victims. Every other pod skips it: no lock unless some gang
+// preempts.
 func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if pl.drainingCount.Load() == 0 {
+	if pl.drainingCount.Load() == 0 && pl.runningCount.Load() == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	key, ok := podgroup.KeyOf(pod)
@@ -113,6 +116,12 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	pl.mu.Lock()
+	if a, draining := pl.underWayLocked(key); a != nil && !draining {
+		// PostFilter keeps the member's nomination (preempting).
+		msg := waitingMsg(key, a)
+		pl.mu.Unlock()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	a := pl.draining[key]
 	if a == nil {
 		pl.mu.Unlock()

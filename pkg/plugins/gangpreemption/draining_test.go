@@ -69,7 +69,7 @@ func (h *cacheView) takeActivated() []string {
 func newTestPlugin(h fwk.Handle, registry *podgroup.Registry) *GangPreemption {
 	pl := &GangPreemption{handle: h, registry: registry, events: podgroup.NewEventLog(&events.FakeRecorder{}, eventAction), ctx: context.Background(),
 		running: map[podgroup.Key]*attempt{}, victimOf: map[types.UID]sets.Set[podgroup.Key]{},
-		draining: map[podgroup.Key]*attempt{}, resumed: sets.New[podgroup.Key]()}
+		draining: map[podgroup.Key]*attempt{}, resumed: sets.New[podgroup.Key](), refused: map[types.UID]time.Time{}}
 	pl.nominations = podstatus.NewWriter("test", nil, nil, pl.nominationWish)
 	return pl
 }
@@ -240,19 +240,39 @@ func TestMembersWaitForTheSchedulersCache(t *testing.T) {
 func TestPostFilterWhileVictimsTerminate(t *testing.T) {
 	e := newDrainEnv(t)
 	const waits = "preemption: gang ns/train waits for 2 of the 2 pods evicted for it in the cluster to terminate"
-	e.postFilterKeeps(t, framework.NewCycleState(), e.train0, "node-1", waits)
+	state := framework.NewCycleState()
+	e.waits(t, state, e.train0, 2)
+	e.postFilterKeeps(t, state, e.train0, "node-1", waits)
 	e.pl.victimGone(e.logger, e.low1)
-	e.postFilterKeeps(t, framework.NewCycleState(), e.train1, "node-2", "preemption: gang ns/train waits for 1 of the 2 pods evicted for it in the cluster to terminate")
+	state = framework.NewCycleState()
+	e.waits(t, state, e.train1, 1)
+	e.postFilterKeeps(t, state, e.train1, "node-2", "preemption: gang ns/train waits for 1 of the 2 pods evicted for it in the cluster to terminate")
+	// Another gang's member and a plain pod are not held.
+	other := st.MakePod().Namespace("ns").Name("other-0").UID("other-0").Label(schedulingv1alpha1.PodGroupLabel, "other").Obj()
+	e.passes(t, other)
+	e.passes(t, st.MakePod().Namespace("ns").Name("plain").UID("plain").Obj())
 }
 
-// TestDrainBeginsDuringACycle: train-1 passed PreFilter while the victims still
-// terminated (it was in the queue before the gate closed); the drain begins while it runs
-// Filter on its old snapshot. Its PostFilter must not preempt again or let Gang release the
-// others: it keeps its nomination; the activation that began the drain requeues it.
+// waits runs PreFilter for member and checks it is refused while n of its gang's victims
+// terminate: a member queued before the preemption began would otherwise plan again for each
+// victim gone.
+func (e *drainEnv) waits(t *testing.T, state fwk.CycleState, member *v1.Pod, n int) {
+	t.Helper()
+	_, s := e.pl.PreFilter(e.ctx, state, member, nil)
+	want := fmt.Sprintf("gang ns/train waits for %d of the 2 pods evicted for it in the cluster to terminate", n)
+	if s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != want {
+		t.Errorf("PreFilter(%s) = %v, want UnschedulableAndUnresolvable %q", member.Name, s, want)
+	}
+}
+
+// TestDrainBeginsDuringACycle: train-1 was refused in PreFilter while the victims still
+// terminated; the drain begins before its PostFilter. Its PostFilter must not preempt again
+// or let Gang release the others: it keeps its nomination; the activation that began the
+// drain requeues it.
 func TestDrainBeginsDuringACycle(t *testing.T) {
 	e := newDrainEnv(t)
 	state := framework.NewCycleState()
-	e.passes(t, e.train1)
+	e.waits(t, state, e.train1, 2)
 	e.pl.victimGone(e.logger, e.low1)
 	e.pl.victimGone(e.logger, e.low2)
 	e.postFilterKeeps(t, state, e.train1, "node-2")
@@ -349,8 +369,8 @@ func TestProfilePreFilterOrder(t *testing.T) {
 	}
 }
 
-// BenchmarkPreFilter: what GangPreemption's PreFilter costs every pod: nothing drains (an
-// atomic load), and while another gang drains (a lock and a map lookup for a gang member).
+// BenchmarkPreFilter: what GangPreemption's PreFilter costs every pod: nothing preempts (two
+// atomic loads), and while another gang drains (a lock and two map lookups for a gang member).
 func BenchmarkPreFilter(b *testing.B) {
 	logger := klog.Background()
 	ctx := klog.NewContext(context.Background(), logger)

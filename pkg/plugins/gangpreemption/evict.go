@@ -8,6 +8,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -46,41 +48,48 @@ func (pl *GangPreemption) startEvictions(logger klog.Logger, pg *schedulingv1alp
 
 // evict sends the attempt's evictions through upstream's executor (the DisruptionTarget
 // condition, then delete; a pod waiting in Permit is rejected in memory). The first failure
-// stops the rest: the gang gets all of its room, or it is retried and decides again. ctx is
-// cancelled (stop) when the attempt is abandoned (abandonLocked).
+// stops sending the rest: the gang gets all of its room, or it is retried and decides again.
+// ctx is cancelled (stop) when the attempt is abandoned (abandonLocked), which also stops
+// sending. Calls already sent run to their end under the scheduler's context: a call cut
+// between its condition and its delete would leave a running pod marked for disruption.
 func (pl *GangPreemption) evict(ctx context.Context, stop context.CancelFunc, logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *attempt, preemptor *gangPreemptor) {
 	defer pl.evicting.Done()
 	defer stop()
 	start := time.Now()
-	rest, stopRest := context.WithCancel(ctx)
-	defer stopRest()
+	sending, stopSending := context.WithCancel(ctx)
+	defer stopSending()
 	victims := a.victims
 	inMemory := make([]bool, len(victims))
-	var evicted atomic.Int32
+	var sent, evicted atomic.Int32
 	var fail sync.Once
 	var failure error
 	var failed *v1.Pod
-	pl.handle.Parallelizer().Until(rest, len(victims), func(i int) {
+	pl.handle.Parallelizer().Until(sending, len(victims), func(i int) {
+		sent.Add(1)
 		v := victims[i]
 		if v.DeletionTimestamp != nil {
 			return // leaving already
 		}
 		var err error
-		if inMemory[i], err = pl.evictPod(rest, preemptor, v); err != nil {
+		if inMemory[i], err = pl.evictPod(pl.ctx, preemptor, v); err != nil {
 			fail.Do(func() { failure, failed = err, v })
-			stopRest()
+			stopSending()
 			return
 		}
 		evicted.Add(1)
 	}, Name)
 	took := time.Since(start)
 	switch {
-	case ctx.Err() != nil:
-		metrics.ObserveGangPreemptionEviction(metrics.ResultStopped, took)
-		logger.V(2).Info("Gang preemption's evictions stopped: the preemption was abandoned", "podGroup", key, "evicted", evicted.Load(), "victims", len(victims))
 	case failure != nil:
 		metrics.ObserveGangPreemptionEviction(metrics.ResultFailed, took)
 		pl.evictionFailed(logger, pg, key, a, failed, failure, int(evicted.Load()))
+	case int(sent.Load()) < len(victims):
+		metrics.ObserveGangPreemptionEviction(metrics.ResultStopped, took)
+		why := "the preemption was abandoned"
+		if pl.ctx.Err() != nil {
+			why = "the scheduler is stopping"
+		}
+		logger.V(2).Info("Gang preemption's evictions stopped: "+why, "podGroup", key, "evicted", evicted.Load(), "victims", len(victims))
 	default:
 		metrics.ObserveGangPreemptionEviction(metrics.ResultEvicted, took)
 		// A victim rejected in memory (it waited in Permit) is not deleted: it is not waited for.
@@ -95,25 +104,62 @@ func (pl *GangPreemption) evict(ctx context.Context, stop context.CancelFunc, lo
 	}
 }
 
+// refusalMemory is how long a pod whose eviction failed is not chosen as a victim again: a
+// pod the API always refuses to evict (an admission webhook) would otherwise make each retry
+// evict another batch of pods around it. A variable for the tests.
+var refusalMemory = 5 * time.Minute
+
 // evictionFailed ends an attempt one of whose victims could not be evicted: nothing waits for
 // a victim that may not go, so the members' nominations are withdrawn and the gang is
-// retried, deciding again from what the evictions so far have freed.
+// retried, deciding again, without that victim, from what the evictions so far have freed.
+// The member in the cycle that preempted may get its nomination back from kube-scheduler
+// after this withdrawal (the result of its PostFilter is applied after it returns); its next
+// cycle, which the activation brings, clears or replaces it.
 func (pl *GangPreemption) evictionFailed(logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *attempt, victim *v1.Pod, err error, evicted int) {
 	pl.mu.Lock()
 	current := pl.running[key] == a
 	if current {
 		pl.endLocked(key, a)
 	}
+	pl.refused[victim.UID] = time.Now().Add(refusalMemory)
 	pl.mu.Unlock()
+	msg := fmt.Sprintf("gang %s: evicting %s/%s in %s failed: %v; %d of the %d pods chosen were evicted; ",
+		key, victim.Namespace, victim.Name, a.domain, err, evicted, len(a.victims))
+	if current {
+		msg += "the members' nominations are withdrawn and the gang is retried"
+	} else {
+		// Its deadline ended the attempt first, and retried the gang then.
+		msg += "the preemption had already ended"
+	}
+	msg += fmt.Sprintf("; %s/%s is not chosen again for %v", victim.Namespace, victim.Name, refusalMemory)
+	pl.events.Record(pg, v1.EventTypeWarning, EventGangPreemptionFailed, msg)
+	logger.Error(err, "Gang preemption could not evict a victim", "podGroup", key, "victim", klog.KObj(victim),
+		"evicted", evicted, "victims", len(a.victims), "attemptEnded", current)
 	if !current {
-		return // replaced meanwhile: the newer attempt holds the gang's nominations
+		return
 	}
 	pl.withdraw(a.members)
 	n := pl.registry.ActivatePending(logger, pl.handle, key)
-	msg := fmt.Sprintf("gang %s: evicting %s/%s in %s failed: %v; %d of the %d pods chosen were evicted; the members' nominations are withdrawn and the gang is retried",
-		key, victim.Namespace, victim.Name, a.domain, err, evicted, len(a.victims))
-	pl.events.Record(pg, v1.EventTypeWarning, EventGangPreemptionFailed, msg)
-	logger.Error(err, "Gang preemption could not evict a victim; the gang is retried", "podGroup", key, "victim", klog.KObj(victim),
-		"evicted", evicted, "victims", len(a.victims), "membersActivated", n)
+	logger.V(2).Info("Gang preemption failed; the gang is retried", "podGroup", key, "membersActivated", n)
 	pl.registry.PreemptionEnded(key)
+}
+
+// refusedVictims are the pods whose eviction failed less than refusalMemory ago; the others
+// are forgotten.
+func (pl *GangPreemption) refusedVictims() sets.Set[types.UID] {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if len(pl.refused) == 0 {
+		return nil
+	}
+	now := time.Now()
+	out := sets.New[types.UID]()
+	for uid, until := range pl.refused {
+		if now.After(until) {
+			delete(pl.refused, uid)
+			continue
+		}
+		out.Insert(uid)
+	}
+	return out
 }

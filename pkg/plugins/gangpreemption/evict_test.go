@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -18,8 +19,10 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -51,17 +54,22 @@ func (ev *evictions) get() []string {
 }
 
 // TestEvictionsAfterTheCycle: train's attempt (victims low-node-1, low-node-2; train-0 on
-// node-1, train-1 on node-2) evicts after its cycle. Evicted victims are waited for; one
-// rejected in memory (it waited in Permit) is not; the first failure stops the rest, ends the
-// attempt, withdraws both nominations, activates the members and says so in an Event;
-// evictions of an attempt abandoned meanwhile stop, and nothing more is announced.
+// node-1, train-1 on node-2) evicts after its cycle, one call at a time. Evicted victims are
+// waited for, minus those seen deleted meanwhile, gone already, or rejected in memory (they
+// waited in Permit). The first failure stops sending the rest, ends the attempt, withdraws
+// both nominations, activates the members, keeps the refused pod from being chosen again and
+// says so in an Event. An attempt abandoned meanwhile sends no more, and announces nothing
+// more.
 func TestEvictionsAfterTheCycle(t *testing.T) {
 	refused := errors.New("admission webhook denied the request")
+	evictedAll := func(context.Context, *v1.Pod) (bool, error) { return false, nil }
 	tests := []struct {
 		name   string
 		answer func(ctx context.Context, victim *v1.Pod) (bool, error)
-		// during runs while the first eviction is under way (nil: nothing).
-		during      func(e *drainEnv)
+		// during runs inside the first eviction call (nil: nothing).
+		during func(e *drainEnv)
+		// gone are victims already deleted from the API when the evictions start.
+		gone        []string
 		wantEvicted []string
 		// wantWaiting are the victims the attempt still waits for; nil: it ended.
 		wantWaiting    []string
@@ -69,11 +77,28 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 		wantEnds       []string
 		wantEvent      string
 		wantNominating map[string]string
+		wantRefused    []string
+		wantResult     string
 	}{{
 		name:        "every victim evicted",
-		answer:      func(context.Context, *v1.Pod) (bool, error) { return false, nil },
+		answer:      evictedAll,
 		wantEvicted: []string{"low-node-1", "low-node-2"},
 		wantWaiting: []string{"low-node-1", "low-node-2"},
+		wantResult:  metrics.ResultEvicted,
+	}, {
+		name:        "a victim's deletion seen during its call",
+		answer:      evictedAll,
+		during:      func(e *drainEnv) { e.pl.victimGone(e.logger, e.low1) },
+		wantEvicted: []string{"low-node-1", "low-node-2"},
+		wantWaiting: []string{"low-node-2"},
+		wantResult:  metrics.ResultEvicted,
+	}, {
+		name:        "a victim gone before the evictions",
+		answer:      evictedAll,
+		gone:        []string{"low-node-2"},
+		wantEvicted: []string{"low-node-1", "low-node-2"},
+		wantWaiting: []string{"low-node-1"},
+		wantResult:  metrics.ResultEvicted,
 	}, {
 		name: "a victim waiting in Permit rejected in memory",
 		answer: func(_ context.Context, v *v1.Pod) (bool, error) {
@@ -81,6 +106,7 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 		},
 		wantEvicted: []string{"low-node-1", "low-node-2"},
 		wantWaiting: []string{"low-node-1"},
+		wantResult:  metrics.ResultEvicted,
 	}, {
 		name: "an eviction fails",
 		answer: func(_ context.Context, v *v1.Pod) (bool, error) {
@@ -90,8 +116,10 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 		wantActivated: []string{"train-0", "train-1"},
 		wantEnds:      []string{"ns/train"},
 		wantEvent: "Warning GangPreemptionFailed gang ns/train: evicting ns/low-node-1 in the cluster failed: admission webhook denied the request; " +
-			"0 of the 2 pods chosen were evicted; the members' nominations are withdrawn and the gang is retried",
+			"0 of the 2 pods chosen were evicted; the members' nominations are withdrawn and the gang is retried; ns/low-node-1 is not chosen again for 5m0s",
 		wantNominating: map[string]string{"train-0": "", "train-1": ""},
+		wantRefused:    []string{"low-node-1"},
+		wantResult:     metrics.ResultFailed,
 	}, {
 		name: "the second eviction fails",
 		answer: func(_ context.Context, v *v1.Pod) (bool, error) {
@@ -104,51 +132,67 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 		wantActivated: []string{"train-0", "train-1"},
 		wantEnds:      []string{"ns/train"},
 		wantEvent: "Warning GangPreemptionFailed gang ns/train: evicting ns/low-node-2 in the cluster failed: admission webhook denied the request; " +
-			"1 of the 2 pods chosen were evicted; the members' nominations are withdrawn and the gang is retried",
+			"1 of the 2 pods chosen were evicted; the members' nominations are withdrawn and the gang is retried; ns/low-node-2 is not chosen again for 5m0s",
 		wantNominating: map[string]string{"train-0": "", "train-1": ""},
+		wantRefused:    []string{"low-node-2"},
+		wantResult:     metrics.ResultFailed,
 	}, {
-		name: "the PodGroup deleted while evicting",
-		answer: func(ctx context.Context, _ *v1.Pod) (bool, error) {
-			<-ctx.Done() // the call returns when the attempt is abandoned
-			return false, ctx.Err()
-		},
+		name:        "the PodGroup deleted while evicting",
+		answer:      evictedAll,
 		during:      func(e *drainEnv) { e.pl.forget(e.key) },
 		wantEvicted: []string{"low-node-1"},
 		// forget announces the end and withdraws the nominations; the evictions add nothing.
 		wantEnds:       []string{"ns/train"},
 		wantNominating: map[string]string{"train-0": "", "train-1": ""},
+		wantResult:     metrics.ResultStopped,
+	}, {
+		name:   "an eviction fails after the attempt's deadline",
+		answer: func(context.Context, *v1.Pod) (bool, error) { return false, refused },
+		during: func(e *drainEnv) {
+			e.pl.mu.Lock()
+			e.pl.endLocked(e.key, e.pl.running[e.key]) // as its timer does
+			e.pl.mu.Unlock()
+		},
+		wantEvicted: []string{"low-node-1"},
+		wantEvent: "Warning GangPreemptionFailed gang ns/train: evicting ns/low-node-1 in the cluster failed: admission webhook denied the request; " +
+			"0 of the 2 pods chosen were evicted; the preemption had already ended; ns/low-node-1 is not chosen again for 5m0s",
+		wantRefused: []string{"low-node-1"},
+		wantResult:  metrics.ResultFailed,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newDrainEnv(t)
 			recorder := events.NewFakeRecorder(10)
 			e.pl.events = podgroup.NewEventLog(recorder, eventAction)
-			// The victims still exist: the fake evictions delete nothing.
+			// The victims exist in the API unless gone: the fake evictions delete nothing.
 			pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 			for _, p := range []*v1.Pod{e.low1, e.low2, e.other} {
-				if err := pods.Add(p); err != nil {
-					t.Fatal(err)
+				if !slices.Contains(tc.gone, p.Name) {
+					if err := pods.Add(p); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			e.pl.pods = corelisters.NewPodLister(pods)
 			ends := &endLog{}
 			e.registry.OnPreemptionEnd(ends.add)
-			started := make(chan struct{})
 			var once sync.Once
 			ev := &evictions{answer: func(ctx context.Context, v *v1.Pod) (bool, error) {
-				once.Do(func() { close(started) })
+				if tc.during != nil {
+					once.Do(func() { tc.during(e) })
+				}
 				return tc.answer(ctx, v)
 			}}
 			e.pl.evictPod = ev.evict
+			before, err := metrics.GangPreemptionEvictions(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			e.pl.mu.Lock()
 			a := e.pl.running[e.key]
 			e.pl.mu.Unlock()
 			pg := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train"}}
 			e.pl.startEvictions(e.logger, pg, e.key, a, &gangPreemptor{pod: e.train0})
-			<-started
-			if tc.during != nil {
-				tc.during(e)
-			}
 			e.pl.evicting.Wait()
 
 			if diff := cmp.Diff(tc.wantEvicted, ev.get()); diff != "" {
@@ -192,7 +236,40 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 			if diff := cmp.Diff(tc.wantNominating, nominating); diff != "" {
 				t.Errorf("nominations written (-want,+got):\n%s", diff)
 			}
+			if diff := cmp.Diff(tc.wantRefused, sortedUIDs(e.pl.refusedVictims())); diff != "" {
+				t.Errorf("victims not chosen again (-want,+got):\n%s", diff)
+			}
+			want := map[string]uint64{metrics.ResultEvicted: 0, metrics.ResultFailed: 0, metrics.ResultStopped: 0}
+			want[tc.wantResult] = 1
+			got, err := metrics.GangPreemptionEvictions(before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("eviction metric counts by result (-want,+got):\n%s", diff)
+			}
 		})
+	}
+}
+
+// TestRefusedVictimIsSpared: a pod whose eviction failed is not a victim until refusalMemory
+// has passed, nor is a gang with such a member; other pods of lower priority still are.
+func TestRefusedVictimIsSpared(t *testing.T) {
+	e := newDrainEnv(t)
+	batch := st.MakePod().Namespace("ns").Name("batch-0").UID("batch-0").Label(schedulingv1alpha1.PodGroupLabel, "batch").Node("node-3").Obj()
+	e.pl.refused[e.low1.UID] = time.Now().Add(time.Minute)
+	e.pl.refused[batch.UID] = time.Now().Add(time.Minute)
+	e.pl.refused["expired"] = time.Now().Add(-time.Second)
+	sim := &simulation{pl: e.pl, own: e.key, priority: 100, units: map[string]*unit{}, spared: sets.New[string](), refused: e.pl.refusedVictims()}
+	got := map[string]bool{}
+	for _, p := range []*v1.Pod{e.low1, e.low2, batch} {
+		got[p.Name] = sim.unitOf(p) != nil
+	}
+	if diff := cmp.Diff(map[string]bool{"low-node-1": false, "low-node-2": true, "batch-0": false}, got); diff != "" {
+		t.Errorf("victims (-want,+got):\n%s", diff)
+	}
+	if _, ok := e.pl.refused["expired"]; ok {
+		t.Error("an expired refusal is still remembered")
 	}
 }
 

@@ -63,7 +63,7 @@ type GangPreemption struct {
 	// ctx is the scheduler's: evictions outlive the cycle that decided them (evict.go).
 	ctx context.Context
 	// evictPod evicts one victim (upstream's executor; the tests fake it); evicting counts
-	// the evictions under way.
+	// the evictions under way, for the tests to wait on.
 	evictPod func(ctx context.Context, preemptor *gangPreemptor, victim *v1.Pod) (inMemory bool, err error)
 	evicting sync.WaitGroup
 
@@ -72,12 +72,16 @@ type GangPreemption struct {
 	// until they are gone; victimOf maps each victim still there to the gangs waiting for it.
 	running  map[podgroup.Key]*attempt
 	victimOf map[types.UID]sets.Set[podgroup.Key]
+	// runningCount is len(running), for PreFilter to skip the lock.
+	runningCount atomic.Int32
 	// draining are the ended attempts whose victims the API has deleted but kube-scheduler's
 	// cache may still hold (PreFilter); drainingCount lets every other pod skip the lock.
 	draining      map[podgroup.Key]*attempt
 	drainingCount atomic.Int32
 	// resumed are the gangs resume has looked at (forgotten with their PodGroup).
 	resumed sets.Set[podgroup.Key]
+	// refused are the pods whose eviction failed, until when they are not chosen again.
+	refused map[types.UID]time.Time
 }
 
 // attempt is one gang preemption whose victims may still be terminating.
@@ -136,6 +140,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		victimOf: map[types.UID]sets.Set[podgroup.Key]{},
 		draining: map[podgroup.Key]*attempt{},
 		resumed:  sets.New[podgroup.Key](),
+		refused:  map[types.UID]time.Time{},
 		ctx:      ctx,
 	}
 	pl.evictPod = func(ctx context.Context, preemptor *gangPreemptor, victim *v1.Pod) (bool, error) {

@@ -64,7 +64,8 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: listing PodDisruptionBudgets: %v", key, err))
 	}
 	sim := &simulation{pl: pl, state: withoutPlan(state), pod: pod, own: key, priority: corev1helpers.PodPriority(pod),
-		need: need, nodes: make(map[string]fwk.NodeInfo, len(list)), units: map[string]*unit{}, spared: sets.New[string](), pdbs: pdbs}
+		need: need, nodes: make(map[string]fwk.NodeInfo, len(list)), units: map[string]*unit{}, spared: sets.New[string](), pdbs: pdbs,
+		refused: pl.refusedVictims()}
 	for _, ni := range list {
 		sim.nodes[ni.Node().Name] = ni
 	}
@@ -275,7 +276,8 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	pl.mu.Lock()
 	old := pl.running[key]
 	pl.startLocked(logger, key, a)
-	// This process knows the gang's preemptions from here on: nothing to resume.
+	// Nothing to resume for this gang in this process: after a failed eviction, resume would
+	// otherwise rebuild an attempt from the nominations being withdrawn.
 	pl.resumed.Insert(key)
 	pl.mu.Unlock()
 	if old != nil {

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -104,9 +105,10 @@ type simulation struct {
 	plan    *planTest
 	nodes   map[string]fwk.NodeInfo
 	// units caches the victim units by key; spared are units with a pod of equal or
-	// higher priority than the gang.
-	units  map[string]*unit
-	spared sets.Set[string]
+	// higher priority than the gang, or whose eviction failed recently (refused).
+	units   map[string]*unit
+	spared  sets.Set[string]
+	refused sets.Set[types.UID]
 	// pdbs are the cluster's PodDisruptionBudgets.
 	pdbs []*policyv1.PodDisruptionBudget
 }
@@ -145,8 +147,8 @@ func (s *simulation) violating(units []*unit) sets.Set[string] {
 }
 
 // unitOf returns the victim unit of a pod on a node, or nil when the pod is not a victim:
-// the gang's own member, a pod of equal or higher priority, or a member of a gang that has
-// such a pod.
+// the gang's own member, a pod of equal or higher priority or whose eviction failed recently,
+// or a member of a gang that has such a pod.
 func (s *simulation) unitOf(p *v1.Pod) *unit {
 	if key, ok := podgroup.KeyOf(p); ok {
 		if key == s.own {
@@ -167,14 +169,18 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 		if len(u.pods) == 0 {
 			u.pods = []placed{{pod: p, node: p.Spec.NodeName}}
 		}
-		if u.priority >= s.priority {
+		refused := false
+		for _, m := range u.pods {
+			refused = refused || s.refused.Has(m.pod.UID)
+		}
+		if u.priority >= s.priority || refused {
 			s.spared.Insert(id)
 			return nil
 		}
 		s.units[id] = u
 		return u
 	}
-	if corev1helpers.PodPriority(p) >= s.priority {
+	if corev1helpers.PodPriority(p) >= s.priority || s.refused.Has(p.UID) {
 		return nil
 	}
 	id := "pod " + p.Namespace + "/" + p.Name

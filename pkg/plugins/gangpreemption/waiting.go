@@ -78,6 +78,7 @@ func (pl *GangPreemption) startLocked(logger klog.Logger, key podgroup.Key, a *a
 	}
 	pl.stopDrainingLocked(key)
 	pl.running[key] = a
+	pl.runningCount.Store(int32(len(pl.running)))
 	a.waiting = sets.New[types.UID]()
 	grace := int64(0)
 	for _, v := range a.victims {
@@ -122,6 +123,7 @@ func gracePeriod(p *v1.Pod) int64 {
 func (pl *GangPreemption) endLocked(key podgroup.Key, a *attempt) {
 	if pl.running[key] == a {
 		delete(pl.running, key)
+		pl.runningCount.Store(int32(len(pl.running)))
 	}
 	if a.deadline != nil {
 		a.deadline.Stop()
