@@ -13,9 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -164,16 +166,7 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 			e := newDrainEnv(t)
 			recorder := events.NewFakeRecorder(10)
 			e.pl.events = podgroup.NewEventLog(recorder, eventAction)
-			// The victims exist in the API unless gone: the fake evictions delete nothing.
-			pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-			for _, p := range []*v1.Pod{e.low1, e.low2, e.other} {
-				if !slices.Contains(tc.gone, p.Name) {
-					if err := pods.Add(p); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			e.pl.pods = corelisters.NewPodLister(pods)
+			e.inAPI(t, tc.gone...)
 			ends := &endLog{}
 			e.registry.OnPreemptionEnd(ends.add)
 			var once sync.Once
@@ -252,6 +245,21 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 	}
 }
 
+// inAPI gives the plugin a pod lister of the env's pods but gone: the fake evictions delete
+// nothing.
+func (e *drainEnv) inAPI(t *testing.T, gone ...string) {
+	t.Helper()
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, p := range []*v1.Pod{e.low1, e.low2, e.other} {
+		if !slices.Contains(gone, p.Name) {
+			if err := pods.Add(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.pl.pods = corelisters.NewPodLister(pods)
+}
+
 // TestRefusedVictimIsSpared: a pod whose eviction failed is not a victim until refusalMemory
 // has passed, nor is a gang with such a member; other pods of lower priority still are.
 func TestRefusedVictimIsSpared(t *testing.T) {
@@ -298,4 +306,61 @@ func sortedUIDs(s sets.Set[types.UID]) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// AddNominatedPod: actuate nominates the members it places in kube-scheduler's memory.
+func (h *cacheView) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
+
+// TestPostFilterDoesNotWaitForTheEvictions: the cycle that preempts returns with the
+// member's nomination while the eviction calls are still blocked, with the attempt already
+// counting the victims down and the other member nominated; the calls then complete.
+func TestPostFilterDoesNotWaitForTheEvictions(t *testing.T) {
+	schedmetrics.Register()
+	e := newDrainEnv(t)
+	e.pl.mu.Lock()
+	e.pl.endLocked(e.key, e.pl.running[e.key]) // actuate starts its own
+	e.pl.mu.Unlock()
+	release := make(chan struct{})
+	ev := &evictions{answer: func(context.Context, *v1.Pod) (bool, error) {
+		<-release
+		return false, nil
+	}}
+	e.pl.evictPod = ev.evict
+	e.inAPI(t)
+	unitOf := func(p *v1.Pod) *unit {
+		return &unit{key: "pod ns/" + p.Name, pods: []placed{{pod: p, node: p.Spec.NodeName}}}
+	}
+	c := &choice{domain: domain{name: wholeCluster, nodes: []string{"node-1", "node-2", "node-3"}},
+		victims: []*unit{unitOf(e.low1), unitOf(e.low2)}, assign: map[string]string{"train-0": "node-1", "train-1": "node-2"}}
+	returned := make(chan *fwk.PostFilterResult)
+	go func() {
+		result, _ := e.pl.actuate(e.ctx, e.train0, e.registry.Gang(e.key), 2, c, nil, 0)
+		returned <- result
+	}()
+	select {
+	case result := <-returned:
+		if diff := cmp.Diff(nominate("node-1"), result); diff != "" {
+			t.Errorf("PostFilter result (-want,+got):\n%s", diff)
+		}
+	case <-time.After(wait.ForeverTestTimeout):
+		close(release)
+		t.Fatal("the preempting cycle waited for the eviction calls")
+	}
+	e.pl.mu.Lock()
+	var waiting []string
+	if a := e.pl.running[e.key]; a != nil {
+		waiting = sortedUIDs(a.waiting)
+	}
+	e.pl.mu.Unlock()
+	if diff := cmp.Diff([]string{"low-node-1", "low-node-2"}, waiting); diff != "" {
+		t.Errorf("victims waited for while the calls run (-want,+got):\n%s", diff)
+	}
+	if wish, _ := e.pl.nominations.Pending("ns", "train-1"); wish != "node-2" {
+		t.Errorf("train-1's nomination written: %q, want node-2", wish)
+	}
+	close(release)
+	e.pl.evicting.Wait()
+	if diff := cmp.Diff([]string{"low-node-1", "low-node-2"}, ev.get()); diff != "" {
+		t.Errorf("evicted (-want,+got):\n%s", diff)
+	}
 }
