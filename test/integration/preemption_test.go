@@ -463,6 +463,13 @@ func sortedValues(m map[string]string) []string {
 func TestGangPreemptionResumesAfterRestart(t *testing.T) {
 	e, stop, members, freed, _ := preemptTwoOfFour(t)
 	nominated := e.waitNominated(members, sortedValues(freed))
+	// The old scheduler records a victim's Preempted Event after its eviction call returned,
+	// after the cycle: stopped earlier, it may never send it.
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, boundTimeout, true, func(context.Context) (bool, error) {
+		return len(e.eventsByReason()["Preempted"]) == 2, nil
+	}); err != nil {
+		t.Fatalf("Preempted events before the restart: %v, want 2", e.eventsByReason()["Preempted"])
+	}
 	stop()
 	// The members' conditions are the old scheduler's: mark them, to see the new one's.
 	for _, name := range members {

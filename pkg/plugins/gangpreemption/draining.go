@@ -27,10 +27,13 @@ import (
 
 const drainingStateKey fwk.StateKey = Name + "/draining"
 
-// drainingState tells PostFilter that PreFilter made the member wait for the cache, and the
-// node the gang's attempt nominated it on.
+// drainingState tells PostFilter that PreFilter refused the member while its gang's
+// preemption was under way (terminating: its victims still terminated; otherwise it waited
+// for the cache), and the node the gang's attempt nominated it on. The PreFilter plugins
+// after a refusal did not run, so PostFilter must not decide a preemption on this state.
 type drainingState struct {
-	node string
+	node        string
+	terminating bool
 }
 
 func (d *drainingState) Clone() fwk.StateData { return d }
@@ -117,9 +120,9 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 	}
 	pl.mu.Lock()
 	if a, draining := pl.underWayLocked(key); a != nil && !draining {
-		// PostFilter keeps the member's nomination (preempting).
-		msg := waitingMsg(key, a)
+		msg, node := waitingMsg(key, a), a.nodes[pod.UID]
 		pl.mu.Unlock()
+		state.Write(drainingStateKey, &drainingState{node: node, terminating: true})
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	a := pl.draining[key]

@@ -265,6 +265,36 @@ func (e *drainEnv) waits(t *testing.T, state fwk.CycleState, member *v1.Pod, n i
 	}
 }
 
+// TestPreemptionEndsBetweenPreFilterAndPostFilter: PreFilter refused train-0 while its
+// gang's victims terminated, so the cycle state lacks the PreFilter plugins after it. If the
+// attempt ends before PostFilter (an eviction failed, its deadline), PostFilter decides
+// nothing on that state: it clears the member's nomination and ends the chain; if the last
+// victim went meanwhile (draining), the member keeps its node.
+func TestPreemptionEndsBetweenPreFilterAndPostFilter(t *testing.T) {
+	t.Run("attempt ended", func(t *testing.T) {
+		e := newDrainEnv(t)
+		state := framework.NewCycleState()
+		e.waits(t, state, e.train0, 2)
+		expireRunning(e)
+		result, s := e.pl.PostFilter(e.ctx, state, e.train0, framework.NewDefaultNodeToStatus())
+		want := "preemption: gang ns/train: its preemption ended during this cycle; the gang is retried"
+		if s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != want {
+			t.Errorf("PostFilter = %v, want UnschedulableAndUnresolvable %q", s, want)
+		}
+		if diff := cmp.Diff(clearNomination(), result); diff != "" {
+			t.Errorf("PostFilter result (-want,+got):\n%s", diff)
+		}
+	})
+	t.Run("victims gone", func(t *testing.T) {
+		e := newDrainEnv(t)
+		state := framework.NewCycleState()
+		e.waits(t, state, e.train0, 2)
+		e.pl.victimGone(e.logger, e.low1)
+		e.pl.victimGone(e.logger, e.low2)
+		e.postFilterKeeps(t, state, e.train0, "node-1")
+	})
+}
+
 // TestDrainBeginsDuringACycle: train-1 was refused in PreFilter while the victims still
 // terminated; the drain begins before its PostFilter. Its PostFilter must not preempt again
 // or let Gang release the others: it keeps its nomination; the activation that began the

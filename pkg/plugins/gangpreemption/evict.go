@@ -80,18 +80,24 @@ func (pl *GangPreemption) evict(ctx context.Context, stop context.CancelFunc, lo
 	}, Name)
 	took := time.Since(start)
 	switch {
+	case pl.ctx.Err() != nil:
+		// Calls cut by the scheduler's stop fail; that is no refusal of the API.
+		metrics.ObserveGangPreemptionEviction(metrics.ResultStopped, took)
+		logger.V(2).Info("Gang preemption's evictions stopped: the scheduler is stopping", "podGroup", key, "evicted", evicted.Load(), "victims", len(victims))
 	case failure != nil:
 		metrics.ObserveGangPreemptionEviction(metrics.ResultFailed, took)
 		pl.evictionFailed(logger, pg, key, a, failed, failure, int(evicted.Load()))
 	case int(sent.Load()) < len(victims):
 		metrics.ObserveGangPreemptionEviction(metrics.ResultStopped, took)
-		why := "the preemption was abandoned"
-		if pl.ctx.Err() != nil {
-			why = "the scheduler is stopping"
-		}
-		logger.V(2).Info("Gang preemption's evictions stopped: "+why, "podGroup", key, "evicted", evicted.Load(), "victims", len(victims))
+		logger.V(2).Info("Gang preemption's evictions stopped: the preemption was abandoned", "podGroup", key, "evicted", evicted.Load(), "victims", len(victims))
 	default:
 		metrics.ObserveGangPreemptionEviction(metrics.ResultEvicted, took)
+		// The victims' grace period counts from now: sending took a while for a large gang.
+		pl.mu.Lock()
+		if pl.running[key] == a {
+			a.deadline.Reset(a.limit)
+		}
+		pl.mu.Unlock()
 		// A victim rejected in memory (it waited in Permit) is not deleted: it is not waited for.
 		for i, v := range victims {
 			if inMemory[i] {
@@ -128,11 +134,15 @@ func (pl *GangPreemption) evictionFailed(logger klog.Logger, pg *schedulingv1alp
 	if current {
 		msg += "the members' nominations are withdrawn and the gang is retried"
 	} else {
-		// Its deadline ended the attempt first, and retried the gang then.
+		// Its deadline ended the attempt first (and retried the gang), or a deletion seen
+		// for the last victim while its call failed did.
 		msg += "the preemption had already ended"
 	}
 	msg += fmt.Sprintf("; %s/%s is not chosen again for %v", victim.Namespace, victim.Name, refusalMemory)
-	pl.events.Record(pg, v1.EventTypeWarning, EventGangPreemptionFailed, msg)
+	if pl.registry.Info(key).PodGroup != nil {
+		// Not after the PodGroup's deletion: its Event log forgot it then.
+		pl.events.Record(pg, v1.EventTypeWarning, EventGangPreemptionFailed, msg)
+	}
 	logger.Error(err, "Gang preemption could not evict a victim", "podGroup", key, "victim", klog.KObj(victim),
 		"evicted", evicted, "victims", len(a.victims), "attemptEnded", current)
 	if !current {

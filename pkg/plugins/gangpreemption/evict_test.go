@@ -143,19 +143,27 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 		answer:      evictedAll,
 		during:      func(e *drainEnv) { e.pl.forget(e.key) },
 		wantEvicted: []string{"low-node-1"},
-		// forget announces the end and withdraws the nominations; the evictions add nothing.
+		// forget announces the end, withdraws the nominations and activates the members
+		// (refused in PreFilter meanwhile); the evictions add nothing.
+		wantActivated:  []string{"train-0", "train-1"},
 		wantEnds:       []string{"ns/train"},
 		wantNominating: map[string]string{"train-0": "", "train-1": ""},
 		wantResult:     metrics.ResultStopped,
 	}, {
-		name:   "an eviction fails after the attempt's deadline",
-		answer: func(context.Context, *v1.Pod) (bool, error) { return false, refused },
-		during: func(e *drainEnv) {
-			e.pl.mu.Lock()
-			e.pl.endLocked(e.key, e.pl.running[e.key]) // as its timer does
-			e.pl.mu.Unlock()
-		},
-		wantEvicted: []string{"low-node-1"},
+		name:          "the attempt's deadline passes while evicting",
+		answer:        evictedAll,
+		during:        expireRunning,
+		wantEvicted:   []string{"low-node-1"},
+		wantActivated: []string{"train-0", "train-1"},
+		wantEnds:      []string{"ns/train"},
+		wantResult:    metrics.ResultStopped,
+	}, {
+		name:          "an eviction fails after the attempt's deadline",
+		answer:        func(context.Context, *v1.Pod) (bool, error) { return false, refused },
+		during:        expireRunning,
+		wantEvicted:   []string{"low-node-1"},
+		wantActivated: []string{"train-0", "train-1"},
+		wantEnds:      []string{"ns/train"},
 		wantEvent: "Warning GangPreemptionFailed gang ns/train: evicting ns/low-node-1 in the cluster failed: admission webhook denied the request; " +
 			"0 of the 2 pods chosen were evicted; the preemption had already ended; ns/low-node-1 is not chosen again for 5m0s",
 		wantRefused: []string{"low-node-1"},
@@ -245,6 +253,14 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 	}
 }
 
+// expireRunning runs the deadline of train's running attempt, as its timer does.
+func expireRunning(e *drainEnv) {
+	e.pl.mu.Lock()
+	a := e.pl.running[e.key]
+	e.pl.mu.Unlock()
+	e.pl.expire(e.logger, e.key, a)
+}
+
 // inAPI gives the plugin a pod lister of the env's pods but gone: the fake evictions delete
 // nothing.
 func (e *drainEnv) inAPI(t *testing.T, gone ...string) {
@@ -268,13 +284,17 @@ func TestRefusedVictimIsSpared(t *testing.T) {
 	e.pl.refused[e.low1.UID] = time.Now().Add(time.Minute)
 	e.pl.refused[batch.UID] = time.Now().Add(time.Minute)
 	e.pl.refused["expired"] = time.Now().Add(-time.Second)
-	sim := &simulation{pl: e.pl, own: e.key, priority: 100, units: map[string]*unit{}, spared: sets.New[string](), refused: e.pl.refusedVictims()}
+	sim := &simulation{pl: e.pl, own: e.key, priority: 100, units: map[string]*unit{}, spared: sets.New[string](),
+		refused: e.pl.refusedVictims(), sparedRefused: sets.New[string]()}
 	got := map[string]bool{}
 	for _, p := range []*v1.Pod{e.low1, e.low2, batch} {
 		got[p.Name] = sim.unitOf(p) != nil
 	}
 	if diff := cmp.Diff(map[string]bool{"low-node-1": false, "low-node-2": true, "batch-0": false}, got); diff != "" {
 		t.Errorf("victims (-want,+got):\n%s", diff)
+	}
+	if got, want := sim.refusalNote(), " (but 2 pod(s) or gang(s) whose eviction failed in the last 5m0s)"; got != want {
+		t.Errorf("refusal note %q, want %q", got, want)
 	}
 	if _, ok := e.pl.refused["expired"]; ok {
 		t.Error("an expired refusal is still remembered")

@@ -92,9 +92,10 @@ type attempt struct {
 	members []*v1.Pod
 	nodes   map[types.UID]string
 	// waiting are the victims not seen deleted yet; deadline ends the wait when they outlive
-	// their grace period.
+	// their grace period: limit after the decision, and again after the evictions were sent.
 	waiting  sets.Set[types.UID]
 	deadline *time.Timer
+	limit    time.Duration
 	// cached are, once every victim was seen deleted, those the scheduler's cache may still
 	// hold: a snapshot without one, or its deletion event, takes it out (draining).
 	cached sets.Set[types.UID]
@@ -174,12 +175,23 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	if !ok {
 		return pl.DefaultPreemption.PostFilter(ctx, state, pod, m)
 	}
-	// A member of a draining gang (refused by PreFilter, or failed on a snapshot taken before
-	// the drain began): Unresolvable ends the chain before Gang's PostFilter, so the members
-	// that reserved the freed nodes keep them, and this one keeps its nomination. One that
-	// failed in Filter is requeued by the activation that began the drain.
+	// A member refused by PreFilter while its gang's preemption was under way, or one of a
+	// draining gang that failed on a snapshot taken before the drain began: Unresolvable ends
+	// the chain before Gang's PostFilter, so the members that reserved the freed nodes keep
+	// them, and this one keeps its nomination. One that failed in Filter is requeued by the
+	// activation that began the drain.
 	if d := readDraining(state); d != nil {
-		return nominate(d.node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+drainingMsg(d.node))
+		if !d.terminating {
+			return nominate(d.node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+drainingMsg(d.node))
+		}
+		if msg, node, running := pl.preempting(key, pod); running {
+			return nominate(node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+msg)
+		}
+		// The attempt ended after PreFilter refused the member (an eviction failed, its
+		// deadline, the PodGroup deleted): its end activated the gang, which decides again
+		// in a full cycle; until then the member holds nothing.
+		return clearNomination(), fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("preemption: gang %s: its preemption ended during this cycle; the gang is retried", key))
 	}
 	// The member keeps its nomination: kube-scheduler ends a failed attempt by resetting the
 	// pod's nomination to the result's (or to its status.nominatedNodeName). Asked again after
@@ -276,8 +288,8 @@ func (pl *GangPreemption) forget(key podgroup.Key) {
 	if a != nil {
 		pl.withdraw(a.members)
 	}
-	if drained {
-		// Members refused while draining wait for no other event of this plugin.
+	if a != nil || drained {
+		// Members refused in PreFilter wait for no other event of this plugin.
 		pl.registry.ActivatePending(klog.Background(), pl.handle, key)
 	}
 	if a != nil || drained {

@@ -65,7 +65,7 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	}
 	sim := &simulation{pl: pl, state: withoutPlan(state), pod: pod, own: key, priority: corev1helpers.PodPriority(pod),
 		need: need, nodes: make(map[string]fwk.NodeInfo, len(list)), units: map[string]*unit{}, spared: sets.New[string](), pdbs: pdbs,
-		refused: pl.refusedVictims()}
+		refused: pl.refusedVictims(), sparedRefused: sets.New[string]()}
 	for _, ni := range list {
 		sim.nodes[ni.Node().Name] = ni
 	}
@@ -111,13 +111,13 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 			sort.Strings(alternatives)
 			notChosen := shorten(alternatives, 3)
 			if len(figures) > 0 {
-				notChosen = append(notChosen, "too small even with every pod of lower priority evicted: "+strings.Join(shorten(figures, 3), ", "))
+				notChosen = append(notChosen, "too small even with every pod of lower priority evicted"+sim.refusalNote()+": "+strings.Join(shorten(figures, 3), ", "))
 			}
 			return pl.actuate(ctx, pod, gang, need, best, notChosen, time.Since(start))
 		}
 	}
-	msg := fmt.Sprintf("gang %s cannot fit even if every pod of lower priority were evicted: no domain holds %d members (%s); nothing was evicted",
-		key, need, strings.Join(shorten(figures, 6), ", "))
+	msg := fmt.Sprintf("gang %s cannot fit even if every pod of lower priority were evicted%s: no domain holds %d members (%s); nothing was evicted",
+		key, sim.refusalNote(), need, strings.Join(shorten(figures, 6), ", "))
 	pl.events.Record(info.PodGroup, v1.EventTypeWarning, EventPreemptionNotHelpful, msg)
 	// Nominations written for the gang by an earlier preemption hold nothing now.
 	var stale []*v1.Pod

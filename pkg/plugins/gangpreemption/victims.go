@@ -109,6 +109,9 @@ type simulation struct {
 	units   map[string]*unit
 	spared  sets.Set[string]
 	refused sets.Set[types.UID]
+	// sparedRefused are the units spared only because of refused: the messages say so, or
+	// "even with every pod of lower priority evicted" would not be true.
+	sparedRefused sets.Set[string]
 	// pdbs are the cluster's PodDisruptionBudgets.
 	pdbs []*policyv1.PodDisruptionBudget
 }
@@ -174,13 +177,20 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 			refused = refused || s.refused.Has(m.pod.UID)
 		}
 		if u.priority >= s.priority || refused {
+			if u.priority < s.priority {
+				s.sparedRefused.Insert(id)
+			}
 			s.spared.Insert(id)
 			return nil
 		}
 		s.units[id] = u
 		return u
 	}
-	if corev1helpers.PodPriority(p) >= s.priority || s.refused.Has(p.UID) {
+	if corev1helpers.PodPriority(p) >= s.priority {
+		return nil
+	}
+	if s.refused.Has(p.UID) {
+		s.sparedRefused.Insert("pod " + p.Namespace + "/" + p.Name)
 		return nil
 	}
 	id := "pod " + p.Namespace + "/" + p.Name
@@ -190,6 +200,15 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 	u := &unit{key: id, priority: corev1helpers.PodPriority(p), pods: []placed{{pod: p, node: p.Spec.NodeName}}}
 	s.units[id] = u
 	return u
+}
+
+// refusalNote says how many victims the simulation spared because their eviction failed
+// recently ("" for none), after a message that counts "every pod of lower priority".
+func (s *simulation) refusalNote() string {
+	if s.sparedRefused.Len() == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (but %d pod(s) or gang(s) whose eviction failed in the last %v)", s.sparedRefused.Len(), refusalMemory)
 }
 
 // evaluate removes every victim unit with a pod in the domain, counts how many members then

@@ -89,19 +89,25 @@ func (pl *GangPreemption) startLocked(logger klog.Logger, key podgroup.Key, a *a
 		pl.victimOf[v.UID].Insert(key)
 		grace = max(grace, gracePeriod(v))
 	}
-	a.deadline = time.AfterFunc(time.Duration(grace)*time.Second+victimSlack, func() {
-		pl.mu.Lock()
-		expired, left := pl.running[key] == a, a.waiting.Len()
-		if expired {
-			pl.endLocked(key, a)
-		}
-		pl.mu.Unlock()
-		if expired {
-			n := pl.registry.ActivatePending(logger, pl.handle, key)
-			logger.Info("Gang preemption's victims outlived their grace period; the gang is retried", "podGroup", key, "victimsLeft", left, "membersActivated", n)
-			pl.registry.PreemptionEnded(key)
-		}
-	})
+	a.limit = time.Duration(grace)*time.Second + victimSlack
+	a.deadline = time.AfterFunc(a.limit, func() { pl.expire(logger, key, a) })
+}
+
+// expire ends an attempt whose victims outlived their grace period (counted again from the
+// end of its evictions), and stops evictions still being sent: the gang is retried and may
+// choose another domain.
+func (pl *GangPreemption) expire(logger klog.Logger, key podgroup.Key, a *attempt) {
+	pl.mu.Lock()
+	expired, left := pl.running[key] == a, a.waiting.Len()
+	if expired {
+		pl.abandonLocked(key, a)
+	}
+	pl.mu.Unlock()
+	if expired {
+		n := pl.registry.ActivatePending(logger, pl.handle, key)
+		logger.Info("Gang preemption's victims outlived their grace period; the gang is retried", "podGroup", key, "victimsLeft", left, "membersActivated", n)
+		pl.registry.PreemptionEnded(key)
+	}
 }
 
 // victimSlack is how long past the victims' longest grace period a gang waits for them. A
