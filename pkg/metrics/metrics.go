@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/component-base/metrics/testutil"
 )
 
 const namespace = "hypernode"
@@ -120,7 +119,7 @@ var (
 	GangPreemptionEvictionDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Namespace:      namespace,
 		Name:           "gang_preemption_eviction_duration_seconds",
-		Help:           "Duration of one gang preemption's evictions, sent after the scheduling cycle that chose the victims, by result: evicted, failed (an eviction failed; the gang's nominations are withdrawn and it is retried) or stopped (the preemption was abandoned first, or the scheduler stopped).",
+		Help:           "Duration of one gang preemption's evictions, sent after the scheduling cycle that chose the victims, by result: evicted, failed (an eviction failed; the gang's nominations are withdrawn and it is retried) or stopped (the preemption ended before all were sent: its time limit, its PodGroup deleted, its victims gone otherwise, or the scheduler stopped).",
 		Buckets:        metrics.ExponentialBuckets(0.01, 2, 14),
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
@@ -155,21 +154,6 @@ func ObservePlan(result string, d time.Duration, simulatedNodes int) {
 // ObserveGangPreemptionEviction records one gang preemption's evictions.
 func ObserveGangPreemptionEviction(result string, d time.Duration) {
 	GangPreemptionEvictionDuration.WithLabelValues(result).Observe(d.Seconds())
-}
-
-// GangPreemptionEvictions reads how many gang preemptions' evictions ended with each result
-// since an earlier reading (nil: ever), for the tests that run a scheduler in their process.
-func GangPreemptionEvictions(since map[string]uint64) (map[string]uint64, error) {
-	Register() // an unregistered metric counts nothing and cannot be read
-	counts := map[string]uint64{}
-	for _, result := range []string{ResultEvicted, ResultFailed, ResultStopped} {
-		n, err := testutil.GetHistogramMetricCount(GangPreemptionEvictionDuration.WithLabelValues(result))
-		if err != nil {
-			return nil, err
-		}
-		counts[result] = n - since[result]
-	}
-	return counts, nil
 }
 
 // ObservePlacement records a gang planned into a domain of tier.

@@ -19,6 +19,7 @@ import (
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics/metricstest"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gangpreemption"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -112,12 +113,12 @@ func TestGangPreemptionSeed004Example2(t *testing.T) {
 	for _, n := range []string{"node-0", "node-1", "node-5"} {
 		e.lowPodOn(n)
 	}
-	before, err := metrics.GangPreemptionEvictions(nil)
+	before, err := metricstest.GangPreemptionEvictions(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	evictions := func() map[string]uint64 {
-		counts, err := metrics.GangPreemptionEvictions(before)
+		counts, err := metricstest.GangPreemptionEvictions(before)
 		if err != nil {
 			t.Fatal(err)
 		}

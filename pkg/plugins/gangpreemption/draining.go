@@ -25,18 +25,18 @@ import (
 // (the AssignedPod/Delete event, which kube-scheduler sends after updating its cache)
 // requeues it.
 
-const drainingStateKey fwk.StateKey = Name + "/draining"
+const heldStateKey fwk.StateKey = Name + "/held"
 
-// drainingState tells PostFilter that PreFilter refused the member while its gang's
+// heldState tells PostFilter that PreFilter refused the member while its gang's
 // preemption was under way (terminating: its victims still terminated; otherwise it waited
 // for the cache), and the node the gang's attempt nominated it on. The PreFilter plugins
 // after a refusal did not run, so PostFilter must not decide a preemption on this state.
-type drainingState struct {
+type heldState struct {
 	node        string
 	terminating bool
 }
 
-func (d *drainingState) Clone() fwk.StateData { return d }
+func (d *heldState) Clone() fwk.StateData { return d }
 
 // drainingMsg is PostFilter's message for a member of a draining gang.
 func drainingMsg(node string) string {
@@ -46,15 +46,15 @@ func drainingMsg(node string) string {
 	return "nothing more to evict; the member keeps its nominated node " + node
 }
 
-func readDraining(state fwk.CycleState) *drainingState {
+func readHeld(state fwk.CycleState) *heldState {
 	if state == nil {
 		return nil
 	}
-	d, err := state.Read(drainingStateKey)
+	d, err := state.Read(heldStateKey)
 	if err != nil {
 		return nil
 	}
-	s, _ := d.(*drainingState)
+	s, _ := d.(*heldState)
 	return s
 }
 
@@ -119,16 +119,17 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	pl.mu.Lock()
-	if a, draining := pl.underWayLocked(key); a != nil && !draining {
-		msg, node := waitingMsg(key, a), a.nodes[pod.UID]
-		pl.mu.Unlock()
-		state.Write(drainingStateKey, &drainingState{node: node, terminating: true})
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-	}
-	a := pl.draining[key]
+	a, draining := pl.underWayLocked(key)
 	if a == nil {
 		pl.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	node := a.nodes[pod.UID]
+	if !draining {
+		msg := waitingMsg(key, a)
+		pl.mu.Unlock()
+		state.Write(heldStateKey, &heldState{node: node, terminating: true})
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	// A snapshot without a victim proves the cache dropped it, and takes it out of the set the
 	// hint requeues by (which only shrinks: an older snapshot must not bring back what a later
@@ -143,7 +144,6 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 			a.cached.Delete(v.UID)
 		}
 	}
-	node := a.nodes[pod.UID]
 	if held == 0 {
 		pl.stopDrainingLocked(key)
 	}
@@ -153,7 +153,7 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 		pl.registry.PreemptionEnded(key)
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(drainingStateKey, &drainingState{node: node})
+	state.Write(heldStateKey, &heldState{node: node})
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 		"gang %s: %d of the %d pods evicted for it in %s are deleted but still counted by the scheduler; the gang is retried when they are not",
 		key, held, len(a.victims), a.domain))

@@ -176,7 +176,7 @@ func (e *drainEnv) passes(t *testing.T, member *v1.Pod) {
 	if _, s := e.pl.PreFilter(e.ctx, state, member, nil); s.Code() != fwk.Skip {
 		t.Errorf("PreFilter(%s) = %v, want Skip", member.Name, s)
 	}
-	if readDraining(state) != nil {
+	if readHeld(state) != nil {
 		t.Errorf("PreFilter(%s) left a draining state", member.Name)
 	}
 }

@@ -28,8 +28,8 @@ import (
 // is retried.
 const EventGangPreemptionFailed = "GangPreemptionFailed"
 
-// startEvictions evicts the attempt's victims after the cycle, unless the attempt was
-// abandoned already.
+// startEvictions evicts the attempt's victims after the cycle, unless the attempt ended
+// already.
 func (pl *GangPreemption) startEvictions(logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *attempt, preemptor *gangPreemptor) {
 	ctx, stop := context.WithCancel(pl.ctx)
 	pl.mu.Lock()
@@ -49,15 +49,13 @@ func (pl *GangPreemption) startEvictions(logger klog.Logger, pg *schedulingv1alp
 // evict sends the attempt's evictions through upstream's executor (the DisruptionTarget
 // condition, then delete; a pod waiting in Permit is rejected in memory). The first failure
 // stops sending the rest: the gang gets all of its room, or it is retried and decides again.
-// ctx is cancelled (stop) when the attempt is abandoned (abandonLocked), which also stops
-// sending. Calls already sent run to their end under the scheduler's context: a call cut
-// between its condition and its delete would leave a running pod marked for disruption.
-func (pl *GangPreemption) evict(ctx context.Context, stop context.CancelFunc, logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *attempt, preemptor *gangPreemptor) {
+// stop cancels sending, also when the attempt ends first (endLocked). Calls already sent run
+// to their end under the scheduler's context: a call cut between its condition and its
+// delete would leave a running pod marked for disruption.
+func (pl *GangPreemption) evict(sending context.Context, stop context.CancelFunc, logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *attempt, preemptor *gangPreemptor) {
 	defer pl.evicting.Done()
 	defer stop()
 	start := time.Now()
-	sending, stopSending := context.WithCancel(ctx)
-	defer stopSending()
 	victims := a.victims
 	inMemory := make([]bool, len(victims))
 	var sent, evicted atomic.Int32
@@ -73,7 +71,7 @@ func (pl *GangPreemption) evict(ctx context.Context, stop context.CancelFunc, lo
 		var err error
 		if inMemory[i], err = pl.evictPod(pl.ctx, preemptor, v); err != nil {
 			fail.Do(func() { failure, failed = err, v })
-			stopSending()
+			stop()
 			return
 		}
 		evicted.Add(1)
@@ -89,7 +87,7 @@ func (pl *GangPreemption) evict(ctx context.Context, stop context.CancelFunc, lo
 		pl.evictionFailed(logger, pg, key, a, failed, failure, int(evicted.Load()))
 	case int(sent.Load()) < len(victims):
 		metrics.ObserveGangPreemptionEviction(metrics.ResultStopped, took)
-		logger.V(2).Info("Gang preemption's evictions stopped: the preemption was abandoned", "podGroup", key, "evicted", evicted.Load(), "victims", len(victims))
+		logger.V(2).Info("Gang preemption's evictions stopped: the preemption ended first", "podGroup", key, "evicted", evicted.Load(), "victims", len(victims))
 	default:
 		metrics.ObserveGangPreemptionEviction(metrics.ResultEvicted, took)
 		// The victims' grace period counts from now: sending took a while for a large gang.

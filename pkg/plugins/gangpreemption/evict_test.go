@@ -25,6 +25,7 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics/metricstest"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -185,7 +186,7 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 				return tc.answer(ctx, v)
 			}}
 			e.pl.evictPod = ev.evict
-			before, err := metrics.GangPreemptionEvictions(nil)
+			before, err := metricstest.GangPreemptionEvictions(nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,7 +243,7 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 			}
 			want := map[string]uint64{metrics.ResultEvicted: 0, metrics.ResultFailed: 0, metrics.ResultStopped: 0}
 			want[tc.wantResult] = 1
-			got, err := metrics.GangPreemptionEvictions(before)
+			got, err := metricstest.GangPreemptionEvictions(before)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -104,7 +104,7 @@ type attempt struct {
 	// resumed says the attempt was rebuilt after a restart from the members' nominations: its
 	// victims are the pods terminating after a preemption on those nodes, whoever preempted.
 	resumed bool
-	// stopEvicting stops the attempt's evictions when it is abandoned before they are sent.
+	// stopEvicting stops sending the attempt's evictions when it ends first.
 	stopEvicting context.CancelFunc
 }
 
@@ -180,7 +180,7 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	// the chain before Gang's PostFilter, so the members that reserved the freed nodes keep
 	// them, and this one keeps its nomination. One that failed in Filter is requeued by the
 	// activation that began the drain.
-	if d := readDraining(state); d != nil {
+	if d := readHeld(state); d != nil {
 		if !d.terminating {
 			return nominate(d.node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+drainingMsg(d.node))
 		}
@@ -280,7 +280,7 @@ func (pl *GangPreemption) forget(key podgroup.Key) {
 	pl.mu.Lock()
 	a := pl.running[key]
 	if a != nil {
-		pl.abandonLocked(key, a)
+		pl.endLocked(key, a)
 	}
 	drained := pl.stopDrainingLocked(key)
 	pl.resumed.Delete(key)
@@ -291,8 +291,6 @@ func (pl *GangPreemption) forget(key podgroup.Key) {
 	if a != nil || drained {
 		// Members refused in PreFilter wait for no other event of this plugin.
 		pl.registry.ActivatePending(klog.Background(), pl.handle, key)
-	}
-	if a != nil || drained {
 		pl.registry.PreemptionEnded(key)
 	}
 	pl.events.Forget(key)

@@ -189,11 +189,11 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 	if corev1helpers.PodPriority(p) >= s.priority {
 		return nil
 	}
+	id := "pod " + p.Namespace + "/" + p.Name
 	if s.refused.Has(p.UID) {
-		s.sparedRefused.Insert("pod " + p.Namespace + "/" + p.Name)
+		s.sparedRefused.Insert(id)
 		return nil
 	}
-	id := "pod " + p.Namespace + "/" + p.Name
 	if u, ok := s.units[id]; ok {
 		return u
 	}

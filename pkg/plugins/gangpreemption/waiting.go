@@ -74,7 +74,7 @@ func (pl *GangPreemption) victimGone(logger klog.Logger, pod *v1.Pod) {
 // of the queue for ever. pl.mu must be held.
 func (pl *GangPreemption) startLocked(logger klog.Logger, key podgroup.Key, a *attempt) {
 	if old := pl.running[key]; old != nil {
-		pl.abandonLocked(key, old)
+		pl.endLocked(key, old)
 	}
 	pl.stopDrainingLocked(key)
 	pl.running[key] = a
@@ -100,7 +100,7 @@ func (pl *GangPreemption) expire(logger klog.Logger, key podgroup.Key, a *attemp
 	pl.mu.Lock()
 	expired, left := pl.running[key] == a, a.waiting.Len()
 	if expired {
-		pl.abandonLocked(key, a)
+		pl.endLocked(key, a)
 	}
 	pl.mu.Unlock()
 	if expired {
@@ -125,7 +125,8 @@ func gracePeriod(p *v1.Pod) int64 {
 	return v1.DefaultTerminationGracePeriodSeconds
 }
 
-// endLocked drops an attempt and its victim index entries. pl.mu must be held.
+// endLocked drops an attempt and its victim index entries, and stops sending its evictions:
+// nothing is evicted for a decision no one waits for. pl.mu must be held.
 func (pl *GangPreemption) endLocked(key podgroup.Key, a *attempt) {
 	if pl.running[key] == a {
 		delete(pl.running, key)
@@ -134,6 +135,9 @@ func (pl *GangPreemption) endLocked(key podgroup.Key, a *attempt) {
 	if a.deadline != nil {
 		a.deadline.Stop()
 	}
+	if a.stopEvicting != nil {
+		a.stopEvicting()
+	}
 	for _, v := range a.victims {
 		if keys := pl.victimOf[v.UID]; keys != nil {
 			keys.Delete(key)
@@ -141,16 +145,6 @@ func (pl *GangPreemption) endLocked(key podgroup.Key, a *attempt) {
 				delete(pl.victimOf, v.UID)
 			}
 		}
-	}
-}
-
-// abandonLocked ends an attempt that no longer holds for its gang (replaced, or its PodGroup
-// deleted), and stops what is left of its evictions: nothing is evicted for a decision no one
-// waits for. pl.mu must be held.
-func (pl *GangPreemption) abandonLocked(key podgroup.Key, a *attempt) {
-	pl.endLocked(key, a)
-	if a.stopEvicting != nil {
-		a.stopEvicting()
 	}
 }
 
