@@ -15,7 +15,8 @@
 # Environment: BENCH_REPEAT (runs per scheduler, and per load mode, in the throughput, big-gang,
 # blocked-gang, preemption, plain-pods, mixed-load and restart scenarios, default 3), BENCH_RUN (a go test
 # -run pattern, default every scenario; issue #18's alone:
-# 'TestPlainPods|TestMixedLoad|TestRestartBacklog|TestReport'), BENCH_OUT. BENCH_CPUPROFILE
+# 'TestPlainPods|TestMixedLoad|TestRestartBacklog|TestReport'), BENCH_OUT, BENCH_CLIENT_RATE
+# (QPS/BURST of both schedulers instead of manifests/scheduler/config.yaml's). BENCH_CPUPROFILE
 # profiles the test binary's scheduler mode only, not this script's binaries: profile with
 # go test directly (docs/benchmarks.md).
 set -euo pipefail

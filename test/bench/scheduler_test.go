@@ -48,10 +48,32 @@ func (k Kind) schedulerName() string {
 // score off.
 const oursProfileEnv = "BENCH_OURS_PROFILE"
 
+// clientRateEnv, for diagnosis, sets both kinds' client rate as "QPS/BURST" (for example
+// kube-scheduler's default "50/100") instead of the shipped config's.
+const clientRateEnv = "BENCH_CLIENT_RATE"
+
 // schedulerConfig returns the KubeSchedulerConfiguration of the kind. Both kinds use the same
-// client QPS and burst (those util.SchedulerConfig gives to test schedulers) and no leader
-// election.
+// client rate (manifests/scheduler/config.yaml's, or $BENCH_CLIENT_RATE) and no leader election.
 func schedulerConfig(k Kind) (string, error) {
+	config, err := kindConfig(k)
+	if err != nil || os.Getenv(clientRateEnv) == "" {
+		return config, err
+	}
+	var qps, burst int
+	if _, err := fmt.Sscanf(os.Getenv(clientRateEnv), "%d/%d", &qps, &burst); err != nil || qps <= 0 || burst <= 0 {
+		return "", fmt.Errorf("%s=%q: want QPS/BURST, two positive integers", clientRateEnv, os.Getenv(clientRateEnv))
+	}
+	cfg := map[string]any{}
+	if err := yaml.Unmarshal([]byte(config), &cfg); err != nil {
+		return "", err
+	}
+	connection := cfg["clientConnection"].(map[string]any)
+	connection["qps"], connection["burst"] = qps, burst
+	out, err := yaml.Marshal(cfg)
+	return string(out), err
+}
+
+func kindConfig(k Kind) (string, error) {
 	if !k.ours() {
 		return defaultProfileConfig(nil)
 	}
@@ -74,11 +96,15 @@ func schedulerConfig(k Kind) (string, error) {
 // defaultProfileConfig is a configuration of kube-scheduler's default plugins; profiles nil is
 // upstream's default-scheduler profile.
 func defaultProfileConfig(profiles []any) (string, error) {
+	connection, err := util.SchedulerClientConnection(controlPlane)
+	if err != nil {
+		return "", err
+	}
 	cfg := map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
 		"kind":             "KubeSchedulerConfiguration",
 		"leaderElection":   map[string]any{"leaderElect": false},
-		"clientConnection": map[string]any{"kubeconfig": controlPlane.Kubeconfig, "qps": 1000, "burst": 2000},
+		"clientConnection": connection,
 	}
 	if profiles != nil {
 		cfg["profiles"] = profiles

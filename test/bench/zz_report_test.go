@@ -21,16 +21,18 @@ type Results struct {
 	Machine Machine   `json:"machine"`
 	Command string    `json:"command"`
 	// OursProfile is BENCH_OURS_PROFILE when set: ours did not run its full profile.
-	OursProfile string            `json:"oursProfile,omitempty"`
-	Throughput  *ThroughputResult `json:"throughput,omitempty"`
-	BigGang     *BigGangResult    `json:"bigGang,omitempty"`
-	Quality     *QualityResult    `json:"quality,omitempty"`
-	Exhaustive  *ExhaustiveResult `json:"exhaustive,omitempty"`
-	Blocked     *BlockedResult    `json:"blocked,omitempty"`
-	Preemption  *PreemptionResult `json:"preemption,omitempty"`
-	Plain       *LoadResult       `json:"plainPods,omitempty"`
-	Mixed       *LoadResult       `json:"mixedLoad,omitempty"`
-	Restart     *LoadResult       `json:"restartBacklog,omitempty"`
+	OursProfile string `json:"oursProfile,omitempty"`
+	// ClientRate is BENCH_CLIENT_RATE when set: both ran at that client rate, not the shipped one.
+	ClientRate string            `json:"clientRate,omitempty"`
+	Throughput *ThroughputResult `json:"throughput,omitempty"`
+	BigGang    *BigGangResult    `json:"bigGang,omitempty"`
+	Quality    *QualityResult    `json:"quality,omitempty"`
+	Exhaustive *ExhaustiveResult `json:"exhaustive,omitempty"`
+	Blocked    *BlockedResult    `json:"blocked,omitempty"`
+	Preemption *PreemptionResult `json:"preemption,omitempty"`
+	Plain      *LoadResult       `json:"plainPods,omitempty"`
+	Mixed      *LoadResult       `json:"mixedLoad,omitempty"`
+	Restart    *LoadResult       `json:"restartBacklog,omitempty"`
 }
 
 // Machine describes where the numbers were taken.
@@ -98,6 +100,7 @@ func TestReport(t *testing.T) {
 	results.Machine = machine()
 	results.Command = strings.Join(os.Args, " ")
 	results.OursProfile = os.Getenv(oursProfileEnv)
+	results.ClientRate = os.Getenv(clientRateEnv)
 	dir := outDir(t)
 	data, err := json.MarshalIndent(results, "", "  ")
 	if err != nil {
@@ -163,6 +166,9 @@ func summaryTable(r *Results) string {
 	fmt.Fprintf(&b, "# hypernode-scheduler benchmark (%s, %s, %d cores, %d GiB, %s)\n\n", r.Mode, r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGiB, r.Machine.Go)
 	if r.OursProfile != "" {
 		fmt.Fprintf(&b, "Ours ran with %s=%s, not its full profile.\n\n", oursProfileEnv, r.OursProfile)
+	}
+	if r.ClientRate != "" {
+		fmt.Fprintf(&b, "Both ran with %s=%s, not the shipped client rate.\n\n", clientRateEnv, r.ClientRate)
 	}
 	if tp := r.Throughput; tp != nil {
 		fmt.Fprintf(&b, "## Throughput: %d pods (2 GPUs) in %d hard gangs on %d nodes; medians of %d runs each\n\n", tp.Pods, len(tp.Gangs), tp.Topology.Nodes, repeats())

@@ -15,19 +15,19 @@ import (
 )
 
 // SchedulerConfig returns manifests/scheduler/config.yaml prepared for a scheduler run by a
-// test: it talks to the control plane cp, leader election is off, and the args of the plugins
-// named in pluginArgs are replaced by the given ones.
+// test: it talks to the control plane cp with the shipped client rate, leader election is off,
+// and the args of the plugins named in pluginArgs are replaced by the given ones.
 func SchedulerConfig(cp *ControlPlane, pluginArgs map[string]map[string]any) (string, error) {
-	data, err := os.ReadFile(filepath.Join(RepoRoot(), "manifests", "scheduler", "config.yaml"))
+	cfg, err := shippedSchedulerConfig()
 	if err != nil {
 		return "", err
 	}
-	cfg := map[string]any{}
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
+	connection, err := SchedulerClientConnection(cp)
+	if err != nil {
 		return "", err
 	}
 	cfg["leaderElection"] = map[string]any{"leaderElect": false}
-	cfg["clientConnection"] = map[string]any{"kubeconfig": cp.Kubeconfig, "qps": 1000, "burst": 2000}
+	cfg["clientConnection"] = connection
 	profiles, _ := cfg["profiles"].([]any)
 	if len(profiles) == 0 {
 		return "", fmt.Errorf("manifests/scheduler/config.yaml has no profile")
@@ -49,6 +49,33 @@ func SchedulerConfig(cp *ControlPlane, pluginArgs map[string]map[string]any) (st
 	profile["pluginConfig"] = pluginConfig
 	out, err := yaml.Marshal(cfg)
 	return string(out), err
+}
+
+// SchedulerClientConnection is the clientConnection of a test scheduler: the kubeconfig of the
+// control plane cp and the client rate (qps, burst) of manifests/scheduler/config.yaml, which
+// the benchmarks give vanilla kube-scheduler too.
+func SchedulerClientConnection(cp *ControlPlane) (map[string]any, error) {
+	cfg, err := shippedSchedulerConfig()
+	if err != nil {
+		return nil, err
+	}
+	shipped, _ := cfg["clientConnection"].(map[string]any)
+	if shipped["qps"] == nil || shipped["burst"] == nil {
+		return nil, fmt.Errorf("manifests/scheduler/config.yaml: clientConnection sets no qps and burst")
+	}
+	return map[string]any{"kubeconfig": cp.Kubeconfig, "qps": shipped["qps"], "burst": shipped["burst"]}, nil
+}
+
+func shippedSchedulerConfig() (map[string]any, error) {
+	data, err := os.ReadFile(filepath.Join(RepoRoot(), "manifests", "scheduler", "config.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	cfg := map[string]any{}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("manifests/scheduler/config.yaml: %w", err)
+	}
+	return cfg, nil
 }
 
 // Scheduler is this project's kube-scheduler running in the test process.
