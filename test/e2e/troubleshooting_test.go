@@ -294,7 +294,9 @@ spec:
 				// The gang of "Pods wait for their PodGroup or members" (which runs before)
 				// is still held back; no other gang is.
 				[]string{"hypernode_gangs_waiting_in_permit 0\n", `hypernode_gangs_gated{reason="WaitingForMembers"} 1` + "\n",
-					`hypernode_gangs_gated{reason="PodGroupMissing"} 0` + "\n"}
+					`hypernode_gangs_gated{reason="PodGroupMissing"} 0` + "\n",
+					// The client's wait for its rate limit, by verb and host.
+					`rest_client_rate_limiter_duration_seconds_count{host="127.0.0.1:`}
 		},
 	}
 	// The gated queue holds that gang's 2 members plus the members GangRetryGate holds for
