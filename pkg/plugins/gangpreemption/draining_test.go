@@ -36,6 +36,8 @@ import (
 type cacheView struct {
 	fwk.Handle
 	snapshot *internalcache.Snapshot
+	// parallelism of Parallelizer; 0 is 1.
+	parallelism int
 
 	mu        sync.Mutex
 	activated []string

@@ -29,11 +29,11 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// Parallelizer runs the evictions one after another, in the victims' order: which victim's
-// failure stops which eviction is then fixed.
+// Parallelizer runs the evictions one after another, in the victims' order, unless a test
+// sets more: which victim's failure stops which eviction is then fixed.
 func (h *cacheView) Parallelizer() fwk.Parallelizer {
 	schedmetrics.Register() // the parallelizer counts its goroutines
-	return parallelize.NewParallelizer(1)
+	return parallelize.NewParallelizer(max(1, h.parallelism))
 }
 
 // evictions records the victims the plugin evicted, answering each through answer.
@@ -316,6 +316,95 @@ func TestAbandonedAttemptEvictsNothing(t *testing.T) {
 	e.pl.evicting.Wait()
 	if got := ev.get(); len(got) != 0 {
 		t.Errorf("evicted %v for an abandoned attempt, want nothing", got)
+	}
+}
+
+// TestFailureWhileAnotherEvictionRuns: two evictions at a time, victims low-node-1,
+// low-node-2 and other, in that order. low-node-2's call fails while low-node-1's is in
+// flight: other is never sent, and low-node-1's call runs to its end with a context that the
+// failure did not cancel (a call cut between its condition and its delete would leave a
+// running pod marked for disruption), and counts as evicted in the failure's Event.
+func TestFailureWhileAnotherEvictionRuns(t *testing.T) {
+	e := newDrainEnv(t)
+	e.h.parallelism = 2
+	recorder := events.NewFakeRecorder(10)
+	e.pl.events = podgroup.NewEventLog(recorder, eventAction)
+	e.inAPI(t)
+	e.pl.mu.Lock()
+	e.pl.endLocked(e.key, e.pl.running[e.key])
+	a := &attempt{domain: wholeCluster, victims: []*v1.Pod{e.low1, e.low2, e.other},
+		members: []*v1.Pod{e.train0, e.train1}, nodes: map[types.UID]string{e.train0.UID: "node-1", e.train1.UID: "node-2"}}
+	e.pl.startLocked(e.logger, e.key, a)
+	e.pl.mu.Unlock()
+	ends := &endLog{}
+	e.registry.OnPreemptionEnd(ends.add)
+	sending, stop := context.WithCancel(e.ctx)
+	firstInFlight := make(chan struct{})
+	var inFlightCtxErr error
+	ev := &evictions{answer: func(ctx context.Context, v *v1.Pod) (bool, error) {
+		switch v.Name {
+		case "low-node-1":
+			close(firstInFlight)
+			select {
+			case <-sending.Done(): // the failure stopped the sending
+			case <-time.After(wait.ForeverTestTimeout):
+				t.Error("low-node-2's failure did not stop the sending")
+			}
+			inFlightCtxErr = ctx.Err()
+			return false, nil
+		case "low-node-2":
+			<-firstInFlight
+			return false, errors.New("admission webhook denied the request")
+		}
+		return false, nil
+	}}
+	e.pl.evictPod = ev.evict
+	before, err := metricstest.GangPreemptionEvictions(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train"}}
+	e.pl.evicting.Add(1)
+	e.pl.evict(sending, stop, e.logger, pg, e.key, a, &gangPreemptor{pod: e.train0})
+
+	called := ev.get()
+	slices.Sort(called)
+	if diff := cmp.Diff([]string{"low-node-1", "low-node-2"}, called); diff != "" {
+		t.Errorf("evictions sent (-want,+got):\n%s", diff)
+	}
+	if inFlightCtxErr != nil {
+		t.Errorf("the call in flight had its context cancelled by the failure: %v", inFlightCtxErr)
+	}
+	var recorded []string
+	for len(recorder.Events) > 0 {
+		recorded = append(recorded, <-recorder.Events)
+	}
+	want := []string{"Warning GangPreemptionFailed gang ns/train: evicting ns/low-node-2 in the cluster failed: admission webhook denied the request; " +
+		"1 of the 3 pods chosen were evicted; the members' nominations are withdrawn and the gang is retried; ns/low-node-2 is not chosen again for 5m0s"}
+	if diff := cmp.Diff(want, recorded); diff != "" {
+		t.Errorf("Events (-want,+got):\n%s", diff)
+	}
+	e.pl.mu.Lock()
+	running := e.pl.running[e.key]
+	e.pl.mu.Unlock()
+	if running != nil {
+		t.Error("the attempt still runs after the failure")
+	}
+	if diff := cmp.Diff([]string{"ns/train"}, ends.get()); diff != "" {
+		t.Errorf("ends announced (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"train-0", "train-1"}, e.h.takeActivated()); diff != "" {
+		t.Errorf("activated (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"low-node-2"}, sortedUIDs(e.pl.refusedVictims())); diff != "" {
+		t.Errorf("victims not chosen again (-want,+got):\n%s", diff)
+	}
+	got, err := metricstest.GangPreemptionEvictions(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]uint64{metrics.ResultEvicted: 0, metrics.ResultFailed: 1, metrics.ResultStopped: 0}, got); diff != "" {
+		t.Errorf("eviction metric counts by result (-want,+got):\n%s", diff)
 	}
 }
 
