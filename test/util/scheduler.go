@@ -51,19 +51,20 @@ func SchedulerConfig(cp *ControlPlane, pluginArgs map[string]map[string]any) (st
 	return string(out), err
 }
 
-// SchedulerClientConnection is the clientConnection of a test scheduler: the kubeconfig of the
-// control plane cp and the client rate (qps, burst) of manifests/scheduler/config.yaml, which
-// the benchmarks give vanilla kube-scheduler too.
+// SchedulerClientConnection is the clientConnection of a test scheduler: that of
+// manifests/scheduler/config.yaml (its client rate among the rest), which the benchmarks give
+// vanilla kube-scheduler too, with the kubeconfig of the control plane cp.
 func SchedulerClientConnection(cp *ControlPlane) (map[string]any, error) {
 	cfg, err := shippedSchedulerConfig()
 	if err != nil {
 		return nil, err
 	}
-	shipped, _ := cfg["clientConnection"].(map[string]any)
-	if shipped["qps"] == nil || shipped["burst"] == nil {
+	connection, _ := cfg["clientConnection"].(map[string]any)
+	if connection["qps"] == nil || connection["burst"] == nil {
 		return nil, fmt.Errorf("manifests/scheduler/config.yaml: clientConnection sets no qps and burst")
 	}
-	return map[string]any{"kubeconfig": cp.Kubeconfig, "qps": shipped["qps"], "burst": shipped["burst"]}, nil
+	connection["kubeconfig"] = cp.Kubeconfig
+	return connection, nil
 }
 
 func shippedSchedulerConfig() (map[string]any, error) {

@@ -338,6 +338,11 @@ func TestFailureWhileAnotherEvictionRuns(t *testing.T) {
 	e.pl.mu.Unlock()
 	ends := &endLog{}
 	e.registry.OnPreemptionEnd(ends.add)
+	// The order is fixed by kube-scheduler's parallelizer: 3 victims on 2 workers are 3 chunks
+	// of one, taken in order, so low-node-2 goes to the worker that low-node-1 does not block.
+	// (With 4 or more victims a chunk holds two, and one worker would run both in turn.)
+	// evict is called directly, not through startEvictions, to give it a sending context the
+	// calls can watch.
 	sending, stop := context.WithCancel(e.ctx)
 	firstInFlight := make(chan struct{})
 	var inFlightCtxErr error
