@@ -18,16 +18,11 @@ import (
 // test: it talks to the control plane cp with the shipped client rate, leader election is off,
 // and the args of the plugins named in pluginArgs are replaced by the given ones.
 func SchedulerConfig(cp *ControlPlane, pluginArgs map[string]map[string]any) (string, error) {
-	cfg, err := shippedSchedulerConfig()
-	if err != nil {
-		return "", err
-	}
-	connection, err := SchedulerClientConnection(cp)
+	cfg, err := shippedSchedulerConfig(cp)
 	if err != nil {
 		return "", err
 	}
 	cfg["leaderElection"] = map[string]any{"leaderElect": false}
-	cfg["clientConnection"] = connection
 	profiles, _ := cfg["profiles"].([]any)
 	if len(profiles) == 0 {
 		return "", fmt.Errorf("manifests/scheduler/config.yaml has no profile")
@@ -55,19 +50,16 @@ func SchedulerConfig(cp *ControlPlane, pluginArgs map[string]map[string]any) (st
 // manifests/scheduler/config.yaml (its client rate among the rest), which the benchmarks give
 // vanilla kube-scheduler too, with the kubeconfig of the control plane cp.
 func SchedulerClientConnection(cp *ControlPlane) (map[string]any, error) {
-	cfg, err := shippedSchedulerConfig()
+	cfg, err := shippedSchedulerConfig(cp)
 	if err != nil {
 		return nil, err
 	}
-	connection, _ := cfg["clientConnection"].(map[string]any)
-	if connection["qps"] == nil || connection["burst"] == nil {
-		return nil, fmt.Errorf("manifests/scheduler/config.yaml: clientConnection sets no qps and burst")
-	}
-	connection["kubeconfig"] = cp.Kubeconfig
-	return connection, nil
+	return cfg["clientConnection"].(map[string]any), nil
 }
 
-func shippedSchedulerConfig() (map[string]any, error) {
+// shippedSchedulerConfig is manifests/scheduler/config.yaml with the kubeconfig of cp in its
+// clientConnection, which must set the client rate.
+func shippedSchedulerConfig(cp *ControlPlane) (map[string]any, error) {
 	data, err := os.ReadFile(filepath.Join(RepoRoot(), "manifests", "scheduler", "config.yaml"))
 	if err != nil {
 		return nil, err
@@ -76,6 +68,11 @@ func shippedSchedulerConfig() (map[string]any, error) {
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("manifests/scheduler/config.yaml: %w", err)
 	}
+	connection, _ := cfg["clientConnection"].(map[string]any)
+	if connection["qps"] == nil || connection["burst"] == nil {
+		return nil, fmt.Errorf("manifests/scheduler/config.yaml: clientConnection sets no qps and burst")
+	}
+	connection["kubeconfig"] = cp.Kubeconfig
 	return cfg, nil
 }
 

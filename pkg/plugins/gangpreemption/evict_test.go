@@ -173,84 +173,120 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newDrainEnv(t)
-			recorder := events.NewFakeRecorder(10)
-			e.pl.events = podgroup.NewEventLog(recorder, eventAction)
 			e.inAPI(t, tc.gone...)
-			ends := &endLog{}
-			e.registry.OnPreemptionEnd(ends.add)
 			var once sync.Once
-			ev := &evictions{answer: func(ctx context.Context, v *v1.Pod) (bool, error) {
+			run := e.observeEvictions(t, func(ctx context.Context, v *v1.Pod) (bool, error) {
 				if tc.during != nil {
 					once.Do(func() { tc.during(e) })
 				}
 				return tc.answer(ctx, v)
-			}}
-			e.pl.evictPod = ev.evict
-			before, err := metricstest.GangPreemptionEvictions(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			})
 			e.pl.mu.Lock()
 			a := e.pl.running[e.key]
 			e.pl.mu.Unlock()
-			pg := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train"}}
-			e.pl.startEvictions(e.logger, pg, e.key, a, &gangPreemptor{pod: e.train0})
+			e.pl.startEvictions(e.logger, trainPodGroup, e.key, a, &gangPreemptor{pod: e.train0})
 			e.pl.evicting.Wait()
-
-			if diff := cmp.Diff(tc.wantEvicted, ev.get()); diff != "" {
-				t.Errorf("evicted (-want,+got):\n%s", diff)
-			}
-			e.pl.mu.Lock()
-			var waiting []string
-			if a := e.pl.running[e.key]; a != nil {
-				waiting = sortedUIDs(a.waiting)
-			}
-			e.pl.mu.Unlock()
-			if diff := cmp.Diff(tc.wantWaiting, waiting); diff != "" {
-				t.Errorf("victims waited for (-want,+got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantActivated, e.h.takeActivated()); diff != "" {
-				t.Errorf("activated (-want,+got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantEnds, ends.get()); diff != "" {
-				t.Errorf("ends announced (-want,+got):\n%s", diff)
-			}
-			var recorded []string
-			for len(recorder.Events) > 0 {
-				recorded = append(recorded, <-recorder.Events)
-			}
-			var wantEvents []string
-			if tc.wantEvent != "" {
-				wantEvents = []string{tc.wantEvent}
-			}
-			if diff := cmp.Diff(wantEvents, recorded); diff != "" {
-				t.Errorf("Events (-want,+got):\n%s", diff)
-			}
-			nominating := map[string]string{}
-			for _, m := range []*v1.Pod{e.train0, e.train1} {
-				if wish, ok := e.pl.nominations.Pending(m.Namespace, m.Name); ok {
-					nominating[m.Name] = wish
-				}
-			}
-			if tc.wantNominating == nil {
-				tc.wantNominating = map[string]string{}
-			}
-			if diff := cmp.Diff(tc.wantNominating, nominating); diff != "" {
-				t.Errorf("nominations written (-want,+got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantRefused, sortedUIDs(e.pl.refusedVictims())); diff != "" {
-				t.Errorf("victims not chosen again (-want,+got):\n%s", diff)
-			}
-			want := map[string]uint64{metrics.ResultEvicted: 0, metrics.ResultFailed: 0, metrics.ResultStopped: 0}
-			want[tc.wantResult] = 1
-			got, err := metricstest.GangPreemptionEvictions(before)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("eviction metric counts by result (-want,+got):\n%s", diff)
-			}
+			run.check(t, evictionOutcome{evicted: tc.wantEvicted, waiting: tc.wantWaiting, activated: tc.wantActivated,
+				ends: tc.wantEnds, event: tc.wantEvent, nominating: tc.wantNominating, refused: tc.wantRefused, result: tc.wantResult})
 		})
+	}
+}
+
+// trainPodGroup is the PodGroup the env's attempt evicts for.
+var trainPodGroup = &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train"}}
+
+// evictionRun observes an env's evictions: the calls, Events, announced ends and metric.
+type evictionRun struct {
+	e        *drainEnv
+	ev       *evictions
+	recorder *events.FakeRecorder
+	ends     *endLog
+	before   map[string]uint64
+}
+
+// observeEvictions answers the env's eviction calls through answer and starts observing.
+func (e *drainEnv) observeEvictions(t *testing.T, answer func(ctx context.Context, victim *v1.Pod) (bool, error)) *evictionRun {
+	t.Helper()
+	r := &evictionRun{e: e, ev: &evictions{answer: answer}, recorder: events.NewFakeRecorder(10), ends: &endLog{}}
+	e.pl.events = podgroup.NewEventLog(r.recorder, eventAction)
+	e.registry.OnPreemptionEnd(r.ends.add)
+	e.pl.evictPod = r.ev.evict
+	var err error
+	if r.before, err = metricstest.GangPreemptionEvictions(nil); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// evictionOutcome is what an attempt's evictions must leave behind.
+type evictionOutcome struct {
+	evicted []string // in any order
+	// waiting are the victims the attempt still waits for; nil: it ended.
+	waiting    []string
+	activated  []string
+	ends       []string
+	event      string
+	nominating map[string]string
+	refused    []string
+	result     string
+}
+
+func (r *evictionRun) check(t *testing.T, want evictionOutcome) {
+	t.Helper()
+	e := r.e
+	evicted := r.ev.get()
+	slices.Sort(evicted)
+	if diff := cmp.Diff(want.evicted, evicted); diff != "" {
+		t.Errorf("evicted (-want,+got):\n%s", diff)
+	}
+	e.pl.mu.Lock()
+	var waiting []string
+	if a := e.pl.running[e.key]; a != nil {
+		waiting = sortedUIDs(a.waiting)
+	}
+	e.pl.mu.Unlock()
+	if diff := cmp.Diff(want.waiting, waiting); diff != "" {
+		t.Errorf("victims waited for (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.activated, e.h.takeActivated()); diff != "" {
+		t.Errorf("activated (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.ends, r.ends.get()); diff != "" {
+		t.Errorf("ends announced (-want,+got):\n%s", diff)
+	}
+	var recorded, wantEvents []string
+	for len(r.recorder.Events) > 0 {
+		recorded = append(recorded, <-r.recorder.Events)
+	}
+	if want.event != "" {
+		wantEvents = []string{want.event}
+	}
+	if diff := cmp.Diff(wantEvents, recorded); diff != "" {
+		t.Errorf("Events (-want,+got):\n%s", diff)
+	}
+	nominating := map[string]string{}
+	for _, m := range []*v1.Pod{e.train0, e.train1} {
+		if wish, ok := e.pl.nominations.Pending(m.Namespace, m.Name); ok {
+			nominating[m.Name] = wish
+		}
+	}
+	if want.nominating == nil {
+		want.nominating = map[string]string{}
+	}
+	if diff := cmp.Diff(want.nominating, nominating); diff != "" {
+		t.Errorf("nominations written (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.refused, sortedUIDs(e.pl.refusedVictims())); diff != "" {
+		t.Errorf("victims not chosen again (-want,+got):\n%s", diff)
+	}
+	counts := map[string]uint64{metrics.ResultEvicted: 0, metrics.ResultFailed: 0, metrics.ResultStopped: 0}
+	counts[want.result] = 1
+	got, err := metricstest.GangPreemptionEvictions(r.before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(counts, got); diff != "" {
+		t.Errorf("eviction metric counts by result (-want,+got):\n%s", diff)
 	}
 }
 
@@ -327,8 +363,6 @@ func TestAbandonedAttemptEvictsNothing(t *testing.T) {
 func TestFailureWhileAnotherEvictionRuns(t *testing.T) {
 	e := newDrainEnv(t)
 	e.h.parallelism = 2
-	recorder := events.NewFakeRecorder(10)
-	e.pl.events = podgroup.NewEventLog(recorder, eventAction)
 	e.inAPI(t)
 	e.pl.mu.Lock()
 	e.pl.endLocked(e.key, e.pl.running[e.key])
@@ -336,8 +370,6 @@ func TestFailureWhileAnotherEvictionRuns(t *testing.T) {
 		members: []*v1.Pod{e.train0, e.train1}, nodes: map[types.UID]string{e.train0.UID: "node-1", e.train1.UID: "node-2"}}
 	e.pl.startLocked(e.logger, e.key, a)
 	e.pl.mu.Unlock()
-	ends := &endLog{}
-	e.registry.OnPreemptionEnd(ends.add)
 	// The order is fixed by kube-scheduler's parallelizer: 3 victims on 2 workers are 3 chunks
 	// of one, taken in order, so low-node-2 goes to the worker that low-node-1 does not block.
 	// (With 4 or more victims a chunk holds two, and one worker would run both in turn.)
@@ -346,7 +378,7 @@ func TestFailureWhileAnotherEvictionRuns(t *testing.T) {
 	sending, stop := context.WithCancel(e.ctx)
 	firstInFlight := make(chan struct{})
 	var inFlightCtxErr error
-	ev := &evictions{answer: func(ctx context.Context, v *v1.Pod) (bool, error) {
+	run := e.observeEvictions(t, func(ctx context.Context, v *v1.Pod) (bool, error) {
 		switch v.Name {
 		case "low-node-1":
 			close(firstInFlight)
@@ -362,55 +394,23 @@ func TestFailureWhileAnotherEvictionRuns(t *testing.T) {
 			return false, errors.New("admission webhook denied the request")
 		}
 		return false, nil
-	}}
-	e.pl.evictPod = ev.evict
-	before, err := metricstest.GangPreemptionEvictions(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train"}}
+	})
 	e.pl.evicting.Add(1)
-	e.pl.evict(sending, stop, e.logger, pg, e.key, a, &gangPreemptor{pod: e.train0})
+	e.pl.evict(sending, stop, e.logger, trainPodGroup, e.key, a, &gangPreemptor{pod: e.train0})
 
-	called := ev.get()
-	slices.Sort(called)
-	if diff := cmp.Diff([]string{"low-node-1", "low-node-2"}, called); diff != "" {
-		t.Errorf("evictions sent (-want,+got):\n%s", diff)
-	}
 	if inFlightCtxErr != nil {
 		t.Errorf("the call in flight had its context cancelled by the failure: %v", inFlightCtxErr)
 	}
-	var recorded []string
-	for len(recorder.Events) > 0 {
-		recorded = append(recorded, <-recorder.Events)
-	}
-	want := []string{"Warning GangPreemptionFailed gang ns/train: evicting ns/low-node-2 in the cluster failed: admission webhook denied the request; " +
-		"1 of the 3 pods chosen were evicted; the members' nominations are withdrawn and the gang is retried; ns/low-node-2 is not chosen again for 5m0s"}
-	if diff := cmp.Diff(want, recorded); diff != "" {
-		t.Errorf("Events (-want,+got):\n%s", diff)
-	}
-	e.pl.mu.Lock()
-	running := e.pl.running[e.key]
-	e.pl.mu.Unlock()
-	if running != nil {
-		t.Error("the attempt still runs after the failure")
-	}
-	if diff := cmp.Diff([]string{"ns/train"}, ends.get()); diff != "" {
-		t.Errorf("ends announced (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"train-0", "train-1"}, e.h.takeActivated()); diff != "" {
-		t.Errorf("activated (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"low-node-2"}, sortedUIDs(e.pl.refusedVictims())); diff != "" {
-		t.Errorf("victims not chosen again (-want,+got):\n%s", diff)
-	}
-	got, err := metricstest.GangPreemptionEvictions(before)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(map[string]uint64{metrics.ResultEvicted: 0, metrics.ResultFailed: 1, metrics.ResultStopped: 0}, got); diff != "" {
-		t.Errorf("eviction metric counts by result (-want,+got):\n%s", diff)
-	}
+	run.check(t, evictionOutcome{
+		evicted:   []string{"low-node-1", "low-node-2"}, // not other
+		activated: []string{"train-0", "train-1"},
+		ends:      []string{"ns/train"},
+		event: "Warning GangPreemptionFailed gang ns/train: evicting ns/low-node-2 in the cluster failed: admission webhook denied the request; " +
+			"1 of the 3 pods chosen were evicted; the members' nominations are withdrawn and the gang is retried; ns/low-node-2 is not chosen again for 5m0s",
+		nominating: map[string]string{"train-0": "", "train-1": ""},
+		refused:    []string{"low-node-2"},
+		result:     metrics.ResultFailed,
+	})
 }
 
 // sortedUIDs returns the set's UIDs in order.
