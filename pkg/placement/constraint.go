@@ -163,33 +163,69 @@ func LowestCommon(tree *hypernode.Snapshot, nodes []string) string {
 }
 
 // RetryWithoutSubGroups continues after Make(req) failed with err for a job with
-// sub-groups: it leaves out the last sub-group (its pending members wait for room) and plans
-// again, while the pending and placed members left still reach minMember and the policies'
-// minSubGroups allow it. It returns the plan, the request it was made from, and the members
-// left out; with no plan, the last request tried and the first error (it explains the whole
-// job).
+// sub-groups: it leaves out sub-groups from the last (their pending members wait for room)
+// while the pending and placed members left still reach minMember and the policies'
+// minSubGroups allow it, and plans with as few left out as fit. It returns the plan, the
+// request it was made from, and the members left out; with no plan, the request with the
+// most left out and the first error (it explains the whole job).
+//
+// Fitting is monotone in the sub-groups kept: the planner places them one after another in
+// order, so the first k get the same homes whether or not more follow, and fewer leave
+// more room for the members in no sub-group. So the count is bisected: about log2 of the
+// droppable sub-groups plans, not one plan per sub-group (a 5,000-pod job of 625
+// sub-groups would otherwise plan hundreds of times in one scheduling cycle).
 func RetryWithoutSubGroups(req Request, err error, info podgroup.Info, states []podgroup.SubGroupState) (*Plan, Request, []string, error) {
-	var dropped []string
+	droppable := 0
 	perPolicy := map[string]int{}
-	for err != nil && len(req.SubGroups) > 0 {
-		last := req.SubGroups[len(req.SubGroups)-1]
-		if len(req.Pending)-len(last.Pending)+len(req.Placed) < info.MinMember() || len(last.Pending) == 0 ||
-			!podgroup.CanDropSubGroup(info, states, perPolicy, last.Policy) {
+	left := len(req.Pending) + len(req.Placed)
+	for i := len(req.SubGroups) - 1; i >= 0; i-- {
+		sg := req.SubGroups[i]
+		if left-len(sg.Pending) < info.MinMember() || len(sg.Pending) == 0 ||
+			!podgroup.CanDropSubGroup(info, states, perPolicy, sg.Policy) {
 			break
 		}
-		perPolicy[last.Policy]++
-		drop := sets.New(last.Pending...)
-		kept := make([]string, 0, len(req.Pending)-len(last.Pending))
-		for _, n := range req.Pending {
-			if !drop.Has(n) {
-				kept = append(kept, n)
-			}
-		}
-		req.Pending, req.SubGroups = kept, req.SubGroups[:len(req.SubGroups)-1]
-		dropped = append(dropped, last.Pending...)
-		if plan, retryErr := Make(req); retryErr == nil {
-			return plan, req, dropped, nil
+		perPolicy[sg.Policy]++
+		left -= len(sg.Pending)
+		droppable++
+	}
+	if droppable == 0 {
+		return nil, req, nil, err
+	}
+	most, dropped := withoutLastSubGroups(req, droppable)
+	plan, retryErr := Make(most)
+	if retryErr != nil {
+		return nil, most, dropped, err
+	}
+	best, bestDropped := most, dropped
+	// Invariant: leaving out hi sub-groups fits; leaving out fewer than lo does not.
+	lo, hi := 1, droppable
+	for lo < hi {
+		mid := (lo + hi) / 2
+		trial, trialDropped := withoutLastSubGroups(req, mid)
+		if p, e := Make(trial); e == nil {
+			plan, best, bestDropped, hi = p, trial, trialDropped, mid
+		} else {
+			lo = mid + 1
 		}
 	}
-	return nil, req, dropped, err
+	return plan, best, bestDropped, nil
+}
+
+// withoutLastSubGroups returns req without its last n sub-groups and their pending members,
+// and those members (the last sub-group's first).
+func withoutLastSubGroups(req Request, n int) (Request, []string) {
+	kept := req.SubGroups[:len(req.SubGroups)-n]
+	var dropped []string
+	for i := len(req.SubGroups) - 1; i >= len(kept); i-- {
+		dropped = append(dropped, req.SubGroups[i].Pending...)
+	}
+	drop := sets.New(dropped...)
+	pending := make([]string, 0, len(req.Pending)-len(dropped))
+	for _, name := range req.Pending {
+		if !drop.Has(name) {
+			pending = append(pending, name)
+		}
+	}
+	req.Pending, req.SubGroups = pending, kept
+	return req, dropped
 }

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -137,6 +138,183 @@ func TestLowestCommon(t *testing.T) {
 	for _, tc := range tests {
 		if got := LowestCommon(tree, tc.nodes); got != tc.want {
 			t.Errorf("LowestCommon(%v) = %q, want %q", tc.nodes, got, tc.want)
+		}
+	}
+}
+
+// TestRetryWithoutSubGroups: a job of four sub-groups of four pods (each in one leaf, the
+// job in one tier-2 HyperNode of seed 003's tree) that does not fit whole leaves out the
+// fewest sub-groups from the last that let it fit, and never more than minMember and
+// minSubGroups allow.
+func TestRetryWithoutSubGroups(t *testing.T) {
+	// nodes gives t2-a's nodes (node-0..7) the capacity each, node-7 the last, and t2-b none.
+	nodes := func(each, last int) map[string]Node {
+		out := map[string]Node{}
+		for i := range 16 {
+			c := 0
+			switch {
+			case i == 7:
+				c = last
+			case i < 7:
+				c = each
+			}
+			out[fmt.Sprintf("node-%d", i)] = Node{Capacity: c, Used: []float64{0}, Allocatable: []float64{4}}
+		}
+		return out
+	}
+	subGroups := func(withPending int) []SubGroup {
+		var out []SubGroup
+		for g := range 4 {
+			sg := SubGroup{ID: fmt.Sprintf("tp-%d", g), Policy: "tp", Constraint: "hard topology (tier<=1)", MaxTier: 1}
+			if g < withPending {
+				sg.Pending = pods(16)[4*g : 4*g+4]
+			}
+			out = append(out, sg)
+		}
+		return out
+	}
+	info := func(minMember, minSubGroups int32) podgroup.Info {
+		return podgroup.Info{
+			PodGroup:         &schedulingv1alpha1.PodGroup{Spec: schedulingv1alpha1.PodGroupSpec{MinMember: minMember}},
+			SubGroupPolicies: []podgroup.SubGroupPolicy{{Name: "tp", SubGroupSize: 4, MinSubGroups: minSubGroups}},
+		}
+	}
+	var states []podgroup.SubGroupState
+	for g := range 4 {
+		states = append(states, podgroup.SubGroupState{SubGroup: podgroup.SubGroup{Policy: "tp", ID: fmt.Sprintf("tp-%d", g), Index: g}, Members: 4})
+	}
+	jobErr := &Unsatisfiable{Message: "the job's own error"}
+	tests := []struct {
+		name        string
+		nodes       map[string]Node
+		info        podgroup.Info
+		withPending int
+		// wantLeaf is the plan's leaf per member (nil: no plan); wantKept the sub-groups
+		// of the returned request.
+		wantLeaf    map[string]string
+		wantKept    []string
+		wantDropped []string
+	}{
+		{
+			name:  "t2-a holds 15 of 16: only the last sub-group is left out",
+			nodes: nodes(2, 1), info: info(4, 0), withPending: 4,
+			wantLeaf: map[string]string{"p0": "leaf-0", "p1": "leaf-0", "p2": "leaf-0", "p3": "leaf-0",
+				"p4": "leaf-0", "p5": "leaf-0", "p6": "leaf-0", "p7": "leaf-0",
+				"p8": "leaf-1", "p9": "leaf-1", "p10": "leaf-1", "p11": "leaf-1"},
+			wantKept:    []string{"tp-0", "tp-1", "tp-2"},
+			wantDropped: []string{"p12", "p13", "p14", "p15"},
+		},
+		{
+			name:  "t2-a holds 8: the last two are left out, the last one's members first",
+			nodes: nodes(1, 1), info: info(8, 0), withPending: 4,
+			wantLeaf: map[string]string{"p0": "leaf-0", "p1": "leaf-0", "p2": "leaf-0", "p3": "leaf-0",
+				"p4": "leaf-1", "p5": "leaf-1", "p6": "leaf-1", "p7": "leaf-1"},
+			wantKept:    []string{"tp-0", "tp-1"},
+			wantDropped: []string{"p12", "p13", "p14", "p15", "p8", "p9", "p10", "p11"},
+		},
+		{
+			name:  "minMember 12 allows one to be left out, which is not enough: the job's error",
+			nodes: nodes(1, 1), info: info(12, 0), withPending: 4,
+			wantKept:    []string{"tp-0", "tp-1", "tp-2"},
+			wantDropped: []string{"p12", "p13", "p14", "p15"},
+		},
+		{
+			name:  "minSubGroups 3 allows one to be left out, which is not enough: the job's error",
+			nodes: nodes(1, 1), info: info(4, 3), withPending: 4,
+			wantKept:    []string{"tp-0", "tp-1", "tp-2"},
+			wantDropped: []string{"p12", "p13", "p14", "p15"},
+		},
+		{
+			name:  "the last sub-group has no pending member: none is left out",
+			nodes: nodes(1, 1), info: info(4, 0), withPending: 3,
+			wantKept: []string{"tp-0", "tp-1", "tp-2", "tp-3"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sgs := subGroups(tc.withPending)
+			req := Request{Tree: seed003(), Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4 * tc.withPending),
+				Nodes: tc.nodes, SubGroups: sgs, Weights: []float64{1}, PodRequest: []float64{1}}
+			plan, got, dropped, err := RetryWithoutSubGroups(req, jobErr, tc.info, states)
+			var kept, pending []string
+			for _, sg := range got.SubGroups {
+				kept = append(kept, sg.ID)
+				pending = append(pending, sg.Pending...)
+			}
+			if diff := cmp.Diff(tc.wantKept, kept); diff != "" {
+				t.Errorf("sub-groups kept (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(pending, got.Pending); diff != "" {
+				t.Errorf("pending members are not those of the kept sub-groups (-kept,+pending):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantDropped, dropped); diff != "" {
+				t.Errorf("members left out (-want,+got):\n%s", diff)
+			}
+			if tc.wantLeaf == nil {
+				if plan != nil || err != jobErr {
+					t.Fatalf("plan %v, error %v; want none and the job's error", plan, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantLeaf, plan.PodLeaf); diff != "" {
+				t.Errorf("pod leaves (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRetryWithoutSubGroupsLeavesOutTheFewest compares the bisection with leaving out one
+// sub-group after another, on random capacities of seed 003's nodes: both leave out the same
+// sub-groups, which also checks that fitting is monotone in the sub-groups kept.
+func TestRetryWithoutSubGroupsLeavesOutTheFewest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	info := podgroup.Info{PodGroup: &schedulingv1alpha1.PodGroup{Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}},
+		SubGroupPolicies: []podgroup.SubGroupPolicy{{Name: "tp", SubGroupSize: 2}}}
+	for trial := range 500 {
+		nodes := map[string]Node{}
+		for i := range 16 {
+			nodes[fmt.Sprintf("node-%d", i)] = Node{Capacity: rng.IntN(3), Used: []float64{float64(rng.IntN(3))}, Allocatable: []float64{4}}
+		}
+		var sgs []SubGroup
+		var states []podgroup.SubGroupState
+		next := 0
+		for g := range 8 {
+			size := 1 + rng.IntN(4)
+			id := fmt.Sprintf("tp-%d", g)
+			sgs = append(sgs, SubGroup{ID: id, Policy: "tp", Constraint: "hard topology (tier<=1)", MaxTier: 1,
+				Pending: pods(40)[next : next+size]})
+			states = append(states, podgroup.SubGroupState{SubGroup: podgroup.SubGroup{Policy: "tp", ID: id, Index: g}, Members: size})
+			next += size
+		}
+		req := Request{Tree: seed003(), Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(next),
+			Nodes: nodes, SubGroups: sgs, Weights: []float64{1}, PodRequest: []float64{1}}
+		if rng.IntN(2) == 0 {
+			req.Strategy = LeastWaste
+		}
+		_, err := Make(req)
+		if err == nil {
+			continue
+		}
+		var wantDropped []string
+		for n := 1; n < len(sgs); n++ {
+			fewer, dropped := withoutLastSubGroups(req, n)
+			if _, e := Make(fewer); e == nil {
+				wantDropped = dropped
+				break
+			}
+		}
+		plan, _, dropped, _ := RetryWithoutSubGroups(req, err, info, states)
+		if wantDropped == nil {
+			if plan != nil {
+				t.Fatalf("trial %d: a plan leaving out %v, none by leaving out one after another", trial, dropped)
+			}
+			continue
+		}
+		if diff := cmp.Diff(wantDropped, dropped); diff != "" {
+			t.Fatalf("trial %d: members left out (-one after another,+bisection):\n%s", trial, diff)
 		}
 	}
 }

@@ -118,33 +118,54 @@ type packing struct {
 	plan *Plan
 	// onNode counts, per node, the members planned on it by shape.
 	onNode map[string][]int
-	// inLeaf counts the members planned per leaf, so that later shapes join those leaves.
-	inLeaf map[string]int
+	// inLeaf counts the members planned per leaf, so that later shapes join those leaves;
+	// leafShapes the same by shape.
+	inLeaf     map[string]int
+	leafShapes map[string][]int
+	// puts records every put, so that a trial packing can be undone (undo).
+	puts []put
+}
+
+// put is one call of packing.put: pods of shape on node of leaf, and whether it was the
+// first member planned on the node and in the leaf.
+type put struct {
+	node, leaf       string
+	shape            int
+	pods             []string
+	newNode, newLeaf bool
 }
 
 func newPacking(domain string, tier int) *packing {
 	return &packing{plan: &Plan{Domain: domain, Tier: tier, PodLeaf: map[string]string{},
-		LeafPods: map[string][]string{}, PodNode: map[string]string{}}, onNode: map[string][]int{}, inLeaf: map[string]int{}}
+		LeafPods: map[string][]string{}, PodNode: map[string]string{}}, onNode: map[string][]int{}, inLeaf: map[string]int{},
+		leafShapes: map[string][]int{}}
 }
 
-func (pk *packing) clone() *packing {
-	out := newPacking(pk.plan.Domain, pk.plan.Tier)
-	for k, v := range pk.plan.PodLeaf {
-		out.plan.PodLeaf[k] = v
+// mark is the point undo returns the packing to.
+func (pk *packing) mark() int { return len(pk.puts) }
+
+// undo takes back every put made since mark, newest first.
+func (pk *packing) undo(mark int) {
+	for i := len(pk.puts) - 1; i >= mark; i-- {
+		p := pk.puts[i]
+		pk.onNode[p.node][p.shape] -= len(p.pods)
+		if p.newNode {
+			delete(pk.onNode, p.node)
+		}
+		for _, pod := range p.pods {
+			delete(pk.plan.PodLeaf, pod)
+			delete(pk.plan.PodNode, pod)
+		}
+		pk.inLeaf[p.leaf] -= len(p.pods)
+		pk.leafShapes[p.leaf][p.shape] -= len(p.pods)
+		pk.plan.LeafPods[p.leaf] = pk.plan.LeafPods[p.leaf][:len(pk.plan.LeafPods[p.leaf])-len(p.pods)]
+		if p.newLeaf {
+			delete(pk.inLeaf, p.leaf)
+			delete(pk.leafShapes, p.leaf)
+			delete(pk.plan.LeafPods, p.leaf)
+		}
 	}
-	for k, v := range pk.plan.PodNode {
-		out.plan.PodNode[k] = v
-	}
-	for k, v := range pk.plan.LeafPods {
-		out.plan.LeafPods[k] = append([]string(nil), v...)
-	}
-	for k, v := range pk.onNode {
-		out.onNode[k] = append([]int(nil), v...)
-	}
-	for k, v := range pk.inLeaf {
-		out.inLeaf[k] = v
-	}
-	return out
+	pk.puts = pk.puts[:mark]
 }
 
 // place packs the job into domain: each sub-group into its own HyperNode inside the domain,
@@ -167,12 +188,11 @@ func (m *mixed) place(domain string, tier int) (*Plan, float64, string) {
 		if len(sg.Pending) == 0 {
 			continue
 		}
-		score, packed := m.subGroupHome(pk, domain, sg)
-		if packed == nil {
+		score, ok := m.subGroupHome(pk, domain, sg)
+		if !ok {
 			return nil, 0, fmt.Sprintf("in %s: sub-group %s (%s) fits no HyperNode for its %d pods", domain, sg.ID, sg.Constraint, len(sg.Pending))
 		}
 		total += score
-		pk = packed
 	}
 	var rest []string
 	for _, pod := range m.req.Pending {
@@ -186,11 +206,14 @@ func (m *mixed) place(domain string, tier int) (*Plan, float64, string) {
 	return pk.plan, total, ""
 }
 
-// subGroupHome packs a sub-group into the lowest tier inside domain that its constraint
-// allows and that holds its placed members; among the HyperNodes of that tier where it
-// fits: more placed members inside first, then the strategy's score, then the name. It
-// returns the home's score and the packing with the sub-group added (nil: none).
-func (m *mixed) subGroupHome(pk *packing, domain string, sg SubGroup) (float64, *packing) {
+// subGroupHome packs a sub-group into pk, into the lowest tier inside domain that its
+// constraint allows and that holds its placed members; among the HyperNodes of that tier
+// where it fits: more placed members inside first, then the strategy's score, then the
+// name. It returns the home's score and whether there was one (pk is unchanged if not).
+// The HyperNodes are ranked first and packed in that order until one holds the sub-group,
+// each failed trial undone: the first that fits is the best, so a sub-group costs one
+// packing where it fits at once, never a copy of the job's packing per HyperNode.
+func (m *mixed) subGroupHome(pk *packing, domain string, sg SubGroup) (float64, bool) {
 	tree := m.req.Tree
 	domainInfo, _ := tree.HyperNode(domain)
 	placedIn := LowestCommon(tree, sg.Placed)
@@ -201,41 +224,75 @@ func (m *mixed) subGroupHome(pk *packing, domain string, sg SubGroup) (float64, 
 		}
 		return m.binPackScoreOf(h, request)
 	}
+	type option struct {
+		name   string
+		placed int
+		score  float64
+	}
 	for _, tier := range tree.Tiers() {
 		if tier > domainInfo.Tier || (tier > sg.MaxTier && !sg.Soft) {
 			break
 		}
-		best, bestScore, bestPlaced := "", 0.0, -1
-		var bestPacking *packing
-		for _, h := range tree.Candidates(tier) {
-			if lca, ok := tree.LCA(h, domain); !ok || lca != domain {
-				continue
-			}
+		var options []option
+		for _, h := range m.candidatesIn(domain, tier) {
 			if placedIn != "" {
 				if lca, ok := tree.LCA(h, placedIn); !ok || lca != h {
 					continue
 				}
 			}
-			trial := pk.clone()
-			if _, ok := m.pack(trial, h, sg.Pending); !ok {
+			options = append(options, option{name: h, placed: countInside(tree, sg.Placed, h), score: score(h)})
+		}
+		// Stable: equal options stay in Candidates' order, by name.
+		sort.SliceStable(options, func(i, j int) bool {
+			if options[i].placed != options[j].placed {
+				return options[i].placed > options[j].placed
+			}
+			return options[i].score > options[j].score
+		})
+		for _, o := range options {
+			if m.leafTooFull(pk, o.name, sg.Pending) {
 				continue
 			}
-			placed := countInside(tree, sg.Placed, h)
-			if s := score(h); best == "" || placed > bestPlaced || (placed == bestPlaced && s > bestScore) {
-				best, bestScore, bestPlaced, bestPacking = h, s, placed, trial
+			mark := pk.mark()
+			if _, ok := m.pack(pk, o.name, sg.Pending); ok {
+				return o.score, true
 			}
-		}
-		if best != "" {
-			return bestScore, bestPacking
+			pk.undo(mark)
 		}
 	}
 	if sg.Soft || sg.MaxTier >= domainInfo.Tier {
-		trial := pk.clone()
-		if _, ok := m.pack(trial, domain, sg.Pending); ok {
-			return score(domain), trial
+		mark := pk.mark()
+		if _, ok := m.pack(pk, domain, sg.Pending); ok {
+			return score(domain), true
+		}
+		pk.undo(mark)
+	}
+	return 0, false
+}
+
+// leafTooFull reports whether h is a leaf that cannot hold members on top of pk for
+// certain: for some shape, its solo capacity less the members of that shape planned in it
+// is below what the members need (a member planned on a node takes one of its shape's solo
+// slots there, and members of other shapes only take room). Without it, every sub-group
+// would try each full leaf before the first with room.
+func (m *mixed) leafTooFull(pk *packing, h string, members []string) bool {
+	planned := pk.leafShapes[h]
+	if planned == nil {
+		return false // nothing planned in it: packing it is the real test
+	}
+	if info, ok := m.req.Tree.HyperNode(h); !ok || !info.Leaf {
+		return false
+	}
+	need := make([]int, len(m.req.Shapes))
+	for _, name := range members {
+		need[m.shapeOf[name]]++
+	}
+	for s, n := range need {
+		if n > 0 && m.solo[s][h]-planned[s] < n {
+			return true
 		}
 	}
-	return 0, nil
+	return false
 }
 
 // pack plans members below home on top of pk, shape by shape in m.order. It returns how
@@ -293,6 +350,8 @@ func (m *mixed) pack(pk *packing, home string, members []string) (int, bool) {
 
 // put plans pods (of shape s) on node n of leaf.
 func (pk *packing) put(n, leaf string, s, shapes int, pods []string) {
+	_, inLeaf := pk.inLeaf[leaf]
+	pk.puts = append(pk.puts, put{node: n, leaf: leaf, shape: s, pods: pods, newNode: pk.onNode[n] == nil, newLeaf: !inLeaf})
 	if pk.onNode[n] == nil {
 		pk.onNode[n] = make([]int, shapes)
 	}
@@ -303,6 +362,10 @@ func (pk *packing) put(n, leaf string, s, shapes int, pods []string) {
 		pk.plan.LeafPods[leaf] = append(pk.plan.LeafPods[leaf], pod)
 	}
 	pk.inLeaf[leaf] += len(pods)
+	if pk.leafShapes[leaf] == nil {
+		pk.leafShapes[leaf] = make([]int, shapes)
+	}
+	pk.leafShapes[leaf][s] += len(pods)
 }
 
 // packIntoUsedLeaves plans the pods of a later shape (a launcher after its workers) into the
@@ -312,16 +375,13 @@ func (pk *packing) put(n, leaf string, s, shapes int, pods []string) {
 func (m *mixed) packIntoUsedLeaves(pk *packing, home string, s int, pods []string) bool {
 	tree := m.req.Tree
 	var leaves []string
-	for leaf := range pk.inLeaf {
-		if leaf == LooseLeaf {
-			if home == hypernode.VirtualRootName {
-				leaves = append(leaves, leaf)
-			}
-			continue
+	if info, ok := tree.HyperNode(home); ok && info.Leaf {
+		// A leaf holds no other leaf: no need to look at every leaf the packing uses.
+		if _, used := pk.inLeaf[home]; used {
+			leaves = append(leaves, home)
 		}
-		if lca, ok := tree.LCA(leaf, home); ok && lca == home {
-			leaves = append(leaves, leaf)
-		}
+	} else {
+		leaves = m.usedLeavesBelow(pk, home)
 	}
 	if len(leaves) == 0 {
 		return false
@@ -367,6 +427,24 @@ func (m *mixed) packIntoUsedLeaves(pk *packing, home string, s int, pods []strin
 		next += t.count
 	}
 	return true
+}
+
+// usedLeavesBelow returns the leaves below home that the packing uses (LooseLeaf below the
+// virtual root), unordered.
+func (m *mixed) usedLeavesBelow(pk *packing, home string) []string {
+	var leaves []string
+	for leaf := range pk.inLeaf {
+		if leaf == LooseLeaf {
+			if home == hypernode.VirtualRootName {
+				leaves = append(leaves, leaf)
+			}
+			continue
+		}
+		if lca, ok := m.req.Tree.LCA(leaf, home); ok && lca == home {
+			leaves = append(leaves, leaf)
+		}
+	}
+	return leaves
 }
 
 // nodesOf returns the nodes of a leaf in the order members fill them: nodes that already

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -168,5 +169,88 @@ func TestMakeMixedShapesNeverPicksALeafThatHoldsOneShape(t *testing.T) {
 			}
 			t.Errorf("shapes %s: domain = %s, want s1", strings.Join(names, ", "), got.Domain)
 		}
+	}
+}
+
+// TestMakeMixedShapesSubGroups covers sub-groups of a job whose members differ in shape: a
+// sub-group is tried in its best HyperNode first and a trial that fails half-way leaves
+// nothing behind, and a leaf that earlier sub-groups use is still chosen while it has room.
+func TestMakeMixedShapesSubGroups(t *testing.T) {
+	cpuOnly := func(free map[string]float64) shapedCluster {
+		c := shapedCluster{alloc: [2]float64{8, 0}, free: map[string][2]float64{}}
+		for n, cpu := range free {
+			c.free[n] = [2]float64{cpu, 0}
+		}
+		return c
+	}
+	allFree := map[string]float64{"loose-0": 8}
+	for i := range 8 {
+		allFree[fmt.Sprintf("node-%d", i)] = 8
+	}
+	halfUsed := maps.Clone(allFree)
+	halfUsed["node-1"] = 4 // a placed member of the sub-group runs there
+	tests := []struct {
+		name      string
+		cluster   shapedCluster
+		shapes    []testShape
+		subGroups []SubGroup
+		placed    []string
+		maxTier   int
+		want      *Plan
+	}{
+		{
+			// In s0 the big member takes node-0, then the two small ones find room for one:
+			// that trial is undone, and the sub-group goes to s4 with b on node-0 again.
+			name:    "a sub-group whose trial in its first HyperNode fails half-way",
+			cluster: cpuOnly(halfUsed),
+			shapes: []testShape{
+				{name: "cpu=8", members: []string{"b"}, req: [2]float64{8, 0}},
+				{name: "cpu=4", members: []string{"a0", "a1"}, req: [2]float64{4, 0}},
+			},
+			subGroups: []SubGroup{{ID: "sg", Constraint: "hard topology (tier<=2)", MaxTier: 2,
+				Pending: []string{"b", "a0", "a1"}, Placed: []string{"node-1"}}},
+			placed:  []string{"node-1"},
+			maxTier: 2,
+			want: &Plan{Domain: "s4", Tier: 2,
+				PodLeaf:  map[string]string{"b": "s0", "a0": "s0", "a1": "s1"},
+				LeafPods: map[string][]string{"s0": {"b", "a0"}, "s1": {"a1"}},
+				PodNode:  map[string]string{"b": "node-0", "a0": "node-1", "a1": "node-2"}},
+		},
+		{
+			// Four workers fill a leaf: the second sub-group joins the first in s0, the third
+			// finds s0 full and takes s1; the launcher goes next to them.
+			name:    "sub-groups share a leaf while it has room",
+			cluster: cpuOnly(allFree),
+			shapes: []testShape{
+				{name: "cpu=4", members: []string{"w0", "w1", "w2", "w3", "w4", "w5"}, req: [2]float64{4, 0}},
+				{name: "cpu=1", members: []string{"launcher"}, req: [2]float64{1, 0}},
+			},
+			subGroups: []SubGroup{
+				{ID: "sg-0", Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: []string{"w0", "w1"}},
+				{ID: "sg-1", Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: []string{"w2", "w3"}},
+				{ID: "sg-2", Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: []string{"w4", "w5"}},
+			},
+			maxTier: 2,
+			want: &Plan{Domain: "s4", Tier: 2,
+				PodLeaf: map[string]string{"w0": "s0", "w1": "s0", "w2": "s0", "w3": "s0", "w4": "s1", "w5": "s1",
+					"launcher": "s1"},
+				LeafPods: map[string][]string{"s0": {"w0", "w1", "w2", "w3"}, "s1": {"w4", "w5", "launcher"}},
+				PodNode: map[string]string{"w0": "node-0", "w1": "node-0", "w2": "node-1", "w3": "node-1",
+					"w4": "node-2", "w5": "node-2", "launcher": "node-3"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.cluster.request(tc.shapes)
+			req.Tree, req.MaxTier, req.Placed, req.SubGroups = seed001(), tc.maxTier, tc.placed, tc.subGroups
+			req.Constraint = fmt.Sprintf("hard topology (tier<=%d)", tc.maxTier)
+			got, err := Make(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("plan (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -141,6 +141,11 @@ type planner struct {
 	loose    []string       // nodes in no usable leaf
 	// planning counts, per leaf, the members a mixed packing planned so far (mixed.go).
 	planning map[string]int
+	// sums memoizes each HyperNode's weighted used and allocatable resources (BinPack), and
+	// inside the candidates of a tier inside a domain: neither changes during one Make, and
+	// a job with sub-groups asks for them once per sub-group.
+	sums   map[string]resourceSums
+	inside map[domainTier][]string
 }
 
 // Make plans the pending members, or explains why it cannot.

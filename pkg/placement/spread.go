@@ -60,18 +60,14 @@ func (p *planner) subGroupHome(domain string, sg SubGroup) (string, float64, boo
 	tree := p.req.Tree
 	domainInfo, _ := tree.HyperNode(domain)
 	placedIn := LowestCommon(tree, sg.Placed)
-	inside := func(h string) bool {
-		lca, ok := tree.LCA(h, domain)
-		return ok && lca == domain
-	}
 	demand := len(sg.Pending)
 	for _, tier := range tree.Tiers() {
 		if tier > domainInfo.Tier || (tier > sg.MaxTier && !sg.Soft) {
 			break
 		}
 		best, bestScore, bestPlaced := "", 0.0, -1
-		for _, h := range tree.Candidates(tier) {
-			if !inside(h) || p.capacity[h] < demand {
+		for _, h := range p.candidatesIn(domain, tier) {
+			if p.capacity[h] < demand {
 				continue
 			}
 			if placedIn != "" {
@@ -93,6 +89,31 @@ func (p *planner) subGroupHome(domain string, sg SubGroup) (string, float64, boo
 		return domain, p.score(domain, demand), true
 	}
 	return "", 0, false
+}
+
+// candidatesIn returns the candidates of a tier inside domain (domain itself included when
+// it is of that tier), in Candidates' order.
+func (p *planner) candidatesIn(domain string, tier int) []string {
+	key := domainTier{domain, tier}
+	if out, ok := p.inside[key]; ok {
+		return out
+	}
+	out := []string{}
+	for _, h := range p.req.Tree.Candidates(tier) {
+		if lca, ok := p.req.Tree.LCA(h, domain); ok && lca == domain {
+			out = append(out, h)
+		}
+	}
+	if p.inside == nil {
+		p.inside = map[domainTier][]string{}
+	}
+	p.inside[key] = out
+	return out
+}
+
+type domainTier struct {
+	domain string
+	tier   int
 }
 
 // fill spreads pods (in order) below home, records them in plan, and takes their slots.

@@ -71,22 +71,31 @@ func (p *planner) binPackScore(name string, demand int) float64 {
 // binPackScoreOf is the BinPack score of adding request (the sum of the members' weighted
 // requests) to HyperNode name.
 func (p *planner) binPackScoreOf(name string, request []float64) float64 {
-	weights := p.req.Weights
-	used := make([]float64, len(weights))
-	alloc := make([]float64, len(weights))
-	for _, n := range p.req.Tree.Nodes(name) {
-		node := p.req.Nodes[n]
-		for i := range weights {
-			if i < len(node.Used) {
-				used[i] += node.Used[i]
-			}
-			if i < len(node.Allocatable) {
-				alloc[i] += node.Allocatable[i]
+	sums, ok := p.sums[name]
+	if !ok {
+		weights := p.req.Weights
+		sums = resourceSums{used: make([]float64, len(weights)), alloc: make([]float64, len(weights))}
+		for _, n := range p.req.Tree.Nodes(name) {
+			node := p.req.Nodes[n]
+			for i := range weights {
+				if i < len(node.Used) {
+					sums.used[i] += node.Used[i]
+				}
+				if i < len(node.Allocatable) {
+					sums.alloc[i] += node.Allocatable[i]
+				}
 			}
 		}
+		if p.sums == nil {
+			p.sums = map[string]resourceSums{}
+		}
+		p.sums[name] = sums
 	}
-	return BinPackScore(used, alloc, request, 1, weights)
+	return BinPackScore(sums.used, sums.alloc, request, 1, p.req.Weights)
 }
+
+// resourceSums are a HyperNode's nodes' weighted used and allocatable resources, summed.
+type resourceSums struct{ used, alloc []float64 }
 
 // BinPackScore is the weighted bin-pack score of adding count pods of request to a domain with
 // the given used and allocatable resources: sum_r w_r*(used_r+count*req_r)/alloc_r / sum_r w_r
