@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -87,6 +88,8 @@ type benchEnv struct {
 	members []*v1.Pod
 	// leafMembers are a second gang, of benchLeafGang pods hard at tier 1.
 	leafMembers []*v1.Pod
+	// stages are a benchGang-pod job in sub-groups of 8, each hard at tier 1.
+	stages []*v1.Pod
 	// mixed are gangs of a 4-CPU launcher and 8-GPU workers (benchMixedGangs).
 	mixed    map[string][]*v1.Pod
 	snapshot *internalcache.Snapshot
@@ -152,6 +155,20 @@ func newBenchEnv(b *testing.B) *benchEnv {
 			registry.SetPod(nil, pod)
 			e.mixed[g.name] = append(e.mixed[g.name], pod)
 		}
+	}
+	// A pipeline job: benchGang members in stages of 8 by rank, each stage hard at tier 1.
+	registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "pipeline", UID: "pg-pipeline",
+			Annotations: map[string]string{
+				podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`,
+				podgroup.SubGroupPolicyAnnotation:  `[{"name":"stage","subGroupSize":8,"partitionSize":8,"networkTopology":{"mode":"hard","highestTierAllowed":1}}]`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: benchGang},
+	})
+	for i := range benchGang {
+		pod := benchMember("pipeline", i)
+		pod.Annotations = map[string]string{podgroup.RankAnnotation: strconv.Itoa(i)}
+		registry.SetPod(nil, pod)
+		e.stages = append(e.stages, pod)
 	}
 	for i := range benchLeafGang {
 		pod := benchMember("leafjob", i)
@@ -271,6 +288,33 @@ func BenchmarkPlanLeafGang(b *testing.B) {
 	if got, want := e.plugin.lastSimulated.Load(), int64(benchNodes%benchPerLeaf); got != want {
 		b.Fatalf("simulated %d nodes, want the last leaf's %d", got, want)
 	}
+}
+
+// BenchmarkPlanSubGroups is the first member's PreFilter for the 5,000-pod pipeline job of
+// 625 stages of 8, each stage in one leaf and the job in one spine: every node simulated
+// (sub-groups compare every candidate of a tier), then the plan.
+func BenchmarkPlanSubGroups(b *testing.B) {
+	e := newBenchEnv(b)
+	key := podgroup.Key{Namespace: benchNamespace, Name: "pipeline"}
+	b.ReportAllocs()
+	for b.Loop() {
+		e.plugin.invalidate(klog.Background(), key)
+		state := framework.NewCycleState()
+		if _, status, _ := e.with.RunPreFilterPlugins(e.ctx, state, e.stages[0]); !status.IsSuccess() {
+			b.Fatal(status)
+		}
+	}
+	plan := e.plugin.plans[key]
+	if plan == nil || plan.tier != 2 || len(plan.podLeaf) != benchGang {
+		b.Fatalf("unexpected plan %+v", plan)
+	}
+	// Each stage in one leaf.
+	for i := 0; i < benchGang; i += 8 {
+		if first, last := plan.podLeaf[e.stages[i].Name], plan.podLeaf[e.stages[i+7].Name]; first != last {
+			b.Fatalf("stage %d spans %s and %s", i/8, first, last)
+		}
+	}
+	e.plugin.invalidate(klog.Background(), key)
 }
 
 // benchMixedGangs are MPI-style gangs: member 0 a 4-CPU launcher, the others 8-GPU workers.
