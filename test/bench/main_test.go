@@ -3,7 +3,8 @@
 // (Gang + NetworkTopologyAware) or vanilla (the 1.37.1 default profile), so that its peak
 // memory (VmHWM) and CPU time are its own.
 //
-// Scenarios (each a test): throughput, big gang, placement quality over a replayed job trace,
+// Scenarios (each a test): throughput, big gang (also in pipeline stages: sub-groups),
+// placement quality over a replayed job trace,
 // a comparison with exhaustive search on a 16-node instance, plain pods next to a blocked
 // gang, and issue #18's plain pods, mixed load and restart with a backlog (load_test.go). With -short (make test) they
 // run on a few hundred nodes; `make bench` (hack/bench.sh) runs them at full size with

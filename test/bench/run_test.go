@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,9 +65,15 @@ func (s runSpec) objects(ns string, k Kind) ([]*schedulingv1alpha1.PodGroup, []*
 		group := ""
 		if k.ours() && !u.Plain {
 			group = u.Name
-			pg := util.PodGroup(ns, u.Name, int32(u.Size), map[string]string{
+			annotations := map[string]string{
 				podgroup.NetworkTopologyAnnotation: fmt.Sprintf(`{"mode":"hard","highestTierAllowed":%d}`, u.Tier),
-			})
+			}
+			if u.StageSize > 0 {
+				annotations[podgroup.SubGroupPolicyAnnotation] = fmt.Sprintf(
+					`[{"name":"stage","subGroupSize":%d,"partitionSize":%d,"networkTopology":{"mode":"hard","highestTierAllowed":1}}]`,
+					u.StageSize, u.StageSize)
+			}
+			pg := util.PodGroup(ns, u.Name, int32(u.Size), annotations)
 			if s.timeoutSeconds > 0 {
 				pg.Spec.ScheduleTimeoutSeconds = ptr.To(s.timeoutSeconds)
 			}
@@ -73,6 +81,9 @@ func (s runSpec) objects(ns string, k Kind) ([]*schedulingv1alpha1.PodGroup, []*
 		}
 		for i := range u.Size {
 			p := gpuPod(ns, fmt.Sprintf("%s-%04d", u.Name, i), k.schedulerName(), u.GPUs, group)
+			if u.StageSize > 0 {
+				p.Annotations = map[string]string{podgroup.RankAnnotation: strconv.Itoa(i)}
+			}
 			unitOf[p.Name] = u
 			if u.Plain && s.interleave {
 				plain = append(plain, p)
@@ -279,6 +290,26 @@ func checkPlacements(t *testing.T, tp Topology, placements map[string]string, un
 		spec := specs[name]
 		if tier := tp.tierOf(nodesOf[name]); tier > spec.Tier {
 			t.Errorf("gang %s (hard tier %d) spans tier %d", name, spec.Tier, tier)
+		}
+	}
+	// Each stage (sub-group of StageSize members by rank, the pod name's number) in one leaf.
+	stages := map[string][]int{}
+	for pod, node := range placements {
+		u := unitOf[pod]
+		if u.StageSize == 0 {
+			continue
+		}
+		rank, err := strconv.Atoi(pod[strings.LastIndex(pod, "-")+1:])
+		if err != nil {
+			t.Errorf("pod %s: no rank in its name", pod)
+			continue
+		}
+		stage := fmt.Sprintf("%s stage %d", u.Name, rank/u.StageSize)
+		stages[stage] = append(stages[stage], index[node])
+	}
+	for stage, nodes := range stages {
+		if tier := tp.tierOf(nodes); tier > 1 {
+			t.Errorf("%s (hard tier 1) spans tier %d", stage, tier)
 		}
 	}
 }

@@ -16,6 +16,9 @@ type GangSpec struct {
 	Tier int `json:"tier"`
 	// Plain: not a gang but Size independent pods, without a PodGroup for either scheduler.
 	Plain bool `json:"plain,omitempty"`
+	// StageSize > 0 splits the gang (ours) into sub-groups of that many members by rank,
+	// each hard at tier 1: pipeline stages. Both schedulers' pods carry the rank.
+	StageSize int `json:"stageSize,omitempty"`
 }
 
 // RunResult is one run of one scheduler over a scenario's pods. In the arriving mode the
@@ -172,10 +175,12 @@ func median(vals []float64) float64 {
 
 // BigGangResult is scenario 2.
 type BigGangResult struct {
-	Topology Topology    `json:"topology"`
-	Pods     int         `json:"pods"`
-	Tier     int         `json:"tier"`
-	Runs     []RunResult `json:"runs"`
+	Topology Topology `json:"topology"`
+	Pods     int      `json:"pods"`
+	Tier     int      `json:"tier"`
+	// StageSize is the sub-groups' size (0: none).
+	StageSize int         `json:"stageSize,omitempty"`
+	Runs      []RunResult `json:"runs"`
 	// Medians: last pod created to all bound.
 	OursSeconds       float64 `json:"oursSeconds"`
 	VanillaSeconds    float64 `json:"vanillaSeconds"`
@@ -191,22 +196,35 @@ type BigGangResult struct {
 // (leaves of 32, two spines big enough for the gang); vanilla binds the same pods as
 // independent pods on the same nodes.
 func TestBigGang(t *testing.T) {
+	results.BigGang = runBigGang(t, "biggang", 0)
+}
+
+// Scenario 2 in pipeline stages: the same gang in sub-groups of 8 members (by rank), each
+// stage hard at tier 1 (625 stages at full scale); vanilla binds the same pods.
+func TestBigGangStages(t *testing.T) {
+	results.BigGangStages = runBigGang(t, "stages", 8)
+}
+
+func runBigGang(t *testing.T, scenario string, stageSize int) *BigGangResult {
 	tp := Topology{Name: "bg", Nodes: 256, LeafSize: 32, LeavesPerSpine: 4}
 	pods := 100
 	if full() {
 		tp.Nodes, tp.LeavesPerSpine, pods = 10000, 160, 5000
 	}
-	gangs := []GangSpec{{Name: "big", Size: pods, GPUs: nodeGPUs, Tier: 2}}
+	if stageSize > 0 {
+		pods -= pods % stageSize // every stage complete: a short one could never bind
+	}
+	gangs := []GangSpec{{Name: "big", Size: pods, GPUs: nodeGPUs, Tier: 2, StageSize: stageSize}}
 	c := newClients(t)
 	tp.create(t, c)
-	res := &BigGangResult{Topology: tp, Pods: pods, Tier: 2}
+	res := &BigGangResult{Topology: tp, Pods: pods, Tier: 2, StageSize: stageSize}
 	for rep := range repeats() {
 		for _, k := range abbaOrder(rep) {
 			// A generous Permit timeout: the gang must not time out while 5,000 members are
 			// scheduled on a shared 2-core machine.
-			r := runGangs(t, c, tp, runSpec{scenario: "biggang", units: gangs, mode: arriving, timeoutSeconds: 600}, k, rep)
-			t.Logf("big gang %s run %d: %d pods bound %.1fs after the last was created (created in %.1fs, bind window %.1fs), plan %.0f ms, peak RSS %.0f MiB, CPU %.1fs",
-				k, rep, r.Pods, r.AfterLastCreatedSeconds, r.CreateSeconds, r.BindWindowSeconds, r.PlanMaxMs, r.PeakRSSMiB, r.CPUSeconds)
+			r := runGangs(t, c, tp, runSpec{scenario: scenario, units: gangs, mode: arriving, timeoutSeconds: 600}, k, rep)
+			t.Logf("%s %s run %d: %d pods bound %.1fs after the last was created (created in %.1fs, bind window %.1fs), plan %.0f ms, peak RSS %.0f MiB, CPU %.1fs",
+				scenario, k, rep, r.Pods, r.AfterLastCreatedSeconds, r.CreateSeconds, r.BindWindowSeconds, r.PlanMaxMs, r.PeakRSSMiB, r.CPUSeconds)
 			res.Runs = append(res.Runs, r)
 		}
 	}
@@ -218,7 +236,7 @@ func TestBigGang(t *testing.T) {
 	res.VanillaPeakRSSMiB = medianOf(res.Runs, Vanilla, func(r RunResult) float64 { return r.PeakRSSMiB })
 	res.OursCPUSeconds = medianOf(res.Runs, OursBinPack, func(r RunResult) float64 { return r.CPUSeconds })
 	res.VanillaCPUSeconds = medianOf(res.Runs, Vanilla, func(r RunResult) float64 { return r.CPUSeconds })
-	results.BigGang = res
+	return res
 }
 
 // abbaOrder alternates which scheduler runs first (ours, vanilla; vanilla, ours; ...), so that

@@ -26,13 +26,15 @@ type Results struct {
 	ClientRate string            `json:"clientRate,omitempty"`
 	Throughput *ThroughputResult `json:"throughput,omitempty"`
 	BigGang    *BigGangResult    `json:"bigGang,omitempty"`
-	Quality    *QualityResult    `json:"quality,omitempty"`
-	Exhaustive *ExhaustiveResult `json:"exhaustive,omitempty"`
-	Blocked    *BlockedResult    `json:"blocked,omitempty"`
-	Preemption *PreemptionResult `json:"preemption,omitempty"`
-	Plain      *LoadResult       `json:"plainPods,omitempty"`
-	Mixed      *LoadResult       `json:"mixedLoad,omitempty"`
-	Restart    *LoadResult       `json:"restartBacklog,omitempty"`
+	// BigGangStages is the big gang in sub-groups (TestBigGangStages).
+	BigGangStages *BigGangResult    `json:"bigGangStages,omitempty"`
+	Quality       *QualityResult    `json:"quality,omitempty"`
+	Exhaustive    *ExhaustiveResult `json:"exhaustive,omitempty"`
+	Blocked       *BlockedResult    `json:"blocked,omitempty"`
+	Preemption    *PreemptionResult `json:"preemption,omitempty"`
+	Plain         *LoadResult       `json:"plainPods,omitempty"`
+	Mixed         *LoadResult       `json:"mixedLoad,omitempty"`
+	Restart       *LoadResult       `json:"restartBacklog,omitempty"`
 }
 
 // Machine describes where the numbers were taken.
@@ -128,7 +130,7 @@ func TestReport(t *testing.T) {
 	if (back.Throughput != nil) != (results.Throughput != nil) || (back.BigGang != nil) != (results.BigGang != nil) ||
 		(back.Quality != nil) != (results.Quality != nil) || (back.Exhaustive != nil) != (results.Exhaustive != nil) ||
 		(back.Blocked != nil) != (results.Blocked != nil) || (back.Plain != nil) != (results.Plain != nil) ||
-		(back.Preemption != nil) != (results.Preemption != nil) ||
+		(back.Preemption != nil) != (results.Preemption != nil) || (back.BigGangStages != nil) != (results.BigGangStages != nil) ||
 		(back.Mixed != nil) != (results.Mixed != nil) || (back.Restart != nil) != (results.Restart != nil) {
 		t.Errorf("results.json lost a scenario")
 	}
@@ -192,8 +194,15 @@ func summaryTable(r *Results) string {
 		}
 		fmt.Fprintf(&b, "\nratio ours / vanilla: **%.2f** (target >= 1.0)\n\n", tp.Ratio)
 	}
-	if bg := r.BigGang; bg != nil {
-		fmt.Fprintf(&b, "## Big gang: %d pods of 8 GPUs, hard tier %d, on %d nodes; medians of %d runs each\n\n", bg.Pods, bg.Tier, bg.Topology.Nodes, repeats())
+	for _, bg := range []*BigGangResult{r.BigGang, r.BigGangStages} {
+		if bg == nil {
+			continue
+		}
+		stages := ""
+		if bg.StageSize > 0 {
+			stages = fmt.Sprintf(" in %d stages of %d (sub-groups hard at tier 1; vanilla: the same pods)", bg.Pods/bg.StageSize, bg.StageSize)
+		}
+		fmt.Fprintf(&b, "## Big gang: %d pods of 8 GPUs, hard tier %d%s, on %d nodes; medians of %d runs each\n\n", bg.Pods, bg.Tier, stages, bg.Topology.Nodes, repeats())
 		b.WriteString("| scheduler | last created -> all bound s | plan ms | scheduler CPU s | peak RSS MiB | per run: last created -> all bound (first created -> all bound) s |\n| --- | --- | --- | --- | --- | --- |\n")
 		for _, k := range []Kind{OursBinPack, Vanilla} {
 			var each []string
