@@ -169,11 +169,16 @@ func LowestCommon(tree *hypernode.Snapshot, nodes []string) string {
 // request it was made from, and the members left out; with no plan, the request with the
 // most left out and the first error (it explains the whole job).
 //
-// Fitting is monotone in the sub-groups kept: the planner places them one after another in
-// order, so the first k get the same homes whether or not more follow, and fewer leave
-// more room for the members in no sub-group. So the count is bisected: about log2 of the
-// droppable sub-groups plans, not one plan per sub-group (a 5,000-pod job of 625
-// sub-groups would otherwise plan hundreds of times in one scheduling cycle).
+// For members of one shape, fitting is monotone in the sub-groups kept: the planner places
+// them one after another in order, so the first k get the same homes whether or not more
+// follow, and fewer leave more room for the members in no sub-group. So the count is
+// bisected: about log2 of the droppable sub-groups plans, not one plan per sub-group (a
+// 5,000-pod job of 625 sub-groups would otherwise plan hundreds of times in one scheduling
+// cycle). The packer of several shapes is not monotone (its shape order and LeastWaste
+// scores depend on how many members of each shape are left): it is bisected too, which may
+// leave out more sub-groups than needed (they wait and are planned again), and when leaving
+// out the most does not fit, the sub-groups are left out one at a time, so that a plan one
+// at a time would find is never missed.
 func RetryWithoutSubGroups(req Request, err error, info podgroup.Info, states []podgroup.SubGroupState) (*Plan, Request, []string, error) {
 	droppable := 0
 	perPolicy := map[string]int{}
@@ -194,6 +199,14 @@ func RetryWithoutSubGroups(req Request, err error, info podgroup.Info, states []
 	most, dropped := withoutLastSubGroups(req, droppable)
 	plan, retryErr := Make(most)
 	if retryErr != nil {
+		if len(req.Shapes) > 1 {
+			for n := 1; n < droppable; n++ {
+				fewer, fewerDropped := withoutLastSubGroups(req, n)
+				if p, e := Make(fewer); e == nil {
+					return p, fewer, fewerDropped, nil
+				}
+			}
+		}
 		return nil, most, dropped, err
 	}
 	best, bestDropped := most, dropped

@@ -298,8 +298,13 @@ func TestRetryWithoutSubGroupsLeavesOutTheFewest(t *testing.T) {
 		if err == nil {
 			continue
 		}
+		// One at a time, while at least minMember (2) pending members are left.
 		var wantDropped []string
+		left := len(req.Pending)
 		for n := 1; n < len(sgs); n++ {
+			if left -= len(sgs[len(sgs)-n].Pending); left < 2 {
+				break
+			}
 			fewer, dropped := withoutLastSubGroups(req, n)
 			if _, e := Make(fewer); e == nil {
 				wantDropped = dropped
@@ -316,5 +321,136 @@ func TestRetryWithoutSubGroupsLeavesOutTheFewest(t *testing.T) {
 		if diff := cmp.Diff(wantDropped, dropped); diff != "" {
 			t.Fatalf("trial %d: members left out (-one after another,+bisection):\n%s", trial, diff)
 		}
+	}
+}
+
+// TestRetryWithoutSubGroupsSeveralShapes: the packer of several shapes is not monotone.
+// Leaving out the last sub-group fits (a0 takes l2, the tightest for two A members, so b0
+// still fits next to its placed sibling in l1), leaving out the last two does not (with one A
+// member every leaf ties, a0 takes l1 by name, and b0 no longer fits there). minMember
+// allows leaving out two: the retry must still find the plan without the last one.
+func TestRetryWithoutSubGroupsSeveralShapes(t *testing.T) {
+	nodes := map[string]labels.Set{"n1": {}, "n2": {}, "n3": {}}
+	tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
+		hntesting.MakeHyperNode("l1").Tier(1).Nodes("n1").Obj(),
+		hntesting.MakeHyperNode("l2").Tier(1).Nodes("n2").Obj(),
+		hntesting.MakeHyperNode("l3").Tier(1).Nodes("n3").Obj(),
+		hntesting.MakeHyperNode("spine").Tier(2).Children("l1", "l2", "l3").Obj(),
+	}).Snapshot()
+	c := shapedCluster{alloc: [2]float64{16, 0}, free: map[string][2]float64{"n1": {8, 0}, "n2": {5, 0}, "n3": {16, 0}}}
+	req := c.request([]testShape{
+		{name: "cpu=4", members: []string{"a0", "a1", "a2", "a3", "a4", "a5", "a6"}, req: [2]float64{4, 0}},
+		{name: "cpu=5", members: []string{"b0"}, req: [2]float64{5, 0}},
+	})
+	sg := func(id string, pending ...string) SubGroup {
+		return SubGroup{ID: id, Policy: "p", Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pending}
+	}
+	req.SubGroups = []SubGroup{sg("sg0", "a0"), sg("sg1", "b0"), sg("sg2", "a1"), sg("sg3", "a2", "a3", "a4", "a5", "a6")}
+	req.SubGroups[1].Placed = []string{"n1"}
+	req.Tree, req.Constraint, req.MaxTier, req.Placed, req.Strategy = tree, "hard topology (tier<=2)", 2, []string{"n1"}, LeastWaste
+	var states []podgroup.SubGroupState
+	for _, s := range req.SubGroups {
+		states = append(states, podgroup.SubGroupState{SubGroup: podgroup.SubGroup{Policy: "p", ID: s.ID}, Members: len(s.Pending)})
+	}
+	info := podgroup.Info{PodGroup: &schedulingv1alpha1.PodGroup{Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 3}},
+		SubGroupPolicies: []podgroup.SubGroupPolicy{{Name: "p", SubGroupSize: 1}}}
+	if _, err := Make(withoutLast(req, 2)); err == nil {
+		t.Fatal("leaving out two sub-groups fits: the case no longer shows the packer's non-monotony")
+	}
+	_, err := Make(req)
+	if err == nil {
+		t.Fatal("the whole job fits")
+	}
+	plan, _, dropped, err := RetryWithoutSubGroups(req, err, info, states)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a2", "a3", "a4", "a5", "a6"}, dropped); diff != "" {
+		t.Errorf("members left out (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"a0": "n2", "b0": "n1", "a1": "n3"}, plan.PodNode); diff != "" {
+		t.Errorf("nodes (-want,+got):\n%s", diff)
+	}
+}
+
+func withoutLast(req Request, n int) Request {
+	out, _ := withoutLastSubGroups(req, n)
+	return out
+}
+
+// TestRetryWithoutSubGroupsSeveralShapesNeverMissesAPlan: for jobs of two shapes on random
+// clusters, the retry finds a plan exactly when leaving out one sub-group after another does,
+// and never leaves out fewer (bisection may leave out more: the packer is not monotone).
+func TestRetryWithoutSubGroupsSeveralShapesNeverMissesAPlan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	info := podgroup.Info{PodGroup: &schedulingv1alpha1.PodGroup{Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}},
+		SubGroupPolicies: []podgroup.SubGroupPolicy{{Name: "tp", SubGroupSize: 1}}}
+	retried := 0
+	for trial := range 300 {
+		c := shapedCluster{alloc: [2]float64{16, 0}, free: map[string][2]float64{}}
+		for i := range 16 {
+			c.free[fmt.Sprintf("node-%d", i)] = [2]float64{float64(rng.IntN(17)), 0}
+		}
+		a := testShape{name: "cpu=4", req: [2]float64{4, 0}}
+		b := testShape{name: "cpu=5", req: [2]float64{5, 0}}
+		var groups [][]string
+		for g := range 6 {
+			var members []string
+			for i := range 1 + rng.IntN(4) {
+				name := fmt.Sprintf("g%d-%d", g, i)
+				if rng.IntN(3) == 0 {
+					b.members = append(b.members, name)
+				} else {
+					a.members = append(a.members, name)
+				}
+				members = append(members, name)
+			}
+			groups = append(groups, members)
+		}
+		if len(a.members) == 0 || len(b.members) == 0 {
+			continue
+		}
+		req := c.request([]testShape{a, b})
+		var pending []string
+		var states []podgroup.SubGroupState
+		for g, members := range groups {
+			id := fmt.Sprintf("tp-%d", g)
+			req.SubGroups = append(req.SubGroups, SubGroup{ID: id, Policy: "tp", Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: members})
+			states = append(states, podgroup.SubGroupState{SubGroup: podgroup.SubGroup{Policy: "tp", ID: id, Index: g}, Members: len(members)})
+			pending = append(pending, members...)
+		}
+		req.Pending = pending // in sub-group order, as GangRequest gives them
+		req.Tree, req.Constraint, req.MaxTier = seed003(), "hard topology (tier<=2)", 2
+		if rng.IntN(2) == 0 {
+			req.Strategy = LeastWaste
+		}
+		_, err := Make(req)
+		if err == nil {
+			continue
+		}
+		retried++
+		want := -1 // sub-groups left out one at a time until the job fits (-1: never)
+		left := len(req.Pending)
+		for n := 1; n < len(groups); n++ {
+			if left -= len(groups[len(groups)-n]); left < 2 {
+				break
+			}
+			if _, e := Make(withoutLast(req, n)); e == nil {
+				want = n
+				break
+			}
+		}
+		plan, got, _, _ := RetryWithoutSubGroups(req, err, info, states)
+		switch {
+		case want < 0 && plan != nil:
+			t.Fatalf("trial %d: a plan without %d sub-groups, none one at a time", trial, len(groups)-len(got.SubGroups))
+		case want >= 0 && plan == nil:
+			t.Fatalf("trial %d: no plan, one at a time finds one without %d sub-groups", trial, want)
+		case want >= 0 && len(groups)-len(got.SubGroups) < want:
+			t.Fatalf("trial %d: a plan without %d sub-groups, fewer than one at a time (%d)", trial, len(groups)-len(got.SubGroups), want)
+		}
+	}
+	if retried < 100 {
+		t.Fatalf("only %d of 300 trials needed the retry", retried)
 	}
 }

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -240,7 +241,11 @@ func (m *mixed) subGroupHome(pk *packing, domain string, sg SubGroup) (float64, 
 					continue
 				}
 			}
-			options = append(options, option{name: h, placed: countInside(tree, sg.Placed, h), score: score(h)})
+			sc := score(h)
+			if math.IsNaN(sc) {
+				sc = math.Inf(-1) // ranked last (only non-finite resources give one): a valid order
+			}
+			options = append(options, option{name: h, placed: countInside(tree, sg.Placed, h), score: sc})
 		}
 		// Stable: equal options stay in Candidates' order, by name.
 		sort.SliceStable(options, func(i, j int) bool {

@@ -254,3 +254,23 @@ func TestMakeMixedShapesSubGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestPackingUndo: undo returns a packing to exactly what it was at the mark, the nodes and
+// leaves first used after it included (no zero counts left behind: code tests their presence).
+func TestPackingUndo(t *testing.T) {
+	build := func() *packing {
+		pk := newPacking("s4", 2)
+		pk.put("node-0", "s0", 0, 2, []string{"w0", "w1"})
+		pk.put("node-1", "s0", 1, 2, []string{"launcher"})
+		return pk
+	}
+	pk := build()
+	mark := pk.mark()
+	pk.put("node-0", "s0", 1, 2, []string{"l2"})       // a node and a leaf used before
+	pk.put("node-2", "s1", 0, 2, []string{"w2", "w3"}) // a new node in a new leaf
+	pk.put("node-3", "s1", 0, 2, []string{"w4"})
+	pk.undo(mark)
+	if diff := cmp.Diff(build(), pk, cmp.AllowUnexported(packing{}, put{})); diff != "" {
+		t.Errorf("packing after undo (-want,+got):\n%s", diff)
+	}
+}

@@ -96,7 +96,9 @@ type Shape struct {
 
 // Fitter returns how many members of Shapes[shape] fit on node next to planned[i] members
 // of each Shapes[i] planned there before, at most limit. It runs the scheduler's Filter
-// plugins, so it is called only for nodes that planned members already share.
+// plugins, so it is called only for nodes that planned members already share. The planner
+// takes a shape's solo capacity as an upper bound: a Fitter never answers more than the
+// node's solo capacity of the shape less the members of that shape planned on it.
 type Fitter func(node string, planned []int, shape, limit int) int
 
 // SubGroup is one sub-group (partition) of the job.
