@@ -155,7 +155,12 @@ func Make(req Request) (*Plan, error) {
 	p := &planner{req: req, capacity: map[string]int{}}
 	demand := len(req.Pending)
 	if demand == 0 {
-		return &Plan{PodLeaf: map[string]string{}, LeafPods: map[string][]string{}}, nil
+		// Nothing to place: the domain is where the placed members are (messages name it).
+		plan := &Plan{Domain: p.placedAncestor(), PodLeaf: map[string]string{}, LeafPods: map[string][]string{}}
+		if info, ok := req.Tree.HyperNode(plan.Domain); ok && plan.Domain != "" {
+			plan.Tier = info.Tier
+		}
+		return plan, nil
 	}
 	p.computeCapacity()
 	var s search = uniform{p}

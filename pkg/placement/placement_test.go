@@ -239,3 +239,17 @@ func TestMakeSubGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestMakeNothingPending: with every member placed, the plan is empty and names the domain
+// that holds the placed members (messages about members left out name it).
+func TestMakeNothingPending(t *testing.T) {
+	got, err := Make(Request{Tree: seed001(), Constraint: "hard topology (tier<=2)", MaxTier: 2,
+		Placed: []string{"node-0", "node-3"}, Nodes: capacities(everyNode(1)), Weights: []float64{1}, PodRequest: []float64{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Plan{Domain: "s4", Tier: 2, PodLeaf: map[string]string{}, LeafPods: map[string][]string{}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("plan (-want,+got):\n%s", diff)
+	}
+}

@@ -137,8 +137,17 @@ func TestSubGroupsMinSubGroups(t *testing.T) {
 		podgroup.SubGroupPolicyAnnotation:  fmt.Sprintf(partitionPolicy, 2),
 	}, partitionLabel(4))
 	got := e.waitBound(names[:8])
+	key := e.ns + "/train"
 	for i := 8; i < 12; i++ {
-		e.waitCondition(names[i], v1.PodReasonUnschedulable, "sub-group tp-2 does not fit")
+		// The plan names the domain the job runs in, and the left-out sub-group preempts
+		// nothing: the job has what it needs.
+		e.waitCondition(names[i], v1.PodReasonUnschedulable, "gang "+key+": sub-group tp-2 does not fit next to the job's other sub-groups in t2-a now. "+
+			"preemption: not attempted: gang "+key+" is planned without this member, which waits for room, "+
+			"gang "+key+": sub-group tp-2: this member cannot be placed, so no member of the sub-group binds")
+	}
+	// Nothing of tp-2 was waiting: no member failing there reports a rejection.
+	if rejected := e.eventsByReason()["GangRejected"]; len(rejected) > 0 {
+		t.Errorf("GangRejected Events for a sub-group left out by the plan: %q", rejected)
 	}
 	bound := e.bound()
 	for _, n := range names[8:] {

@@ -55,7 +55,10 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
 	g.mu.Unlock()
-	if info.PodGroup != nil {
+	// A sub-group with no member waiting (one the plan left out for lack of room, each of
+	// whose members fails here) rejects nothing: no Event. The whole gang's failure is one
+	// even with nobody waiting yet: it says why the gang does not start.
+	if info.PodGroup != nil && (only == nil || rejected > 0) {
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangRejected,
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
 	}

@@ -172,17 +172,24 @@ func (g *Gang) rejectRoundLocked(key podgroup.Key, msg string, only func(*v1.Pod
 	if r == nil {
 		return 0
 	}
-	waiting := map[types.UID]fwk.WaitingPod{}
-	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if g.memberRound[wp.GetPod().UID] == r {
-			waiting[wp.GetPod().UID] = wp
-		}
-	})
-	rejected := 0
+	chosen := make(map[types.UID]*v1.Pod, len(r.members))
 	for uid, pod := range r.members {
-		if only != nil && !only(pod) {
-			continue
+		if only == nil || only(pod) {
+			chosen[uid] = pod
 		}
+	}
+	// Every waiting pod of the cluster is looked at only when there is a member to reject (a
+	// sub-group the plan left out has none, and each of its members fails here).
+	waiting := map[types.UID]fwk.WaitingPod{}
+	if len(chosen) > 0 {
+		g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+			if g.memberRound[wp.GetPod().UID] == r {
+				waiting[wp.GetPod().UID] = wp
+			}
+		})
+	}
+	rejected := 0
+	for uid, pod := range chosen {
 		delete(r.members, uid)
 		delete(g.memberRound, uid)
 		g.registry.Unreserve(pod)

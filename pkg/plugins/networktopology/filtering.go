@@ -71,6 +71,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 		}
 	}
 	if plan.deferred.Has(pod.Name) {
+		state.Write(deferredStateKey, deferredState{})
 		if sub, ok := podgroup.SubGroupOf(info.SubGroupPolicies, pod); ok {
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 				"gang %s: sub-group %s does not fit next to the job's other sub-groups in %s now", key, sub.ID, plan.domain))
