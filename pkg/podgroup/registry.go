@@ -93,6 +93,11 @@ type group struct {
 	// members and scheduled (bound or reserved) members, kept up to date on every change.
 	memberSub map[types.UID]SubGroup
 	subCounts map[string]*SubGroupState
+	// incompleteScheduled sums the scheduled members of the sub-groups below their
+	// subGroupSize (they cannot bind yet), completeByPolicy counts each policy's complete
+	// sub-groups: Permit reads them for every member, in O(policies) (subgroup_counts.go).
+	incompleteScheduled int
+	completeByPolicy    map[string]int
 }
 
 // Info is what the plugins need to know about a group at one moment.
@@ -139,7 +144,8 @@ func (r *Registry) groupLocked(key Key) *group {
 	g := r.groups[key]
 	if g == nil {
 		g = &group{members: map[types.UID]*v1.Pod{}, bound: sets.New[types.UID](), assumed: map[types.UID]string{},
-			memberSub: map[types.UID]SubGroup{}, subCounts: map[string]*SubGroupState{}, attempted: sets.New[types.UID]()}
+			memberSub: map[types.UID]SubGroup{}, subCounts: map[string]*SubGroupState{}, completeByPolicy: map[string]int{},
+			attempted: sets.New[types.UID]()}
 		r.groups[key] = g
 	}
 	return g
@@ -226,6 +232,46 @@ func (r *Registry) SubGroups(key Key, pod *v1.Pod) (states []SubGroupState, sub 
 		}
 	}
 	return states, sub, ok
+}
+
+// SubGroupProgress is how far a job is toward binding, by its sub-groups.
+type SubGroupProgress struct {
+	// Bindable counts the scheduled (bound or reserved) members that can bind: those of
+	// complete sub-groups (subGroupSize scheduled) and of the job's default group.
+	Bindable int
+	// CompleteByPolicy counts each policy's complete sub-groups.
+	CompleteByPolicy map[string]int
+	// Sub is pod's sub-group (InSub false: the job's default group); SubComplete says
+	// whether it is complete.
+	Sub         SubGroup
+	InSub       bool
+	SubComplete bool
+}
+
+// Progress returns how far a group is toward binding, and where pod stands, in
+// O(policies): what Permit asks for every member (SubGroups is O(sub-groups)).
+func (r *Registry) Progress(key Key, pod *v1.Pod) SubGroupProgress {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.groups[key]
+	if g == nil {
+		return SubGroupProgress{}
+	}
+	out := SubGroupProgress{Bindable: g.bound.Len() + len(g.assumed) - g.incompleteScheduled,
+		CompleteByPolicy: make(map[string]int, len(g.completeByPolicy))}
+	for policy, n := range g.completeByPolicy {
+		out.CompleteByPolicy[policy] = n
+	}
+	if pod != nil {
+		out.Sub, out.InSub = g.memberSub[pod.UID]
+		if !out.InSub {
+			out.Sub, out.InSub = SubGroupOf(g.subGroups, pod)
+		}
+		if c := g.subCounts[out.Sub.ID]; out.InSub && c != nil {
+			out.SubComplete = c.Scheduled >= g.subGroupSize(c.Policy)
+		}
+	}
+	return out
 }
 
 // PendingMembers returns the members that are neither bound nor reserved, by name.

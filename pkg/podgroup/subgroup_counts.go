@@ -36,12 +36,44 @@ func (g *group) track(uid types.UID) func() {
 		}
 		if now := g.scheduled(uid); now != wasScheduled {
 			if now {
-				c.Scheduled++
+				g.addScheduled(c, 1)
 			} else {
-				c.Scheduled--
+				g.addScheduled(c, -1)
 			}
 		}
 	}
+}
+
+// addScheduled changes a sub-group's scheduled count by delta and keeps the group's
+// aggregates (incompleteScheduled, completeByPolicy) true.
+func (g *group) addScheduled(c *SubGroupState, delta int) {
+	size := g.subGroupSize(c.Policy)
+	wasComplete := c.Scheduled >= size
+	if !wasComplete {
+		g.incompleteScheduled -= c.Scheduled
+	}
+	c.Scheduled += delta
+	isComplete := c.Scheduled >= size
+	if !isComplete {
+		g.incompleteScheduled += c.Scheduled
+	}
+	switch {
+	case isComplete && !wasComplete:
+		g.completeByPolicy[c.Policy]++
+	case wasComplete && !isComplete:
+		g.completeByPolicy[c.Policy]--
+	}
+}
+
+// subGroupSize is the subGroupSize of a policy (0 for one the group does not have: its
+// sub-groups count as complete, as Permit always counted them).
+func (g *group) subGroupSize(policy string) int {
+	for _, p := range g.subGroups {
+		if p.Name == policy {
+			return int(p.SubGroupSize)
+		}
+	}
+	return 0
 }
 
 // assignSubGroupLocked puts a member in its sub-group.
@@ -55,10 +87,13 @@ func (g *group) assignSubGroupLocked(uid types.UID, pod *v1.Pod) {
 	if c == nil {
 		c = &SubGroupState{SubGroup: sub}
 		g.subCounts[sub.ID] = c
+		if g.subGroupSize(sub.Policy) == 0 {
+			g.completeByPolicy[sub.Policy]++ // complete with nobody scheduled
+		}
 	}
 	c.Members++
 	if g.scheduled(uid) {
-		c.Scheduled++
+		g.addScheduled(c, 1)
 	}
 }
 
@@ -71,7 +106,7 @@ func (g *group) unassignSubGroupLocked(uid types.UID) {
 	if c := g.subCounts[sub.ID]; c != nil {
 		c.Members--
 		if g.scheduled(uid) {
-			c.Scheduled--
+			g.addScheduled(c, -1)
 		}
 	}
 	delete(g.memberSub, uid)
@@ -81,6 +116,7 @@ func (g *group) unassignSubGroupLocked(uid types.UID) {
 func (g *group) rebuildSubGroupsLocked() {
 	g.memberSub = map[types.UID]SubGroup{}
 	g.subCounts = map[string]*SubGroupState{}
+	g.incompleteScheduled, g.completeByPolicy = 0, map[string]int{}
 	for uid, p := range g.members {
 		g.assignSubGroupLocked(uid, p)
 	}

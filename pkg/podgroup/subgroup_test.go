@@ -1,9 +1,12 @@
 package podgroup
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -131,5 +134,82 @@ func TestExampleParses(t *testing.T) {
 	worker := st.MakePod().Label("batch.kubernetes.io/job-completion-index", "5").Obj()
 	if sub, ok := SubGroupOf(policies, worker); !ok || sub.ID != "tp-1" {
 		t.Errorf("worker 5 is in %v, want tp-1", sub)
+	}
+}
+
+// TestProgressFollowsEveryChange: after every change of a random sequence (members added,
+// reserved, unreserved, bound, deleted, the policies changed), Progress, kept by events,
+// equals what a count over every sub-group gives.
+func TestProgressFollowsEveryChange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	r := New()
+	key := Key{Namespace: "ns", Name: "job"}
+	policies := []string{
+		`[{"name":"tp","subGroupSize":2,"minSubGroups":1,"matchLabelKeys":["partition"]},{"name":"idx","subGroupSize":3,"partitionSize":3}]`,
+		`[{"name":"tp","subGroupSize":1,"matchLabelKeys":["partition"]}]`,
+	}
+	setPolicy := func(i int) {
+		r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job",
+			Annotations: map[string]string{SubGroupPolicyAnnotation: policies[i]}}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1}})
+	}
+	setPolicy(0)
+	pods := map[string]*v1.Pod{}
+	for step := range 2000 {
+		name := fmt.Sprintf("p%d", rng.IntN(30))
+		p := pods[name]
+		switch op := rng.IntN(6); {
+		case p == nil || op == 0:
+			if p != nil {
+				continue
+			}
+			p = st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "job").Obj()
+			switch rng.IntN(3) {
+			case 0:
+				p.Labels["partition"] = strconv.Itoa(rng.IntN(4))
+			case 1:
+				p.Labels["batch.kubernetes.io/job-completion-index"] = strconv.Itoa(rng.IntN(9))
+			}
+			r.SetPod(nil, p)
+			pods[name] = p
+		case op == 1:
+			r.Reserve(p, "n1")
+		case op == 2:
+			r.Unreserve(p)
+		case op == 3 && p.Spec.NodeName == "":
+			bound := p.DeepCopy()
+			bound.Spec.NodeName = "n2"
+			r.SetPod(p, bound)
+			pods[name] = bound
+		case op == 4:
+			r.DeletePod(p)
+			delete(pods, name)
+		case op == 5 && rng.IntN(20) == 0:
+			setPolicy(rng.IntN(2))
+		}
+		info := r.Info(key)
+		states, _, _ := r.SubGroups(key, nil)
+		want := SubGroupProgress{Bindable: info.Scheduled, CompleteByPolicy: map[string]int{}}
+		for _, s := range states {
+			size := 0
+			for _, pol := range info.SubGroupPolicies {
+				if pol.Name == s.Policy {
+					size = int(pol.SubGroupSize)
+				}
+			}
+			if s.Scheduled >= size {
+				want.CompleteByPolicy[s.Policy]++
+			} else {
+				want.Bindable -= s.Scheduled
+			}
+		}
+		got := r.Progress(key, nil)
+		for policy, n := range got.CompleteByPolicy {
+			if n == 0 {
+				delete(got.CompleteByPolicy, policy) // a policy whose sub-groups were all complete once
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("step %d: progress (-counted,+kept):\n%s", step, diff)
+		}
 	}
 }

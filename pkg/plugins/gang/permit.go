@@ -102,9 +102,8 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s does not exist", key)), 0
 	}
 	minMember, timeout := info.MinMember(), g.timeout(info)
-	states, sub, inSub := g.registry.SubGroups(key, pod)
-	complete := completeSubGroups(info, states)
-	if !g.jobComplete(info, states, complete) || (inSub && !complete.Has(sub.ID)) {
+	progress := g.registry.Progress(key, pod)
+	if !jobComplete(info, progress) || (progress.InSub && !progress.SubComplete) {
 		started := !r.waitingSince.IsZero()
 		if !started {
 			g.startRoundLocked(logger, key, r, timeout)
@@ -121,17 +120,22 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 			// O(members), and they stay in the active queue once there.
 			g.activatePending(logger, key)
 		}
-		logger.V(4).Info("Gang member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "scheduled", info.Scheduled, "minMember", minMember, "subGroup", sub.ID)
+		logger.V(4).Info("Gang member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "scheduled", info.Scheduled, "minMember", minMember, "subGroup", progress.Sub.ID)
 		msg := fmt.Sprintf("waiting for gang %s: %d of %d (minMember) members reserved or bound", key, info.Scheduled, minMember)
-		if inSub {
-			msg += fmt.Sprintf("; sub-group %s complete: %v", sub.ID, complete.Has(sub.ID))
+		if progress.InSub {
+			msg += fmt.Sprintf("; sub-group %s complete: %v", progress.Sub.ID, progress.SubComplete)
 		}
 		// The round's own deadline rejects it under the gang lock; the framework's timer only
 		// backs it up, so that it can never fire while the round is being allowed.
 		return fwk.NewStatus(fwk.Wait, msg), maxPermitWait
 	}
 	// Allow this member and every waiting member of the round whose sub-group (if any) is
-	// complete, as one batch.
+	// complete, as one batch (once per round: the O(sub-groups) set is fine here).
+	var complete sets.Set[string]
+	if len(info.SubGroupPolicies) > 0 {
+		states, _, _ := g.registry.SubGroups(key, nil)
+		complete = completeSubGroups(info, states)
+	}
 	var allow []fwk.WaitingPod
 	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		p := wp.GetPod()
@@ -190,21 +194,12 @@ func completeSubGroups(info podgroup.Info, states []podgroup.SubGroupState) sets
 // jobComplete: minMember members reserved or bound, counting only the members that can bind
 // (those of complete sub-groups and of the default group), and minSubGroups complete
 // sub-groups of every policy.
-func (g *Gang) jobComplete(info podgroup.Info, states []podgroup.SubGroupState, complete sets.Set[string]) bool {
-	bindable := info.Scheduled
-	perPolicy := map[string]int{}
-	for _, s := range states {
-		if complete.Has(s.ID) {
-			perPolicy[s.Policy]++
-		} else {
-			bindable -= s.Scheduled
-		}
-	}
-	if bindable < info.MinMember() {
+func jobComplete(info podgroup.Info, progress podgroup.SubGroupProgress) bool {
+	if progress.Bindable < info.MinMember() {
 		return false
 	}
 	for _, p := range info.SubGroupPolicies {
-		if perPolicy[p.Name] < int(p.MinSubGroups) {
+		if progress.CompleteByPolicy[p.Name] < int(p.MinSubGroups) {
 			return false
 		}
 	}
@@ -219,7 +214,7 @@ func (g *Gang) rejectionScope(key podgroup.Key, info podgroup.Info, pod *v1.Pod)
 	if !inSub {
 		return nil, ""
 	}
-	dispensable := g.jobComplete(info, states, completeSubGroups(info, states))
+	dispensable := jobComplete(info, g.registry.Progress(key, nil))
 	if !dispensable {
 		var minSubGroups, others, subMembers int
 		for _, p := range info.SubGroupPolicies {
