@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
@@ -125,4 +126,23 @@ func SortByRank(members []Member) {
 		}
 		return members[i].Pod.Name < members[j].Pod.Name
 	})
+}
+
+// deferredKey marks, in a scheduling cycle's state, a member its gang's plan leaves out for
+// lack of room (a sub-group that does not fit next to the others, a member beyond
+// minMember): NetworkTopologyAware writes it, the PostFilter plugins read it.
+const deferredKey fwk.StateKey = "hypernode.dev/deferred"
+
+type deferredState struct{}
+
+func (deferredState) Clone() fwk.StateData { return deferredState{} }
+
+// MarkDeferred records in the cycle's state that the member is left out by its gang's plan.
+func MarkDeferred(state fwk.CycleState) { state.Write(deferredKey, deferredState{}) }
+
+// Deferred reports whether the member of this cycle is left out by its gang's plan: the gang
+// runs without it, so it is nothing to preempt for and its failure rejects nobody.
+func Deferred(state fwk.CycleState) bool {
+	_, err := state.Read(deferredKey)
+	return err == nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -138,8 +139,9 @@ func TestExampleParses(t *testing.T) {
 }
 
 // TestProgressFollowsEveryChange: after every change of a random sequence (members added,
-// reserved, unreserved, bound, deleted, the policies changed), Progress, kept by events,
-// equals what a count over every sub-group gives.
+// relabelled into another sub-group, reserved, unreserved, bound, deleted; the policies
+// changed, the PodGroup deleted and recreated), Progress, kept by events, equals a count
+// over the test's own record of the members.
 func TestProgressFollowsEveryChange(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	r := New()
@@ -153,53 +155,79 @@ func TestProgressFollowsEveryChange(t *testing.T) {
 			Annotations: map[string]string{SubGroupPolicyAnnotation: policies[i]}}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1}})
 	}
 	setPolicy(0)
+	relabel := func(p *v1.Pod) {
+		delete(p.Labels, "partition")
+		delete(p.Labels, "batch.kubernetes.io/job-completion-index")
+		switch rng.IntN(3) {
+		case 0:
+			p.Labels["partition"] = strconv.Itoa(rng.IntN(4))
+		case 1:
+			p.Labels["batch.kubernetes.io/job-completion-index"] = strconv.Itoa(rng.IntN(9))
+		}
+	}
 	pods := map[string]*v1.Pod{}
-	for step := range 2000 {
+	reserved := map[string]bool{}
+	for step := range 3000 {
 		name := fmt.Sprintf("p%d", rng.IntN(30))
 		p := pods[name]
-		switch op := rng.IntN(6); {
-		case p == nil || op == 0:
-			if p != nil {
-				continue
-			}
+		switch op := rng.IntN(8); {
+		case p == nil:
 			p = st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "job").Obj()
-			switch rng.IntN(3) {
-			case 0:
-				p.Labels["partition"] = strconv.Itoa(rng.IntN(4))
-			case 1:
-				p.Labels["batch.kubernetes.io/job-completion-index"] = strconv.Itoa(rng.IntN(9))
-			}
+			relabel(p)
 			r.SetPod(nil, p)
 			pods[name] = p
-		case op == 1:
+		case op == 0:
+			changed := p.DeepCopy()
+			relabel(changed)
+			r.SetPod(p, changed)
+			pods[name] = changed
+		case op == 1 && p.Spec.NodeName == "":
 			r.Reserve(p, "n1")
+			reserved[name] = true
 		case op == 2:
 			r.Unreserve(p)
+			delete(reserved, name)
 		case op == 3 && p.Spec.NodeName == "":
 			bound := p.DeepCopy()
 			bound.Spec.NodeName = "n2"
 			r.SetPod(p, bound)
 			pods[name] = bound
+			delete(reserved, name)
 		case op == 4:
 			r.DeletePod(p)
 			delete(pods, name)
-		case op == 5 && rng.IntN(20) == 0:
+			delete(reserved, name)
+		case op == 5 && rng.IntN(10) == 0:
+			setPolicy(rng.IntN(2))
+		case op == 6 && rng.IntN(30) == 0:
+			r.DeletePodGroup("ns", "job")
+		case op == 7 && rng.IntN(10) == 0 && r.Info(key).PodGroup == nil:
 			setPolicy(rng.IntN(2))
 		}
 		info := r.Info(key)
-		states, _, _ := r.SubGroups(key, nil)
-		want := SubGroupProgress{Bindable: info.Scheduled, CompleteByPolicy: map[string]int{}}
-		for _, s := range states {
-			size := 0
-			for _, pol := range info.SubGroupPolicies {
-				if pol.Name == s.Policy {
-					size = int(pol.SubGroupSize)
+		size := map[string]int{}
+		for _, pol := range info.SubGroupPolicies {
+			size[pol.Name] = int(pol.SubGroupSize)
+		}
+		scheduledIn, policyOf := map[string]int{}, map[string]string{}
+		want := SubGroupProgress{CompleteByPolicy: map[string]int{}}
+		for n, pod := range pods {
+			scheduled := reserved[n] || pod.Spec.NodeName != ""
+			if scheduled {
+				want.Bindable++
+			}
+			if sub, ok := SubGroupOf(info.SubGroupPolicies, pod); ok {
+				policyOf[sub.ID] = sub.Policy
+				if scheduled {
+					scheduledIn[sub.ID]++
 				}
 			}
-			if s.Scheduled >= size {
-				want.CompleteByPolicy[s.Policy]++
+		}
+		for id, policy := range policyOf {
+			if scheduledIn[id] >= size[policy] {
+				want.CompleteByPolicy[policy]++
 			} else {
-				want.Bindable -= s.Scheduled
+				want.Bindable -= scheduledIn[id]
 			}
 		}
 		got := r.Progress(key, nil)
@@ -208,8 +236,16 @@ func TestProgressFollowsEveryChange(t *testing.T) {
 				delete(got.CompleteByPolicy, policy) // a policy whose sub-groups were all complete once
 			}
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("step %d: progress (-counted,+kept):\n%s", step, diff)
+		}
+		if p := pods[name]; p != nil {
+			sub, inSub := SubGroupOf(info.SubGroupPolicies, p)
+			wantOwn := SubGroupProgress{Sub: sub, InSub: inSub, SubComplete: inSub && scheduledIn[sub.ID] >= size[sub.Policy]}
+			own := r.Progress(key, p)
+			if diff := cmp.Diff(wantOwn, SubGroupProgress{Sub: own.Sub, InSub: own.InSub, SubComplete: own.SubComplete}); diff != "" {
+				t.Fatalf("step %d: %s's sub-group (-counted,+kept):\n%s", step, name, diff)
+			}
 		}
 	}
 }

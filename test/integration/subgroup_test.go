@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -145,9 +146,16 @@ func TestSubGroupsMinSubGroups(t *testing.T) {
 			"preemption: not attempted: gang "+key+" is planned without this member, which waits for room, "+
 			"gang "+key+": sub-group tp-2: this member cannot be placed, so no member of the sub-group binds")
 	}
-	// Nothing of tp-2 was waiting: no member failing there reports a rejection.
-	if rejected := e.eventsByReason()["GangRejected"]; len(rejected) > 0 {
+	// Nothing of tp-2 was waiting: no member failing there reports a rejection, and a plan
+	// that places nobody (tp-2 planned again after the others reserved) is announced as nothing.
+	events := e.eventsByReason()
+	if rejected := events["GangRejected"]; len(rejected) > 0 {
 		t.Errorf("GangRejected Events for a sub-group left out by the plan: %q", rejected)
+	}
+	for _, note := range events["TopologyPlanned"] {
+		if !strings.Contains(note, ": 8 pending members over leaves [leaf-0 leaf-1]") {
+			t.Errorf("TopologyPlanned %q, want only the plan of the 8 members", note)
+		}
 	}
 	bound := e.bound()
 	for _, n := range names[8:] {

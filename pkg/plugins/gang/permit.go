@@ -130,7 +130,8 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		return fwk.NewStatus(fwk.Wait, msg), maxPermitWait
 	}
 	// Allow this member and every waiting member of the round whose sub-group (if any) is
-	// complete, as one batch (once per round: the O(sub-groups) set is fine here).
+	// complete, as one batch. (This branch runs for each member that completes a sub-group
+	// or comes after the job is complete: O(sub-groups) each, not for every member.)
 	var complete sets.Set[string]
 	if len(info.SubGroupPolicies) > 0 {
 		states, _, _ := g.registry.SubGroups(key, nil)

@@ -234,3 +234,34 @@ func TestElasticGangForgetsFailuresOfMembersThatReserved(t *testing.T) {
 		t.Errorf("scheduled = %d, want p0 and p1 still reserved", got)
 	}
 }
+
+// TestPostFilterOfAMemberLeftOut: a member its gang's plan left out (marked so by
+// NetworkTopologyAware's PreFilter) fails in every cycle by design: with nobody of its
+// sub-group waiting, its failure records no Event; the same failure of a member that was
+// planned does, and both say what the gang does.
+func TestPostFilterOfAMemberLeftOut(t *testing.T) {
+	e := newEnv(t, 60)
+	pods := e.partitionedJob(`[{"name":"tp","subGroupSize":2,"matchLabelKeys":["partition"]}]`, 2, 6, 2)
+	want := "gang team/job: sub-group tp-2: this member cannot be placed, so no member of the sub-group binds"
+	for _, tc := range []struct {
+		name       string
+		leftOut    bool
+		wantEvents []string
+	}{
+		{name: "left out by the plan", leftOut: true},
+		{name: "planned", wantEvents: []string{"Warning GangRejected gang team/job: sub-group tp-2: member p4 cannot be placed; 0 waiting members rejected and their resources released"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := framework.NewCycleState()
+			if tc.leftOut {
+				podgroup.MarkDeferred(state)
+			}
+			if _, status := e.plugin.PostFilter(e.ctx, state, pods[4], framework.NewDefaultNodeToStatus()); status.Message() != want {
+				t.Errorf("PostFilter message %q, want %q", status.Message(), want)
+			}
+			if diff := cmp.Diff(tc.wantEvents, drain(e.recorder.Events)); diff != "" {
+				t.Errorf("events (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

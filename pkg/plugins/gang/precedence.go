@@ -55,10 +55,9 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
 	g.mu.Unlock()
-	// A sub-group with no member waiting (one the plan left out for lack of room, each of
-	// whose members fails here) rejects nothing: no Event. The whole gang's failure is one
-	// even with nobody waiting yet: it says why the gang does not start.
-	if info.PodGroup != nil && (only == nil || rejected > 0) {
+	// A member its gang's plan left out for lack of room fails here by design, each of them
+	// in every cycle: an Event only when its failure released somebody.
+	if info.PodGroup != nil && (rejected > 0 || !podgroup.Deferred(state)) {
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangRejected,
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
 	}

@@ -30,7 +30,6 @@ import (
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
@@ -208,7 +207,7 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 		// Another member is retried for the gang (GangRetryGate): it decides for all.
 		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: gang %s is retried through another member", key))
 	}
-	if networktopology.Deferred(state) {
+	if podgroup.Deferred(state) {
 		// The plan holds the gang without this member (minMember, and minSubGroups): the gang
 		// preempts for what it needs, not for the members it can do without.
 		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: not attempted: gang %s is planned without this member, which waits for room", key))

@@ -168,6 +168,7 @@ func (f *planFailure) stopWake() {
 // freedOn marks stale the failures of gangs that capacity freed on node can help, and says
 // whether key's gang is one of them (or has no failure: then anything may help it).
 func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key) bool {
+	p.roomEpoch.Add(1)
 	tree := p.cache.Snapshot()
 	chain := []string{hypernode.VirtualRootName}
 	if leaf, ok := tree.LeafOf(node); ok {
@@ -190,6 +191,7 @@ func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key) bool {
 
 // markStale marks every failure stale: a node was added or changed in a way that can help.
 func (p *NetworkTopologyAware) markAllStale() {
+	p.roomEpoch.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range p.failures {

@@ -55,7 +55,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 
 	// This member's attempt is running: the next cluster event may requeue the gang again.
 	p.registry.RequeueDone(key)
-	plan := p.currentPlan(key, tree, pod.Name)
+	plan := p.currentPlan(key, tree, pod.Name, info.Revision)
 	if plan != nil {
 		metrics.PlanReusesTotal.WithLabelValues(metrics.ResultPlaced).Inc()
 	} else {
@@ -71,7 +71,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 		}
 	}
 	if plan.deferred.Has(pod.Name) {
-		state.Write(deferredStateKey, deferredState{})
+		podgroup.MarkDeferred(state)
 		if sub, ok := podgroup.SubGroupOf(info.SubGroupPolicies, pod); ok {
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 				"gang %s: sub-group %s does not fit next to the job's other sub-groups in %s now", key, sub.ID, plan.domain))

@@ -53,6 +53,14 @@ type gangPlan struct {
 	// relocated are the members PostFilter moved (relocate.go), by name, with their new node,
 	// until they are nominated there again.
 	relocated map[string]string
+	// waitsForRoom: the plan places nobody, every pending member is left out (planned around
+	// the placed ones, there was no room). It answers the left-out members while nothing
+	// that can make room happened since it was made (roomEpoch, the tree's generation, the
+	// PodGroup's revision): all of them are activated together, and each would plan again.
+	waitsForRoom bool
+	roomEpoch    uint64
+	generation   uint64
+	revision     int
 }
 
 // planTTL bounds how long an unused plan's promises are honoured: a gang that stopped
@@ -73,7 +81,7 @@ func (g *gangPlan) pending() int {
 
 // currentPlan returns the gang's plan if it is still valid for this member: the member is in
 // it and none of its leaves changed in the tree.
-func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Snapshot, pod string) *gangPlan {
+func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Snapshot, pod string, revision int) *gangPlan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	plan := p.plans[key]
@@ -84,8 +92,11 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 		return nil
 	}
 	if plan.deferred.Has(pod) && plan.pending() == 0 {
-		// Every planned member has its place: plan the deferred sub-groups now, around them.
-		return nil
+		// Every planned member has its place: plan the deferred sub-groups now, around them;
+		// once, while nothing that can make room happens.
+		if !plan.waitsForRoom || plan.roomEpoch != p.roomEpoch.Load() || plan.generation != tree.Generation() || plan.revision != revision {
+			return nil
+		}
 	}
 	for leaf, info := range plan.leafInfos {
 		if now, _ := tree.HyperNode(leaf); now != info {
@@ -113,6 +124,7 @@ func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) 
 // another gang had promised are free again and no cluster event announces that: their
 // failures go stale, and one member of each is activated (its Permit brings the others).
 func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
+	p.roomEpoch.Add(1)
 	p.mu.Lock()
 	keys := p.deferring.UnsortedList()
 	p.deferring.Clear()
@@ -128,6 +140,7 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
 func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, nodes []fwk.NodeInfo) (*gangPlan, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
+	epoch := p.roomEpoch.Load() // before planning: a change meanwhile makes the plan stale
 	outcome, simulated := metrics.ResultError, 0
 	defer func() { metrics.ObservePlan(outcome, time.Since(start), simulated) }()
 	// The gang's previous plan goes, with its nominations: it must not hold the gang's own
@@ -259,7 +272,10 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		return nil, fwk.AsStatus(err)
 	}
 	outcome = metrics.ResultPlaced
-	metrics.ObservePlacement(result.Tier, req.Soft)
+	if len(result.PodLeaf) > 0 {
+		// A plan that places nobody (every pending member left out) is not a placement.
+		metrics.ObservePlacement(result.Tier, req.Soft)
+	}
 	plan := &gangPlan{
 		lastUsed:     time.Now(),
 		domain:       result.Domain,
@@ -273,6 +289,10 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		reserved:     sets.New[string](),
 		placedByLeaf: map[string]int{},
 		relocated:    map[string]string{},
+		waitsForRoom: len(result.PodLeaf) == 0 && len(deferred) > 0,
+		roomEpoch:    epoch,
+		generation:   tree.Generation(),
+		revision:     info.Revision,
 	}
 	for leaf, pods := range result.LeafPods {
 		plan.promised[leaf] = len(pods)
@@ -317,8 +337,10 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		leaves = append(leaves, leaf)
 	}
 	sort.Strings(leaves)
-	msg := fmt.Sprintf("gang %s planned in %s (tier %d): %d pending members over leaves %v", key, result.Domain, result.Tier, len(result.PodLeaf), leaves)
-	p.events.Record(info.PodGroup, v1.EventTypeNormal, EventPlanned, msg)
+	if len(result.PodLeaf) > 0 {
+		msg := fmt.Sprintf("gang %s planned in %s (tier %d): %d pending members over leaves %v", key, result.Domain, result.Tier, len(result.PodLeaf), leaves)
+		p.events.Record(info.PodGroup, v1.EventTypeNormal, EventPlanned, msg)
+	}
 	// V(2): once per gang (not per member), and the benchmark harness reads the duration.
 	logger.V(2).Info("Gang planned", "podGroup", key, "domain", result.Domain, "tier", result.Tier, "pending", len(result.PodLeaf), "deferred", len(deferred), "leaves", leaves, "simulatedNodes", simulated, "duration", time.Since(start), "yielded", yielded)
 	if len(yielded) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -21,6 +22,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
@@ -48,6 +50,12 @@ func newPlanEnv(t *testing.T, gangs map[string]int) *planEnv {
 
 // newPlanEnvWith is newPlanEnv with a change to each node before the framework sees it.
 func newPlanEnvWith(t *testing.T, gangs map[string]int, changeNode func(*v1.Node)) *planEnv {
+	return newPlanEnvWithPods(t, gangs, changeNode, nil)
+}
+
+// newPlanEnvWithPods is newPlanEnvWith with pods already on the nodes of the framework's
+// snapshot.
+func newPlanEnvWithPods(t *testing.T, gangs map[string]int, changeNode func(*v1.Node), running []*v1.Pod) *planEnv {
 	metrics.Register()
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx = klog.NewContext(ctx, logger)
@@ -64,7 +72,7 @@ func newPlanEnvWith(t *testing.T, gangs map[string]int, changeNode func(*v1.Node
 	for l := range 4 {
 		cache.SetHyperNode(hntesting.MakeHyperNode(fmt.Sprintf("s%d", l)).Tier(1).Nodes(fmt.Sprintf("node-%d", 2*l), fmt.Sprintf("node-%d", 2*l+1)).Obj())
 	}
-	e := &planEnv{ctx: ctx, cache: cache, registry: podgroup.New(), snapshot: internalcache.NewSnapshot(nil, nodes), activated: &recordingActivator{}}
+	e := &planEnv{ctx: ctx, cache: cache, registry: podgroup.New(), snapshot: internalcache.NewSnapshot(running, nodes), activated: &recordingActivator{}}
 	for name, size := range gangs {
 		e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("pg-" + name),
@@ -262,5 +270,73 @@ func TestLazyPlanMatchesFullSimulation(t *testing.T) {
 				t.Errorf("simulated %d nodes, want %d", got, tc.wantSimulated)
 			}
 		})
+	}
+}
+
+// TestLeftOutMembersShareOnePlan: a job of 4 members in sub-groups of 1 (minMember 2, hard
+// at tier 1, a leaf holds 2) has 2 members running in s0: planned around them, the other
+// two sub-groups find no room, so the plan places nobody. The second left-out member gets
+// the same answer without planning, until something that can make room happens (a node
+// changed, an assigned pod gone, promised slots released, the PodGroup changed): then one
+// plans again, and the next reuses that. (All left-out members are activated together once
+// the planned ones reserve: without this, each of them planned again.)
+func TestLeftOutMembersShareOnePlan(t *testing.T) {
+	pod := func(i int) *v1.Pod {
+		name := fmt.Sprintf("e-%d", i)
+		return st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "e").
+			Label("partition", fmt.Sprint(i)).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	}
+	running := []*v1.Pod{pod(0), pod(1)}
+	running[0].Spec.NodeName, running[1].Spec.NodeName = "node-0", "node-1"
+	e := newPlanEnvWithPods(t, nil, nil, running)
+	key := podgroup.Key{Namespace: "ns", Name: "e"}
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "e", UID: "pg-e",
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`,
+				podgroup.SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":1,"matchLabelKeys":["partition"]}]`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2},
+	})
+	e.registry.SetPod(nil, running[0])
+	e.registry.SetPod(nil, running[1])
+	e.registry.SetPod(nil, pod(2))
+	e.registry.SetPod(nil, pod(3))
+	leftOut := func(i int) *gangPlan {
+		t.Helper()
+		_, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), pod(i))
+		if want := fmt.Sprintf("sub-group tp-%d does not fit next to the job's other sub-groups in s0 now", i); !strings.Contains(status.Message(), want) {
+			t.Fatalf("PreFilter(e-%d) = %v, want %q", i, status, want)
+		}
+		return e.plan("e")
+	}
+	first := leftOut(2)
+	if !first.waitsForRoom || len(first.podLeaf) != 0 {
+		t.Fatalf("plan around the running members: waitsForRoom %v, %d placed; want a plan that places nobody", first.waitsForRoom, len(first.podLeaf))
+	}
+	if got := leftOut(3); got != first {
+		t.Error("the second left-out member planned again with nothing changed")
+	}
+	for _, change := range []struct {
+		name string
+		do   func()
+	}{
+		{"a node changed", e.plugin.markAllStale},
+		{"an assigned pod gone", func() { e.plugin.freedOn("node-5", podgroup.Key{Namespace: "ns", Name: "other"}) }},
+		{"promised slots released", func() { e.plugin.promisesReleased(klog.Background()) }},
+		{"the PodGroup changed", func() {
+			pg := e.registry.Info(key).PodGroup.DeepCopy()
+			pg.Annotations["example.com/note"] = "x"
+			pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](30)
+			e.registry.SetPodGroup(pg)
+		}},
+	} {
+		before := e.plan("e")
+		change.do()
+		again := leftOut(3)
+		if again == before {
+			t.Errorf("%s: the left-out member did not plan again", change.name)
+		}
+		if got := leftOut(2); got != again {
+			t.Errorf("%s: the next left-out member planned again", change.name)
+		}
 	}
 }

@@ -49,22 +49,7 @@ const (
 const (
 	preFilterStateKey fwk.StateKey = "PreFilter" + Name
 	preScoreStateKey  fwk.StateKey = "PreScore" + Name
-	deferredStateKey  fwk.StateKey = "Deferred" + Name
 )
-
-// deferredState marks a member its gang's plan leaves out for lack of room (a sub-group that
-// does not fit next to the others, a member beyond minMember): the plan holds the gang
-// without it.
-type deferredState struct{}
-
-func (deferredState) Clone() fwk.StateData { return deferredState{} }
-
-// Deferred reports whether PreFilter refused the member of this cycle because its gang's plan
-// leaves it out for lack of room: the gang runs without it, so it is nothing to preempt for.
-func Deferred(state fwk.CycleState) bool {
-	_, err := state.Read(deferredStateKey)
-	return err == nil
-}
 
 // readState returns the state stored under key, or nil.
 func readState[T fwk.StateData](state fwk.CycleState, key fwk.StateKey) T {
@@ -102,6 +87,10 @@ type NetworkTopologyAware struct {
 	deferring sets.Set[podgroup.Key]
 	// lastSimulated is how many nodes the latest plan ran the Filter plugins on.
 	lastSimulated atomic.Int64
+	// roomEpoch counts the changes that can make room (an assigned pod gone, a node added or
+	// changed, promised slots released): a plan that left every pending member out holds
+	// only until the next one (gangPlan.waitsForRoom).
+	roomEpoch atomic.Uint64
 	// relocations counts the relocated members not nominated again yet (relocate.go), so
 	// that pod updates cost nothing while there are none.
 	relocations atomic.Int64
