@@ -169,13 +169,10 @@ func (f *planFailure) stopWake() {
 // whether key's gang is one of them (or has no failure: then anything may help it).
 func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key) bool {
 	p.roomEpoch.Add(1)
-	tree := p.cache.Snapshot()
-	chain := []string{hypernode.VirtualRootName}
-	if leaf, ok := tree.LeafOf(node); ok {
-		chain = append(append(chain, leaf), tree.Ancestors(leaf)...)
-	}
+	chain := p.chainOf(node)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.markLeftOutStaleLocked(chain)
 	relevant := p.failures[key] == nil
 	for k, f := range p.failures {
 		for _, h := range chain {
@@ -189,11 +186,31 @@ func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key) bool {
 	return relevant
 }
 
+// leftOutFreedOn marks stale the plans that place nobody whose room area holds node.
+func (p *NetworkTopologyAware) leftOutFreedOn(node string) {
+	p.roomEpoch.Add(1)
+	chain := p.chainOf(node)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.markLeftOutStaleLocked(chain)
+}
+
+// chainOf returns the virtual root and, for a node in a leaf, the leaf and its ancestors.
+func (p *NetworkTopologyAware) chainOf(node string) []string {
+	tree := p.cache.Snapshot()
+	chain := []string{hypernode.VirtualRootName}
+	if leaf, ok := tree.LeafOf(node); ok {
+		chain = append(append(chain, leaf), tree.Ancestors(leaf)...)
+	}
+	return chain
+}
+
 // markStale marks every failure stale: a node was added or changed in a way that can help.
 func (p *NetworkTopologyAware) markAllStale() {
 	p.roomEpoch.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.markLeftOutStaleLocked(nil)
 	for _, f := range p.failures {
 		f.stale = true
 	}

@@ -67,6 +67,9 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, 
 		return fwk.Queue, err
 	}
 	if theirs, ok := podgroup.KeyOf(deleted); ok && theirs == key {
+		// Not a retry for the gang (its failure memory ignores its own members), but a plan
+		// that left members out around this one no longer holds.
+		p.leftOutFreedOn(deleted.Spec.NodeName)
 		return fwk.QueueSkip, nil
 	}
 	if !p.freedOn(deleted.Spec.NodeName, key) || p.waitsForBackoff(logger, key) {

@@ -86,7 +86,8 @@ func (p *NetworkTopologyAware) Unreserve(ctx context.Context, _ fwk.CycleState, 
 	p.registry.Unreserve(pod)
 	p.mu.Lock()
 	plan := p.plans[key]
-	current := plan != nil && plan.reserved.Has(pod.Name)
+	// A plan that places nobody was made around the placed members, this one among them.
+	current := plan != nil && (plan.reserved.Has(pod.Name) || plan.waitsForRoom)
 	p.mu.Unlock()
 	if current {
 		p.invalidate(klog.FromContext(ctx), key)

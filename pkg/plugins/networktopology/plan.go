@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -54,14 +55,23 @@ type gangPlan struct {
 	// until they are nominated there again.
 	relocated map[string]string
 	// waitsForRoom: the plan places nobody, every pending member is left out (planned around
-	// the placed ones, there was no room). It answers the left-out members while nothing
-	// that can make room happened since it was made (roomEpoch, the tree's generation, the
-	// PodGroup's revision): all of them are activated together, and each would plan again.
+	// the placed ones, there was no room). It answers the left-out members (all of them are
+	// activated together, and each would plan again) while it is not stale: nothing that can
+	// make room in roomArea (the HyperNode the job may grow in: its placed members' ancestor
+	// at the highest allowed tier, the virtual root when soft) happened since, the tree and
+	// the PodGroup are the same, and it is younger than leftOutReuse.
 	waitsForRoom bool
-	roomEpoch    uint64
+	stale        bool
+	roomArea     string
+	made         time.Time
 	generation   uint64
 	revision     int
 }
+
+// leftOutReuse bounds how long a plan that places nobody answers the left-out members: room
+// can also appear without any event (a nomination dropped in memory), and kube-scheduler
+// retries unschedulable pods every 5 minutes at most; one plan per gang per 30 s is cheap.
+const leftOutReuse = 30 * time.Second
 
 // planTTL bounds how long an unused plan's promises are honoured: a gang that stopped
 // scheduling (its members gone or stuck) must not hold slots forever.
@@ -94,7 +104,8 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 	if plan.deferred.Has(pod) && plan.pending() == 0 {
 		// Every planned member has its place: plan the deferred sub-groups now, around them;
 		// once, while nothing that can make room happens.
-		if !plan.waitsForRoom || plan.roomEpoch != p.roomEpoch.Load() || plan.generation != tree.Generation() || plan.revision != revision {
+		if !plan.waitsForRoom || plan.stale || plan.generation != tree.Generation() || plan.revision != revision ||
+			time.Since(plan.made) >= leftOutReuse {
 			return nil
 		}
 	}
@@ -120,12 +131,51 @@ func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) 
 	}
 }
 
+// roomArea is where a job with placed members may grow: their lowest common HyperNode's
+// ancestor at the highest tier the constraint allows (the virtual root when it is soft, or
+// when nothing is placed): room freed outside it cannot help the members left out.
+func roomArea(tree *hypernode.Snapshot, placedNodes []string, maxTier int, soft bool) string {
+	area := placement.LowestCommon(tree, placedNodes)
+	if soft || area == "" || area == hypernode.VirtualRootName {
+		return hypernode.VirtualRootName
+	}
+	for {
+		info, ok := tree.HyperNode(area)
+		if !ok || info.Parent == "" || info.Parent == hypernode.VirtualRootName {
+			break
+		}
+		parent, ok := tree.HyperNode(info.Parent)
+		if !ok || parent.Tier > maxTier {
+			break
+		}
+		area = info.Parent
+	}
+	if info, ok := tree.HyperNode(area); ok && info.Parent == hypernode.VirtualRootName && tree.RootTier() <= maxTier {
+		return hypernode.VirtualRootName
+	}
+	return area
+}
+
+// markLeftOutStaleLocked marks stale the plans that place nobody whose room area holds a
+// HyperNode of chain (every such plan when chain is nil). p.mu must be held.
+func (p *NetworkTopologyAware) markLeftOutStaleLocked(chain []string) {
+	for _, plan := range p.plans {
+		if !plan.waitsForRoom {
+			continue
+		}
+		if chain == nil || slices.Contains(chain, plan.roomArea) {
+			plan.stale = true
+		}
+	}
+}
+
 // promisesReleased retries the gangs that failed or deferred sub-groups, since the slots
 // another gang had promised are free again and no cluster event announces that: their
 // failures go stale, and one member of each is activated (its Permit brings the others).
 func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
 	p.roomEpoch.Add(1)
 	p.mu.Lock()
+	p.markLeftOutStaleLocked(nil)
 	keys := p.deferring.UnsortedList()
 	p.deferring.Clear()
 	for k, f := range p.failures {
@@ -140,13 +190,16 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
 func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, nodes []fwk.NodeInfo) (*gangPlan, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
-	epoch := p.roomEpoch.Load() // before planning: a change meanwhile makes the plan stale
 	outcome, simulated := metrics.ResultError, 0
 	defer func() { metrics.ObservePlan(outcome, time.Since(start), simulated) }()
 	// The gang's previous plan goes, with its nominations: it must not hold the gang's own
 	// slots against the new plan, and if no new plan comes, its members must not follow a
 	// plan whose slots nobody holds.
 	p.invalidate(logger, key)
+	p.dropExpiredPlans(logger)
+	// Read before planning: a change that can make room while it plans makes a plan that
+	// places nobody stale at once.
+	epoch := p.roomEpoch.Load()
 	gang := p.registry.Gang(key).Including(pod)
 	req, err := placement.GangRequest(tree, gang)
 	if err != nil {
@@ -165,8 +218,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		}
 	}
 	// Other plans hold their slots through nominations (nominate.go), which the simulation
-	// sees; this drops expired plans.
-	p.dropExpiredPlans(logger)
+	// sees; expired plans were dropped above.
 	req.Strategy = placement.Strategy(p.args.CandidateScoringStrategy)
 	req.PodRequest = p.podRequest(pod)
 	req.Weights = p.weights
@@ -290,9 +342,12 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		placedByLeaf: map[string]int{},
 		relocated:    map[string]string{},
 		waitsForRoom: len(result.PodLeaf) == 0 && len(deferred) > 0,
-		roomEpoch:    epoch,
+		made:         time.Now(),
 		generation:   tree.Generation(),
 		revision:     info.Revision,
+	}
+	if plan.waitsForRoom {
+		plan.roomArea = roomArea(tree, placedNodes, req.MaxTier, req.Soft)
 	}
 	for leaf, pods := range result.LeafPods {
 		plan.promised[leaf] = len(pods)
@@ -318,6 +373,8 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	p.nominate(logger, plan, placement.AssignNodes(req, result), pendingPods)
 	p.mu.Lock()
 	releasedOld := p.plans[key] != nil && p.plans[key].pending() > 0
+	// Room that appeared while planning is not in the plan; freedOn marks only stored plans.
+	plan.stale = plan.waitsForRoom && p.roomEpoch.Load() != epoch
 	p.plans[key] = plan
 	p.forgetFailureLocked(key)
 	if len(deferred) == 0 {

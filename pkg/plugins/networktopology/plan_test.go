@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -315,18 +317,35 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 	if got := leftOut(3); got != first {
 		t.Error("the second left-out member planned again with nothing changed")
 	}
+	// Room freed outside s0 (the job may not grow beyond it) changes nothing.
+	e.plugin.freedOn("node-5", podgroup.Key{Namespace: "ns", Name: "other"})
+	if got := leftOut(3); got != first {
+		t.Error("an assigned pod gone in s2, outside the job's room, made the left-out member plan again")
+	}
 	for _, change := range []struct {
 		name string
 		do   func()
 	}{
 		{"a node changed", e.plugin.markAllStale},
-		{"an assigned pod gone", func() { e.plugin.freedOn("node-5", podgroup.Key{Namespace: "ns", Name: "other"}) }},
+		{"an assigned pod gone in s0", func() { e.plugin.freedOn("node-1", podgroup.Key{Namespace: "ns", Name: "other"}) }},
 		{"promised slots released", func() { e.plugin.promisesReleased(klog.Background()) }},
 		{"the PodGroup changed", func() {
 			pg := e.registry.Info(key).PodGroup.DeepCopy()
-			pg.Annotations["example.com/note"] = "x"
-			pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](30)
+			pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](30 + int32(len(pg.Annotations)))
+			pg.Annotations["example.com/n"] += "x"
 			e.registry.SetPodGroup(pg)
+		}},
+		{"the tree changed", func() { e.cache.SetHyperNode(hntesting.MakeHyperNode("s9").Tier(1).Obj()) }},
+		{"the plan is older than leftOutReuse", func() {
+			e.plugin.mu.Lock()
+			e.plugin.plans[key].made = time.Now().Add(-leftOutReuse)
+			e.plugin.mu.Unlock()
+		}},
+		{"a member it was made around unreserved", func() {
+			e.plugin.Unreserve(e.ctx, framework.NewCycleState(), running[0], "node-0")
+			if e.plan("e") != nil {
+				t.Error("the plan that places nobody survived the Unreserve of a member it was made around")
+			}
 		}},
 	} {
 		before := e.plan("e")
@@ -337,6 +356,34 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 		}
 		if got := leftOut(2); got != again {
 			t.Errorf("%s: the next left-out member planned again", change.name)
+		}
+	}
+}
+
+// TestRoomArea: where a job with placed members may grow, on seed 001's tree (leaves s0..s3,
+// spines s4 and s5 at tier 2, s6 at tier 3, the virtual root at tier 4).
+func TestRoomArea(t *testing.T) {
+	nodes := map[string]labels.Set{}
+	for i := range 8 {
+		nodes[fmt.Sprintf("node-%d", i)] = labels.Set{}
+	}
+	tree := hypernode.Build(nodes, hntesting.Seed001()).Snapshot()
+	for _, tc := range []struct {
+		placed  []string
+		maxTier int
+		soft    bool
+		want    string
+	}{
+		{[]string{"node-0"}, 1, false, "s0"},
+		{[]string{"node-0"}, 2, false, "s4"},
+		{[]string{"node-0", "node-2"}, 2, false, "s4"},
+		{[]string{"node-0"}, 3, false, "s6"},
+		{[]string{"node-0"}, 4, false, hypernode.VirtualRootName},
+		{[]string{"node-0"}, 1, true, hypernode.VirtualRootName},
+		{nil, 1, false, hypernode.VirtualRootName},
+	} {
+		if got := roomArea(tree, tc.placed, tc.maxTier, tc.soft); got != tc.want {
+			t.Errorf("roomArea(%v, tier %d, soft %v) = %s, want %s", tc.placed, tc.maxTier, tc.soft, got, tc.want)
 		}
 	}
 }

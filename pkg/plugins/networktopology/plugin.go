@@ -88,8 +88,8 @@ type NetworkTopologyAware struct {
 	// lastSimulated is how many nodes the latest plan ran the Filter plugins on.
 	lastSimulated atomic.Int64
 	// roomEpoch counts the changes that can make room (an assigned pod gone, a node added or
-	// changed, promised slots released): a plan that left every pending member out holds
-	// only until the next one (gangPlan.waitsForRoom).
+	// changed, promised slots released): a plan that places nobody made while one happened
+	// is stale at once (gangPlan.waitsForRoom).
 	roomEpoch atomic.Uint64
 	// relocations counts the relocated members not nominated again yet (relocate.go), so
 	// that pod updates cost nothing while there are none.
