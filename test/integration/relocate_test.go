@@ -122,7 +122,7 @@ func TestMemberRelocatesInsideItsDomain(t *testing.T) {
 		t.Errorf("placements %v: want the hog on node-0, train-1 on node-1, train-0 and train-2 on node-2 and node-3", got)
 	}
 	relocated := e.waitEvent("MemberRelocated")
-	wantNote := fmt.Sprintf("gang %s/train: no room for member train-0 in its planned HyperNode s0 now; it moves to node %s in HyperNode s1, inside s4", e.ns, got["train-0"])
+	wantNote := fmt.Sprintf("gang %s/train: no room for member train-0 in its planned node node-0 now; it moves to node %s in HyperNode s1, inside s4", e.ns, got["train-0"])
 	if relocated.Note != wantNote {
 		t.Errorf("MemberRelocated %q, want %q", relocated.Note, wantNote)
 	}

@@ -26,7 +26,7 @@ type preFilterState struct {
 
 func (s *preFilterState) Clone() fwk.StateData { return s }
 
-// PreFilter plans the member's gang (once per gang) and narrows the pod to its planned leaf.
+// PreFilter plans the member's gang (once per gang) and narrows the pod to its planned node.
 func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	key, info, ok := p.constraint(pod)
 	if !ok {
@@ -89,7 +89,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	if node != "" {
 		nodeSet = sets.New(node)
 	}
-	klog.FromContext(ctx).V(4).Info("Gang member narrowed to its planned leaf", "pod", klog.KObj(pod), "podGroup", key, "domain", plan.domain, "tier", plan.tier, "leaf", leaf, "node", node)
+	klog.FromContext(ctx).V(4).Info("Gang member narrowed to its planned node", "pod", klog.KObj(pod), "podGroup", key, "domain", plan.domain, "tier", plan.tier, "leaf", leaf, "node", node)
 	state.Write(preFilterStateKey, &preFilterState{leaf: leaf, node: node, nodes: nodeSet})
 	return &fwk.PreFilterResult{NodeNames: nodeSet}, nil
 }

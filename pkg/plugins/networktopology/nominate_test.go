@@ -61,8 +61,8 @@ func TestPlanNominatesItsMembers(t *testing.T) {
 	if e.fitsWithNominations(t, web, "node-0") {
 		t.Error("a plain pod of the same priority fits node-0, which gang a's plan holds")
 	}
-	if _, nodes := e.preFilter(t, e.pod("b", 0)); !cmp.Equal(nodes, []string{"node-2", "node-3"}) {
-		t.Errorf("gang b planned onto %v, want s1 (node-2, node-3) around gang a's nominations", nodes)
+	if _, nodes := e.preFilter(t, e.pod("b", 0)); !cmp.Equal(nodes, []string{"node-2"}) {
+		t.Errorf("gang b's first member narrowed to %v, want node-2 of s1, around gang a's nominations", nodes)
 	}
 	e.plugin.invalidate(klog.Background(), podgroup.Key{Namespace: "ns", Name: "a"})
 	if got := e.nominated("node-0"); len(got) != 0 {
@@ -101,14 +101,14 @@ func TestPromisesInRealRequests(t *testing.T) {
 	big := gpuPod("big", 0, "4")
 	e.registry.SetPod(nil, big)
 
-	if _, nodes := e.preFilter(t, small[0]); !cmp.Equal(nodes, []string{"node-0", "node-1"}) {
-		t.Fatalf("gang small planned onto %v, want s0", nodes)
+	if _, nodes := e.preFilter(t, small[0]); !cmp.Equal(nodes, []string{"node-0"}) {
+		t.Fatalf("gang small's first member narrowed to %v, want node-0 of s0", nodes)
 	}
 	if diff := cmp.Diff([]string{"small-0", "small-1", "small-2", "small-3"}, e.nominated("node-0")); diff != "" {
 		t.Fatalf("nominated on node-0 (-want,+got):\n%s", diff)
 	}
-	if _, nodes := e.preFilter(t, big); !cmp.Equal(nodes, []string{"node-0", "node-1"}) {
-		t.Errorf("gang big planned onto %v, want s0 next to gang small", nodes)
+	if _, nodes := e.preFilter(t, big); !cmp.Equal(nodes, []string{"node-0"}) {
+		t.Errorf("gang big narrowed to %v, want node-0 next to gang small", nodes)
 	}
 	if diff := cmp.Diff([]string{"big-0", "small-0", "small-1", "small-2", "small-3"}, e.nominated("node-0")); diff != "" {
 		t.Errorf("nominated on node-0 (-want,+got):\n%s", diff)
@@ -136,11 +136,11 @@ func TestOwnNominationsDoNotCountAgainstThePlan(t *testing.T) {
 		}
 		e.fw.AddNominatedPod(klog.Background(), pi, &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride})
 	}
-	if _, nodes := e.preFilter(t, e.pod("a", 0)); !cmp.Equal(nodes, []string{"node-0", "node-1"}) {
-		t.Errorf("gang a planned onto %v, want s0 (node-0, node-1), where its own members are nominated", nodes)
+	if _, nodes := e.preFilter(t, e.pod("a", 0)); !cmp.Equal(nodes, []string{"node-0"}) {
+		t.Errorf("gang a's first member narrowed to %v, want node-0 of s0, where its own members are nominated", nodes)
 	}
-	if _, nodes := e.preFilter(t, e.pod("b", 0)); !cmp.Equal(nodes, []string{"node-2", "node-3"}) {
-		t.Errorf("gang b planned onto %v, want s1 around gang a's nominations", nodes)
+	if _, nodes := e.preFilter(t, e.pod("b", 0)); !cmp.Equal(nodes, []string{"node-2"}) {
+		t.Errorf("gang b's first member narrowed to %v, want node-2 of s1, around gang a's nominations", nodes)
 	}
 }
 

@@ -31,8 +31,11 @@ type gangPlan struct {
 	domain   string
 	tier     int
 	podLeaf  map[string]string
-	// podNode is each member's planned node when the gang's members differ in shape (which
-	// node a member takes decides whether the others still fit); nil otherwise.
+	// podNode is each planned member's node: the one it is nominated on, and the only one
+	// PreFilter lets it try (its siblings' nominations hold the leaf's other slots, and
+	// kube-scheduler copies every node that holds nominations for each Filter run: the
+	// leaf's 32 nodes cost about half of the scheduler's CPU in a restart with a backlog).
+	// For members of several shapes it is the node the packing chose.
 	podNode map[string]string
 	// leafInfos are the planned leaves as the tree described them: the plan holds while
 	// every one of them is unchanged (the tree shares unchanged HyperNodes between
@@ -333,7 +336,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		domain:       result.Domain,
 		tier:         result.Tier,
 		podLeaf:      result.PodLeaf,
-		podNode:      result.PodNode,
+		podNode:      placement.AssignNodes(req, result),
 		deferred:     sets.New(deferred...),
 		leafInfos:    map[string]*hypernode.HyperNodeInfo{},
 		leafNodes:    map[string]sets.Set[string]{},
@@ -370,7 +373,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	for _, m := range gang.Pending {
 		pendingPods[m.Pod.Name] = m.Pod
 	}
-	p.nominate(logger, plan, placement.AssignNodes(req, result), pendingPods)
+	p.nominate(logger, plan, plan.podNode, pendingPods)
 	p.mu.Lock()
 	releasedOld := p.plans[key] != nil && p.plans[key].pending() > 0
 	// Room that appeared while planning is not in the plan; freedOn marks only stored plans.
