@@ -168,11 +168,11 @@ func (f *planFailure) stopWake() {
 // freedOn marks stale the failures of gangs that capacity freed on node can help, and says
 // whether key's gang is one of them (or has no failure: then anything may help it).
 func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key) bool {
-	p.roomEpoch.Add(1)
+	epoch := p.roomEpoch.Add(1)
 	chain := p.chainOf(node)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.markLeftOutStaleLocked(chain)
+	p.roomFreedLocked(chain, epoch)
 	relevant := p.failures[key] == nil
 	for k, f := range p.failures {
 		for _, h := range chain {
@@ -186,13 +186,13 @@ func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key) bool {
 	return relevant
 }
 
-// leftOutFreedOn marks stale the plans that place nobody whose room area holds node.
+// leftOutFreedOn makes stale the plans that place nobody whose room area holds node.
 func (p *NetworkTopologyAware) leftOutFreedOn(node string) {
-	p.roomEpoch.Add(1)
+	epoch := p.roomEpoch.Add(1)
 	chain := p.chainOf(node)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.markLeftOutStaleLocked(chain)
+	p.roomFreedLocked(chain, epoch)
 }
 
 // chainOf returns the virtual root and, for a node in a leaf, the leaf and its ancestors.
@@ -207,10 +207,10 @@ func (p *NetworkTopologyAware) chainOf(node string) []string {
 
 // markStale marks every failure stale: a node was added or changed in a way that can help.
 func (p *NetworkTopologyAware) markAllStale() {
-	p.roomEpoch.Add(1)
+	epoch := p.roomEpoch.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.markLeftOutStaleLocked(nil)
+	p.roomFreedLocked(nil, epoch)
 	for _, f := range p.failures {
 		f.stale = true
 	}

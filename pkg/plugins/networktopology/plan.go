@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -59,13 +58,13 @@ type gangPlan struct {
 	relocated map[string]string
 	// waitsForRoom: the plan places nobody, every pending member is left out (planned around
 	// the placed ones, there was no room). It answers the left-out members (all of them are
-	// activated together, and each would plan again) while it is not stale: nothing that can
-	// make room in roomArea (the HyperNode the job may grow in: its placed members' ancestor
-	// at the highest allowed tier, the virtual root when soft) happened since, the tree and
-	// the PodGroup are the same, and it is younger than leftOutReuse.
+	// activated together, and each would plan again) while nothing that can make room in
+	// roomArea (the HyperNode the job may grow in: its placed members' ancestor at the
+	// highest allowed tier, the virtual root when soft) happened since roomEpoch (read before
+	// planning), the tree and the PodGroup are the same, and it is younger than leftOutReuse.
 	waitsForRoom bool
-	stale        bool
 	roomArea     string
+	roomEpoch    uint64
 	made         time.Time
 	generation   uint64
 	revision     int
@@ -107,7 +106,8 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 	if plan.deferred.Has(pod) && plan.pending() == 0 {
 		// Every planned member has its place: plan the deferred sub-groups now, around them;
 		// once, while nothing that can make room happens.
-		if !plan.waitsForRoom || plan.stale || plan.generation != tree.Generation() || plan.revision != revision ||
+		freed := max(p.roomFreedAll, p.roomFreed[plan.roomArea])
+		if !plan.waitsForRoom || freed > plan.roomEpoch || plan.generation != tree.Generation() || plan.revision != revision ||
 			time.Since(plan.made) >= leftOutReuse {
 			return nil
 		}
@@ -159,16 +159,20 @@ func roomArea(tree *hypernode.Snapshot, placedNodes []string, maxTier int, soft 
 	return area
 }
 
-// markLeftOutStaleLocked marks stale the plans that place nobody whose room area holds a
-// HyperNode of chain (every such plan when chain is nil). p.mu must be held.
-func (p *NetworkTopologyAware) markLeftOutStaleLocked(chain []string) {
-	for _, plan := range p.plans {
-		if !plan.waitsForRoom {
-			continue
-		}
-		if chain == nil || slices.Contains(chain, plan.roomArea) {
-			plan.stale = true
-		}
+// roomFreedLocked stamps each HyperNode of chain (every HyperNode when chain is nil) with
+// the change count epoch: plans that place nobody made before it in one of them are stale.
+// p.mu must be held.
+func (p *NetworkTopologyAware) roomFreedLocked(chain []string, epoch uint64) {
+	// max: the count is taken before the lock, so a later change may be stamped first.
+	if chain == nil {
+		p.roomFreedAll = max(p.roomFreedAll, epoch)
+		return
+	}
+	if p.roomFreed == nil {
+		p.roomFreed = map[string]uint64{}
+	}
+	for _, h := range chain {
+		p.roomFreed[h] = max(p.roomFreed[h], epoch)
 	}
 }
 
@@ -176,9 +180,9 @@ func (p *NetworkTopologyAware) markLeftOutStaleLocked(chain []string) {
 // another gang had promised are free again and no cluster event announces that: their
 // failures go stale, and one member of each is activated (its Permit brings the others).
 func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
-	p.roomEpoch.Add(1)
+	epoch := p.roomEpoch.Add(1)
 	p.mu.Lock()
-	p.markLeftOutStaleLocked(nil)
+	p.roomFreedLocked(nil, epoch)
 	keys := p.deferring.UnsortedList()
 	p.deferring.Clear()
 	for k, f := range p.failures {
@@ -345,6 +349,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		placedByLeaf: map[string]int{},
 		relocated:    map[string]string{},
 		waitsForRoom: len(result.PodLeaf) == 0 && len(deferred) > 0,
+		roomEpoch:    epoch,
 		made:         time.Now(),
 		generation:   tree.Generation(),
 		revision:     info.Revision,
@@ -376,8 +381,6 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	p.nominate(logger, plan, plan.podNode, pendingPods)
 	p.mu.Lock()
 	releasedOld := p.plans[key] != nil && p.plans[key].pending() > 0
-	// Room that appeared while planning is not in the plan; freedOn marks only stored plans.
-	plan.stale = plan.waitsForRoom && p.roomEpoch.Load() != epoch
 	p.plans[key] = plan
 	p.forgetFailureLocked(key)
 	if len(deferred) == 0 {

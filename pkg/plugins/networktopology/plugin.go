@@ -88,9 +88,13 @@ type NetworkTopologyAware struct {
 	// lastSimulated is how many nodes the latest plan ran the Filter plugins on.
 	lastSimulated atomic.Int64
 	// roomEpoch counts the changes that can make room (an assigned pod gone, a node added or
-	// changed, promised slots released): a plan that places nobody made while one happened
-	// is stale at once (gangPlan.waitsForRoom).
-	roomEpoch atomic.Uint64
+	// changed, promised slots released); roomFreed stamps, under mu, each HyperNode (and the
+	// virtual root) room was freed in with the count of that change, roomFreedAll the last
+	// change that can help anywhere. A plan that places nobody holds while neither is newer
+	// than the count read before it was made (gangPlan.waitsForRoom): O(depth) per event.
+	roomEpoch    atomic.Uint64
+	roomFreed    map[string]uint64
+	roomFreedAll uint64
 	// relocations counts the relocated members not nominated again yet (relocate.go), so
 	// that pod updates cost nothing while there are none.
 	relocations atomic.Int64
