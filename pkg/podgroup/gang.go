@@ -29,6 +29,9 @@ type Gang struct {
 	Pending []Member
 	// Placed are the members bound or reserved, by name.
 	Placed []Member
+	// SubGroups counts the members of each sub-group, read with the members: dropping a
+	// sub-group is judged on the same members the plan places.
+	SubGroups []SubGroupState
 }
 
 // PlacedNodes returns the node of every placed member (one entry per member).
@@ -52,7 +55,26 @@ func (g Gang) Including(pod *v1.Pod) Gang {
 	m.SubGroup, m.InSubGroup = SubGroupOf(g.Info.SubGroupPolicies, pod)
 	g.Pending = append(append([]Member(nil), g.Pending...), m)
 	SortByRank(g.Pending)
+	if m.InSubGroup {
+		g.SubGroups = countedIn(append([]SubGroupState(nil), g.SubGroups...), m.SubGroup, false)
+	}
 	return g
+}
+
+// countedIn adds one member of sub to states, scheduled or not.
+func countedIn(states []SubGroupState, sub SubGroup, scheduled bool) []SubGroupState {
+	i := 0
+	for i < len(states) && states[i].ID != sub.ID {
+		i++
+	}
+	if i == len(states) {
+		states = append(states, SubGroupState{SubGroup: sub})
+	}
+	states[i].Members++
+	if scheduled {
+		states[i].Scheduled++
+	}
+	return states
 }
 
 // Gang returns the view of a gang, read under the registry's lock in one pass.
@@ -65,6 +87,9 @@ func (r *Registry) Gang(key Key) Gang {
 		return gang
 	}
 	gang.Info = g.infoLocked()
+	for _, c := range g.subCounts {
+		gang.SubGroups = append(gang.SubGroups, *c)
+	}
 	for uid, p := range g.members {
 		m := Member{Pod: p}
 		m.SubGroup, m.InSubGroup = g.memberSub[uid]
@@ -93,6 +118,9 @@ func NewGang(pg *schedulingv1alpha1.PodGroup, pods []*v1.Pod) Gang {
 	for _, p := range pods {
 		m := Member{Pod: p, Node: p.Spec.NodeName}
 		m.SubGroup, m.InSubGroup = SubGroupOf(gang.Info.SubGroupPolicies, p)
+		if m.InSubGroup {
+			gang.SubGroups = countedIn(gang.SubGroups, m.SubGroup, m.Node != "")
+		}
 		if m.Node != "" {
 			gang.Info.Scheduled++
 			gang.Placed = append(gang.Placed, m)

@@ -95,6 +95,34 @@ func TestGangView(t *testing.T) {
 	if len(gang.Pending) != 3 {
 		t.Errorf("Including changed the original view: %d pending", len(gang.Pending))
 	}
+
+	// Sub-group counts come with the members, and a newcomer is counted in its sub-group:
+	// leaving sub-groups out is judged on the members planned.
+	counts := func(states []SubGroupState) map[string][2]int {
+		out := map[string][2]int{}
+		for _, s := range states {
+			out[s.ID] = [2]int{s.Members, s.Scheduled}
+		}
+		return out
+	}
+	wantCounts := map[string][2]int{"tp-0": {2, 2}, "tp-1": {2, 0}}
+	if diff := cmp.Diff(wantCounts, counts(gang.SubGroups)); diff != "" {
+		t.Errorf("registry: sub-group counts (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantCounts, counts(view.SubGroups)); diff != "" {
+		t.Errorf("from the API: sub-group counts (-want,+got):\n%s", diff)
+	}
+	withCounts := map[string][2]int{"tp-0": {2, 2}, "tp-1": {2, 0}, "tp-2": {1, 0}}
+	if diff := cmp.Diff(withCounts, counts(with.SubGroups)); diff != "" {
+		t.Errorf("including a newcomer: sub-group counts (-want,+got):\n%s", diff)
+	}
+	joining := pod("w-5", "5", "1", "")
+	if diff := cmp.Diff(map[string][2]int{"tp-0": {2, 2}, "tp-1": {3, 0}}, counts(gang.Including(joining).SubGroups)); diff != "" {
+		t.Errorf("including a newcomer of a known sub-group: counts (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantCounts, counts(gang.SubGroups)); diff != "" {
+		t.Errorf("Including changed the original view's counts (-want,+got):\n%s", diff)
+	}
 }
 
 // TestSortByRank: the Job completion index orders members (so consecutive ranks fill a leaf

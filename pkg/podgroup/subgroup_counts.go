@@ -123,11 +123,12 @@ func (g *group) rebuildSubGroupsLocked() {
 }
 
 // CanDropSubGroup reports whether a job can still reach minSubGroups of policy without one
-// more of its sub-groups, dropped counting the ones of each policy already left out.
+// more of its sub-groups, dropped counting the ones of each policy already left out. A
+// sub-group whose members are all gone is not one of the job's.
 func CanDropSubGroup(info Info, states []SubGroupState, dropped map[string]int, policy string) bool {
 	total := 0
 	for _, s := range states {
-		if s.Policy == policy {
+		if s.Policy == policy && s.Members > 0 {
 			total++
 		}
 	}

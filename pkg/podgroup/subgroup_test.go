@@ -249,3 +249,36 @@ func TestProgressFollowsEveryChange(t *testing.T) {
 		}
 	}
 }
+
+// TestCanDropSubGroup: a sub-group may be left out while the policy's other sub-groups,
+// less the ones already left out, still reach minSubGroups; sub-groups whose members are all
+// gone do not count.
+func TestCanDropSubGroup(t *testing.T) {
+	info := Info{SubGroupPolicies: []SubGroupPolicy{{Name: "tp", SubGroupSize: 2, MinSubGroups: 2}, {Name: "dp", SubGroupSize: 1}}}
+	state := func(policy string, i, members int) SubGroupState {
+		return SubGroupState{SubGroup: SubGroup{Policy: policy, ID: fmt.Sprintf("%s-%d", policy, i), Index: i}, Members: members}
+	}
+	three := []SubGroupState{state("tp", 0, 2), state("tp", 1, 2), state("tp", 2, 2), state("dp", 0, 1)}
+	tests := []struct {
+		name    string
+		states  []SubGroupState
+		dropped map[string]int
+		policy  string
+		want    bool
+	}{
+		{"three of minSubGroups 2", three, nil, "tp", true},
+		{"three, one already left out", three, map[string]int{"tp": 1}, "tp", false},
+		{"another policy's drops do not count", three, map[string]int{"dp": 1}, "tp", true},
+		{"two of minSubGroups 2", three[:2], nil, "tp", false},
+		{"a sub-group whose members are gone", []SubGroupState{state("tp", 0, 2), state("tp", 1, 2), state("tp", 2, 0)}, nil, "tp", false},
+		{"no minSubGroups", three, nil, "dp", true},
+		{"a policy the job does not have", three, nil, "pp", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CanDropSubGroup(info, tc.states, tc.dropped, tc.policy); got != tc.want {
+				t.Errorf("CanDropSubGroup = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -60,7 +60,7 @@ func (pl *GangPreemption) newPlanTest(ctx context.Context, gang podgroup.Gang, t
 		t.shapes = append(t.shapes, shapeSim{Shape: s, state: state})
 	}
 	if len(req.SubGroups) > 0 {
-		t.states, _, _ = pl.registry.SubGroups(gang.Key, nil)
+		t.states = gang.SubGroups
 	}
 	return t, nil
 }

@@ -271,9 +271,8 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	original := req
 	var deferred []string
 	if err != nil && len(req.SubGroups) > 0 {
-		states, _, _ := p.registry.SubGroups(key, nil)
 		var retried *placement.Plan
-		if retried, req, deferred, err = placement.RetryWithoutSubGroups(req, err, info, states); err == nil {
+		if retried, req, deferred, err = placement.RetryWithoutSubGroups(req, err, info, gang.SubGroups); err == nil {
 			result = retried
 		}
 	}

@@ -361,6 +361,40 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 	}
 }
 
+// TestLeftOutMemberTheRegistryHasNotSeen: kube-scheduler's queue and the registry watch
+// pods through different handlers, so a member can be planned before the registry has it. Its
+// sub-group must still count as one of the job's: minSubGroups 2 is met by the 2 running
+// sub-groups, so the newcomer's sub-group is left out to wait for room, not refused as if
+// the job could not reach minSubGroups without it (a flake of the integration test
+// TestSubGroupsMinSubGroups under load).
+func TestLeftOutMemberTheRegistryHasNotSeen(t *testing.T) {
+	pod := func(i int) *v1.Pod {
+		name := fmt.Sprintf("e-%d", i)
+		return st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "e").
+			Label("partition", fmt.Sprint(i)).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	}
+	running := []*v1.Pod{pod(0), pod(1)}
+	running[0].Spec.NodeName, running[1].Spec.NodeName = "node-0", "node-1"
+	e := newPlanEnvWithPods(t, nil, nil, running)
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "e", UID: "pg-e",
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`,
+				podgroup.SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":1,"minSubGroups":2,"matchLabelKeys":["partition"]}]`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2},
+	})
+	e.registry.SetPod(nil, running[0])
+	e.registry.SetPod(nil, running[1])
+	state := framework.NewCycleState()
+	_, status, _ := e.fw.RunPreFilterPlugins(e.ctx, state, pod(2)) // not in the registry
+	want := "gang ns/e: sub-group tp-2 does not fit next to the job's other sub-groups in s0 now"
+	if status.Code() != fwk.UnschedulableAndUnresolvable || status.Message() != want {
+		t.Fatalf("PreFilter(e-2) = %v %q, want UnschedulableAndUnresolvable %q", status.Code(), status.Message(), want)
+	}
+	if !podgroup.Deferred(state) {
+		t.Error("e-2 is not marked as left out by its plan")
+	}
+}
+
 // TestRoomArea: where a job with placed members may grow, on seed 001's tree (leaves s0..s3,
 // spines s4 and s5 at tier 2, s6 at tier 3, the virtual root at tier 4).
 func TestRoomArea(t *testing.T) {
