@@ -213,25 +213,47 @@ func (g *group) infoLocked() Info {
 		Topology: g.topology, TopologyErr: g.topologyErr, SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr}
 }
 
-// SubGroups returns the state of every sub-group of a group, and the sub-group of pod (ok is
-// false when the pod is in the job's default group). O(sub-groups).
-func (r *Registry) SubGroups(key Key, pod *v1.Pod) (states []SubGroupState, sub SubGroup, ok bool) {
+// SubGroups returns the state of every sub-group of a group. O(sub-groups).
+func (r *Registry) SubGroups(key Key) []SubGroupState {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	g := r.groups[key]
 	if g == nil {
-		return nil, SubGroup{}, false
+		return nil
 	}
+	states := make([]SubGroupState, 0, len(g.subCounts))
 	for _, c := range g.subCounts {
 		states = append(states, *c)
 	}
-	if pod != nil {
-		sub, ok = g.memberSub[pod.UID]
-		if !ok {
-			sub, ok = SubGroupOf(g.subGroups, pod)
+	return states
+}
+
+// MemberView returns, from one read, a group's Info and the state of its every sub-group
+// with pod's sub-group (inSub false: the job's default group). A pod the registry has not
+// seen yet is counted as a pending member (kube-scheduler's queue and the registry receive
+// pod events through different handlers), as Gang.Including counts it. O(sub-groups).
+func (r *Registry) MemberView(key Key, pod *v1.Pod) (info Info, states []SubGroupState, sub SubGroup, inSub bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.groups[key]
+	if g == nil {
+		return Info{}, nil, SubGroup{}, false
+	}
+	info = g.infoLocked()
+	for _, c := range g.subCounts {
+		states = append(states, *c)
+	}
+	if sub, inSub = g.memberSub[pod.UID]; inSub {
+		return info, states, sub, true
+	}
+	sub, inSub = SubGroupOf(g.subGroups, pod)
+	if _, known := g.members[pod.UID]; !known {
+		info.Members++
+		if inSub {
+			states = countedIn(states, sub, false)
 		}
 	}
-	return states, sub, ok
+	return info, states, sub, inSub
 }
 
 // SubGroupProgress is how far a job is toward binding, by its sub-groups.

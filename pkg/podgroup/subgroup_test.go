@@ -79,7 +79,7 @@ func TestSubGroupMembershipAndCounts(t *testing.T) {
 	bound := pods[1].DeepCopy()
 	bound.Spec.NodeName = "n2"
 	r.SetPod(pods[1], bound)
-	states, sub, ok := r.SubGroups(key, pods[3])
+	info, states, sub, ok := r.MemberView(key, pods[3])
 	sort.Slice(states, func(i, j int) bool { return states[i].ID < states[j].ID })
 	want := []SubGroupState{
 		{SubGroup: SubGroup{Policy: "idx", ID: "idx-1", Index: 1}, Members: 1},
@@ -89,15 +89,26 @@ func TestSubGroupMembershipAndCounts(t *testing.T) {
 	if diff := cmp.Diff(want, states); diff != "" {
 		t.Errorf("sub-groups (-want,+got):\n%s", diff)
 	}
-	if !ok || sub.ID != "idx-1" {
-		t.Errorf("sub-group of i3 = %v, %v; want idx-1", sub, ok)
+	if !ok || sub.ID != "idx-1" || info.Members != 5 {
+		t.Errorf("sub-group of i3 = %v, %v, %d members; want idx-1, 5 members", sub, ok, info.Members)
 	}
-	if _, _, ok := r.SubGroups(key, pods[4]); ok {
+	if _, _, _, ok := r.MemberView(key, pods[4]); ok {
 		t.Error("the launcher matches no policy: it belongs to the job's default group")
+	}
+	// A member the registry has not seen yet counts, with its sub-group, in the same read.
+	newcomer := pod("w5", map[string]string{"role": "worker", "partition": "0"})
+	info, states, sub, ok = r.MemberView(key, newcomer)
+	sort.Slice(states, func(i, j int) bool { return states[i].ID < states[j].ID })
+	want[1].Members = 2
+	if diff := cmp.Diff(want, states); diff != "" || !ok || sub.ID != "tp-0" || info.Members != 6 {
+		t.Errorf("a newcomer of tp-0: %d members, sub-group %v %v, states (-want,+got):\n%s", info.Members, sub, ok, diff)
+	}
+	if again := r.SubGroups(key); len(again) != 3 || r.Info(key).Members != 5 {
+		t.Errorf("MemberView changed the registry: %d sub-groups, %d members", len(again), r.Info(key).Members)
 	}
 	r.Unreserve(pods[0])
 	r.DeletePod(bound)
-	states, _, _ = r.SubGroups(key, nil)
+	states = r.SubGroups(key)
 	for _, s := range states {
 		if s.ID == "tp-1" && (s.Members != 1 || s.Scheduled != 0) {
 			t.Errorf("tp-1 after unreserve and delete: %+v, want 1 member, 0 scheduled", s)

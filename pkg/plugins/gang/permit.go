@@ -63,9 +63,9 @@ func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 	}
 	delete(r.members, pod.UID)
 	r.waiters.Delete(pod.UID)
-	info := g.registry.Info(key)
+	info, states, sub, inSub := g.registry.MemberView(key, pod)
 	why := fmt.Sprintf("member %s was unreserved", pod.Name)
-	only, subGroup := g.rejectionScope(key, info, pod)
+	only, subGroup := g.rejectionScope(key, info, states, sub, inSub)
 	if subGroup != "" {
 		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
 	}
@@ -134,7 +134,7 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	// or comes after the job is complete: O(sub-groups) each, not for every member.)
 	var complete sets.Set[string]
 	if len(info.SubGroupPolicies) > 0 {
-		states, _, _ := g.registry.SubGroups(key, nil)
+		states := g.registry.SubGroups(key)
 		complete = completeSubGroups(info, states)
 	}
 	var allow []fwk.WaitingPod
@@ -210,8 +210,7 @@ func jobComplete(info podgroup.Info, progress podgroup.SubGroupProgress) bool {
 // rejectionScope says which waiting members a failure of pod rejects: only its own
 // sub-group's when the job can do without that sub-group (it is complete already, or enough
 // other members and sub-groups remain), else the whole job's.
-func (g *Gang) rejectionScope(key podgroup.Key, info podgroup.Info, pod *v1.Pod) (func(*v1.Pod) bool, string) {
-	states, sub, inSub := g.registry.SubGroups(key, pod)
+func (g *Gang) rejectionScope(key podgroup.Key, info podgroup.Info, states []podgroup.SubGroupState, sub podgroup.SubGroup, inSub bool) (func(*v1.Pod) bool, string) {
 	if !inSub {
 		return nil, ""
 	}

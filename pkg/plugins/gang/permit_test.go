@@ -207,6 +207,28 @@ func TestElasticGangKeepsWaitersWhileOthersCanComplete(t *testing.T) {
 	}
 }
 
+// TestElasticGangCountsAMemberTheRegistryHasNotSeen: kube-scheduler's queue and the registry
+// receive pod events through different handlers, so p2 can fail before the registry lists it.
+// It is a third member of a gang of minMember 2: the other two can still make minMember, so
+// p0 keeps waiting (counting only the registry's members, the round was rejected).
+func TestElasticGangCountsAMemberTheRegistryHasNotSeen(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
+	e.registry.SetPod(nil, pods[0])
+	e.registry.SetPod(nil, pods[1])
+	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	keep := "gang team/train: this member cannot be placed now; the other members can still make minMember 2, so they keep their places"
+	if _, s := e.plugin.PostFilter(e.ctx, framework.NewCycleState(), pods[2], framework.NewDefaultNodeToStatus()); s.Message() != keep {
+		t.Errorf("PostFilter(p2) = %q, want %q", s.Message(), keep)
+	}
+	if got := e.registry.Info(podgroup.Key{Namespace: ns, Name: "train"}).Scheduled; got != 1 {
+		t.Errorf("scheduled = %d, want p0 still reserved", got)
+	}
+}
+
 // TestElasticGangForgetsFailuresOfMembersThatReserved: minMember 3 of 4. p1 fails, then
 // reserves after all; when p2 fails, only p2 counts as failed: p0, p1 and p3 can still make
 // minMember, so the waiting members keep their places.

@@ -27,7 +27,8 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	logger := klog.FromContext(ctx)
-	info := g.registry.Info(key)
+	// One read: the member counts and the sub-group counts must agree (see MemberView).
+	info, states, sub, inSub := g.registry.MemberView(key, pod)
 	if yielded := g.makeRoom(ctx, state, pod, key, info, statuses); len(yielded) > 0 {
 		g.activatePending(logger, key)
 		msg := fmt.Sprintf("gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room; retrying", key, strings.Join(yielded, ", "))
@@ -42,7 +43,7 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	if g.fitsNowhere(statuses) {
 		g.block(logger, key, info, pod, reasons)
 	}
-	only, subGroup := g.rejectionScope(key, info, pod)
+	only, subGroup := g.rejectionScope(key, info, states, sub, inSub)
 	if subGroup != "" {
 		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
 	}
