@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -30,13 +31,18 @@ type PreemptionResult struct {
 	Variants   []PreemptionVariant `json:"variants"`
 }
 
-// PreemptionVariant is one kind of victim: a pod of 8 GPUs on every node, or low-priority
-// gangs holding every node.
+// PreemptionVariant is one kind of victim (a pod of 8 GPUs on every node, or low-priority
+// gangs holding every node) and of preemptor (the gang, or the gang in pipeline stages).
 type PreemptionVariant struct {
 	Name string `json:"name"`
 	// VictimGangs is the number of running low-priority gangs (0: plain pods).
-	VictimGangs int             `json:"victimGangs"`
-	Runs        []PreemptionRun `json:"runs"`
+	VictimGangs int `json:"victimGangs"`
+	// StageSize > 0 splits the gang (ours) into sub-groups of that many members by rank,
+	// each hard at tier 1: every give-back of the decision then asks the planner.
+	StageSize int `json:"stageSize,omitempty"`
+	// GangPods overrides the result's gang size when it is not 0.
+	GangPods int             `json:"gangPods,omitempty"`
+	Runs     []PreemptionRun `json:"runs"`
 	// Ours and Vanilla are medians over the runs of each; Ratio is vanilla's seconds to the
 	// last bind over ours (above 1: ours is faster).
 	Ours    PreemptionRun `json:"ours"`
@@ -78,23 +84,29 @@ const (
 // Victims are plain 8-GPU pods, or low-priority gangs that are evicted whole or spared.
 func TestPreemption(t *testing.T) {
 	tp := Topology{Name: "pr", Nodes: 256, LeafSize: 32, LeavesPerSpine: 4}
-	gangPods, victimGangs := 100, 16
+	gangPods, victimGangs, stagedPods := 100, 16, 48
 	if full() {
 		tp.Nodes, tp.LeavesPerSpine = 5000, 16
-		gangPods, victimGangs = 1000, 200
+		gangPods, victimGangs, stagedPods = 1000, 200, 200
 	}
 	c := newClients(t)
 	tp.create(t, c)
 	createPriorityClasses(t, c)
 	res := &PreemptionResult{Topology: tp, GangPods: gangPods, GPUsPerPod: 4}
-	for vi, gangs := range []int{0, victimGangs} {
-		v := PreemptionVariant{Name: "a low-priority 8-GPU pod on every node", VictimGangs: gangs}
-		if gangs > 0 {
-			v.Name = fmt.Sprintf("%d low-priority gangs holding every node", gangs)
+	for vi, v := range []PreemptionVariant{
+		{Name: "a low-priority 8-GPU pod on every node"},
+		{Name: fmt.Sprintf("%d low-priority gangs holding every node", victimGangs), VictimGangs: victimGangs},
+		// A gang that needs a fifth of a spine: most give-backs pass the count and ask the planner.
+		{Name: fmt.Sprintf("a low-priority 8-GPU pod on every node; a %d-pod gang in stages of 8 (sub-groups hard at tier 1)", stagedPods),
+			StageSize: 8, GangPods: stagedPods},
+	} {
+		pods := gangPods
+		if v.GangPods > 0 {
+			pods = v.GangPods
 		}
 		for rep := range repeats() {
 			for _, k := range []Kind{OursBinPack, Vanilla} {
-				r := runPreemption(t, c, tp, fmt.Sprintf("preempt-%d-%s-%d", vi, k, rep), k, gangPods, gangs)
+				r := runPreemption(t, c, tp, fmt.Sprintf("preempt-%d-%s-%d", vi, k, rep), k, pods, v.VictimGangs, v.StageSize)
 				t.Logf("preemption (%s) %s run %d: decision %.2fs, evictions %.2fs, last bind %.1fs, %d pods evicted, %d gangs hit, %d broken, tier %d",
 					v.Name, k, rep, r.DecisionSeconds, r.EvictionSeconds, r.BoundSeconds, r.Evicted, r.GangsHit, r.GangsBroken, r.Tier)
 				v.Runs = append(v.Runs, r)
@@ -144,8 +156,9 @@ func createPriorityClasses(t *testing.T, c clients) {
 
 // runPreemption fills every node with low-priority pods (bound directly, no scheduler; with
 // victimGangs, they are that many PodGroups of consecutive nodes), starts the scheduler,
-// creates the high-priority gang and measures until it is bound.
-func runPreemption(t *testing.T, c clients, tp Topology, name string, k Kind, gangPods, victimGangs int) PreemptionRun {
+// creates the high-priority gang (for ours, in stages of stageSize members when it is not 0)
+// and measures until it is bound.
+func runPreemption(t *testing.T, c clients, tp Topology, name string, k Kind, gangPods, victimGangs, stageSize int) PreemptionRun {
 	t.Helper()
 	ctx := context.Background()
 	ns, err := util.CreateNamespace(ctx, c.kube, name)
@@ -187,6 +200,11 @@ func runPreemption(t *testing.T, c clients, tp Topology, name string, k Kind, ga
 	// The probe needs no room: 10m of CPU fits next to the low-priority pods.
 
 	annotations := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`}
+	if stageSize > 0 {
+		annotations[podgroup.SubGroupPolicyAnnotation] = fmt.Sprintf(
+			`[{"name":"stage","subGroupSize":%d,"partitionSize":%d,"networkTopology":{"mode":"hard","highestTierAllowed":1}}]`,
+			stageSize, stageSize)
+	}
 	if err := util.CreatePodGroup(ctx, c.scheduling, util.PodGroup(ns, "train", int32(gangPods), annotations)); err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +212,9 @@ func runPreemption(t *testing.T, c clients, tp Topology, name string, k Kind, ga
 	var names []string
 	for i := range gangPods {
 		p := gpuPod(ns, fmt.Sprintf("train-%04d", i), k.schedulerName(), 4, "train")
+		if stageSize > 0 {
+			p.Annotations = map[string]string{podgroup.RankAnnotation: strconv.Itoa(i)}
+		}
 		p.Spec.PriorityClassName = benchHighPriority
 		pods, names = append(pods, p), append(names, p.Name)
 	}
@@ -259,6 +280,18 @@ func runPreemption(t *testing.T, c clients, tp Topology, name string, k Kind, ga
 	var nodes []int
 	for _, n := range names {
 		nodes = append(nodes, index[placements[n].node])
+	}
+	if stageSize > 0 && k.ours() {
+		// Each stage (stageSize members by rank) in one leaf.
+		for first := 0; first < len(names); first += stageSize {
+			var stage []int
+			for _, n := range names[first:min(first+stageSize, len(names))] {
+				stage = append(stage, index[placements[n].node])
+			}
+			if tier := tp.tierOf(stage); tier > 1 {
+				t.Errorf("%s: stage %d (hard tier 1) spans tier %d", name, first/stageSize, tier)
+			}
+		}
 	}
 	sort.Ints(nodes)
 	r.Tier = tp.tierOf(nodes)

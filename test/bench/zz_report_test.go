@@ -237,7 +237,7 @@ func summaryTable(r *Results) string {
 		b.WriteString("\n")
 	}
 	if pr := r.Preemption; pr != nil {
-		fmt.Fprintf(&b, "## Gang preemption: a %d-pod hard tier-2 gang (%d GPUs each) on %d nodes full of low-priority pods; medians of %d runs each\n\n", pr.GangPods, pr.GPUsPerPod, pr.Topology.Nodes, repeats())
+		fmt.Fprintf(&b, "## Gang preemption: a %d-pod hard tier-2 gang (%d GPUs each; a variant may name another size) on %d nodes full of low-priority pods; medians of %d runs each\n\n", pr.GangPods, pr.GPUsPerPod, pr.Topology.Nodes, repeats())
 		b.WriteString("| victims | scheduler | decision s | evictions s | last bind s | pods evicted | gangs hit | gangs broken | gang's tier | vanilla/ours time |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, v := range pr.Variants {
 			for _, m := range []PreemptionRun{v.Ours, v.Vanilla} {
