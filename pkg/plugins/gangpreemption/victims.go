@@ -305,30 +305,40 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int, stri
 		return units[i].key < units[j].key
 	})
 	var victims []*unit
-	for _, u := range units {
-		restore(u)
+	// Only the counts decide without a planner: one unit at a time is cheap. A planner
+	// decision is a run over the domain: in batches (giveBack).
+	for _, i := range giveBack(len(units), s.plan != nil, func(lo, hi int) bool {
 		before := map[string][]int{}
 		after := total
-		for _, p := range inDomain(u) {
-			if _, ok := before[p.node]; !ok {
-				before[p.node] = counts[p.node]
-				counts[p.node] = s.count(ctx, views, clones[p.node])
-				after += sum(counts[p.node]) - sum(before[p.node])
+		for _, u := range units[lo:hi] {
+			restore(u)
+			for _, p := range inDomain(u) {
+				if _, ok := before[p.node]; !ok {
+					before[p.node] = counts[p.node]
+				}
 			}
+		}
+		for node, old := range before {
+			counts[node] = s.count(ctx, views, clones[node])
+			after += sum(counts[node]) - sum(old)
 		}
 		if after >= s.need {
 			if s.plan == nil {
 				total = after
-				continue
+				return true
 			}
 			if again, err := s.plan.plan(ctx, s, views, counts, clones); err == nil {
 				total, assign = after, again
-				continue
+				return true
 			}
 		}
 		maps.Copy(counts, before)
-		remove(u)
-		victims = append(victims, u)
+		for _, u := range units[lo:hi] {
+			remove(u)
+		}
+		return false
+	}) {
+		victims = append(victims, units[i])
 	}
 	c := &choice{domain: d, victims: victims, surplus: surplus, violations: s.violating(victims).Len()}
 	if len(victims) > 0 {
