@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -111,6 +112,7 @@ func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, pod *v1.Pod, stat
 	}
 	p.failures[key] = &planFailure{status: status, tree: tree.Generation(), revision: info.Revision,
 		failures: failures, retryAt: time.Now().Add(backoff(failures)), possible: possible}
+	p.failuresRecorded++
 	p.mu.Unlock()
 	p.registry.HoldForRetry(key, pod.UID)
 }
@@ -165,25 +167,35 @@ func (f *planFailure) stopWake() {
 	}
 }
 
-// freedOn marks stale the failures of gangs that capacity freed on node can help, and says
-// whether key's gang is one of them (or has no failure: then anything may help it).
-func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key) bool {
+// freedMark is the last departure (a pod from a node) that marked the failures stale, with
+// the count of failures recorded then. (A reservation kube-scheduler rejects is reported as
+// a departure too: the same pod may leave another node later.)
+type freedMark struct {
+	pod      types.UID
+	node     string
+	recorded uint64
+}
+
+// freedOn marks stale the failures of gangs that capacity freed on node by the departure of
+// pod can help, and says whether key's gang is one of them (or has no failure: then
+// anything may help it). The pass over the failures runs once per departure, not once per
+// waiting gang kube-scheduler asks about it: O(depth) for the others.
+func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key, pod types.UID) bool {
 	epoch := p.roomEpoch.Add(1)
 	chain := p.chainOf(node)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.roomFreedLocked(chain, epoch)
-	relevant := p.failures[key] == nil
-	for k, f := range p.failures {
-		for _, h := range chain {
-			if f.possible.Has(h) {
+	if mark := (freedMark{pod: pod, node: node, recorded: p.failuresRecorded}); p.lastFreed != mark {
+		p.lastFreed = mark
+		for _, f := range p.failures {
+			if f.possible.HasAny(chain...) {
 				f.stale = true
-				relevant = relevant || k == key
-				break
 			}
 		}
 	}
-	return relevant
+	f := p.failures[key]
+	return f == nil || f.possible.HasAny(chain...)
 }
 
 // leftOutFreedOn makes stale the plans that place nobody whose room area holds node.
@@ -211,6 +223,10 @@ func (p *NetworkTopologyAware) markAllStale() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.roomFreedLocked(nil, epoch)
+	if p.allStaleAt == p.failuresRecorded {
+		return // every failure is stale already (see failuresRecorded)
+	}
+	p.allStaleAt = p.failuresRecorded
 	for _, f := range p.failures {
 		f.stale = true
 	}
@@ -287,7 +303,7 @@ func (p *NetworkTopologyAware) watchCapacity(factory informers.SharedInformerFac
 			return
 		}
 		key, _ := podgroup.KeyOf(pod)
-		p.freedOn(pod.Spec.NodeName, key)
+		p.freedOn(pod.Spec.NodeName, key, pod.UID)
 	}
 	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {

@@ -1,10 +1,13 @@
 package networktopology
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -49,7 +52,7 @@ func TestFailedPlanIsReused(t *testing.T) {
 	counts(1, 2)
 
 	// Room freed in a leaf that could never hold three members: not a reason to plan.
-	e.plugin.freedOn("node-0", podgroup.Key{Namespace: "ns", Name: "other"})
+	e.plugin.freedOn("node-0", podgroup.Key{Namespace: "ns", Name: "other"}, "gone-0")
 	e.plugin.mu.Lock()
 	if e.plugin.failures[key].stale {
 		t.Error("freed capacity in s0 made the failure stale, though no leaf can hold the gang")
@@ -144,5 +147,87 @@ func TestFailedGangRetriedThroughOneMember(t *testing.T) {
 	}
 	if _, held := e.registry.RetryGate(e.pod("big", 1)); held {
 		t.Error("big-1 still held after the gang planned")
+	}
+}
+
+// TestFreedOnOncePerDeparture: kube-scheduler asks the hint of every waiting gang about one
+// departure; the failures are marked stale in the first call only, and each call still
+// answers for its own gang. A failure recorded since, or the same pod leaving another node
+// (a rejected reservation is reported as a departure, the pod may bind elsewhere and leave
+// again), is a new pass. Leaves: s0 = node-0,1; s1 = node-2,3.
+func TestFreedOnOncePerDeparture(t *testing.T) {
+	e := newPlanEnv(t, map[string]int{"a": 1, "b": 1})
+	key := func(name string) podgroup.Key { return podgroup.Key{Namespace: "ns", Name: name} }
+	record := func(name string, possible ...string) {
+		e.plugin.recordFailure(key(name), e.pod(name, 0), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "no room"),
+			e.cache.Snapshot(), podgroup.Info{}, sets.New(possible...))
+	}
+	stale := func(name string) bool {
+		e.plugin.mu.Lock()
+		defer e.plugin.mu.Unlock()
+		return e.plugin.failures[key(name)].stale
+	}
+	unmark := func(name string) {
+		e.plugin.mu.Lock()
+		defer e.plugin.mu.Unlock()
+		e.plugin.failures[key(name)].stale = false
+	}
+	record("a", "s0")
+	record("b", "s1")
+	if !e.plugin.freedOn("node-0", key("a"), "x") || e.plugin.freedOn("node-0", key("b"), "x") {
+		t.Error("room freed in s0: want it to help a (s0) and not b (s1)")
+	}
+	if !stale("a") || stale("b") {
+		t.Errorf("after room freed in s0: a stale %v, b stale %v; want true, false", stale("a"), stale("b"))
+	}
+	// The same departure asked again: no second pass (white box: a's mark is not renewed).
+	unmark("a")
+	if helps := e.plugin.freedOn("node-0", key("a"), "x"); !helps || stale("a") {
+		t.Errorf("the same departure again: helps a %v, a stale %v; want true, false (one pass per departure)", helps, stale("a"))
+	}
+	// A failure recorded since: the same departure marks it.
+	record("b", "s0", "s1")
+	if !e.plugin.freedOn("node-0", key("b"), "x") || !stale("b") {
+		t.Error("a failure recorded after the first pass was not marked by the same departure")
+	}
+	// The same pod leaving a node of s1.
+	record("b", "s1")
+	e.plugin.freedOn("node-0", key("b"), "y")
+	if stale("b") {
+		t.Fatal("room freed in s0 made b (s1) stale")
+	}
+	if !e.plugin.freedOn("node-2", key("b"), "y") || !stale("b") {
+		t.Error("the same pod leaving node-2 (s1) did not mark b stale")
+	}
+	// Every failure stale already: markAllStale needs no pass until one is recorded.
+	e.plugin.markAllStale()
+	unmark("a")
+	e.plugin.markAllStale()
+	if stale("a") {
+		t.Error("markAllStale passed over the failures again with none recorded since")
+	}
+	record("a", "s0")
+	e.plugin.markAllStale()
+	if !stale("a") || !stale("b") {
+		t.Error("markAllStale after a failure was recorded did not mark every failure")
+	}
+}
+
+// BenchmarkFreedOnPerDeparture: one pod leaves a node while 1,000 gangs wait with a failed
+// plan, and kube-scheduler asks each gang's hint about it (one op: the 1,000 calls).
+func BenchmarkFreedOnPerDeparture(b *testing.B) {
+	e := newPlanEnv(b, nil)
+	const gangs = 1000
+	keys := make([]podgroup.Key, gangs)
+	for i := range keys {
+		keys[i] = podgroup.Key{Namespace: "ns", Name: fmt.Sprintf("g%d", i)}
+		e.plugin.failures[keys[i]] = &planFailure{possible: sets.New(fmt.Sprintf("s%d", i%4))}
+	}
+	b.ResetTimer()
+	for n := range b.N {
+		uid := types.UID(fmt.Sprint(n))
+		for _, k := range keys {
+			e.plugin.freedOn("node-0", k, uid)
+		}
 	}
 }

@@ -72,7 +72,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, 
 		p.leftOutFreedOn(deleted.Spec.NodeName)
 		return fwk.QueueSkip, nil
 	}
-	if !p.freedOn(deleted.Spec.NodeName, key) || p.waitsForBackoff(logger, key) {
+	if !p.freedOn(deleted.Spec.NodeName, key, deleted.UID) || p.waitsForBackoff(logger, key) {
 		return fwk.QueueSkip, nil
 	}
 	return p.requeue(logger, pod, key, "pod deleted"), nil

@@ -46,18 +46,18 @@ type planEnv struct {
 	activated *recordingActivator
 }
 
-func newPlanEnv(t *testing.T, gangs map[string]int) *planEnv {
+func newPlanEnv(t testing.TB, gangs map[string]int) *planEnv {
 	return newPlanEnvWith(t, gangs, nil)
 }
 
 // newPlanEnvWith is newPlanEnv with a change to each node before the framework sees it.
-func newPlanEnvWith(t *testing.T, gangs map[string]int, changeNode func(*v1.Node)) *planEnv {
+func newPlanEnvWith(t testing.TB, gangs map[string]int, changeNode func(*v1.Node)) *planEnv {
 	return newPlanEnvWithPods(t, gangs, changeNode, nil)
 }
 
 // newPlanEnvWithPods is newPlanEnvWith with pods already on the nodes of the framework's
 // snapshot.
-func newPlanEnvWithPods(t *testing.T, gangs map[string]int, changeNode func(*v1.Node), running []*v1.Pod) *planEnv {
+func newPlanEnvWithPods(t testing.TB, gangs map[string]int, changeNode func(*v1.Node), running []*v1.Pod) *planEnv {
 	metrics.Register()
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx = klog.NewContext(ctx, logger)
@@ -319,7 +319,7 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 		t.Error("the second left-out member planned again with nothing changed")
 	}
 	// Room freed outside s0 (the job may not grow beyond it) changes nothing.
-	e.plugin.freedOn("node-5", podgroup.Key{Namespace: "ns", Name: "other"})
+	e.plugin.freedOn("node-5", podgroup.Key{Namespace: "ns", Name: "other"}, "gone-5")
 	if got := leftOut(3); got != first {
 		t.Error("an assigned pod gone in s2, outside the job's room, made the left-out member plan again")
 	}
@@ -328,7 +328,7 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 		do   func()
 	}{
 		{"a node changed", e.plugin.markAllStale},
-		{"an assigned pod gone in s0", func() { e.plugin.freedOn("node-1", podgroup.Key{Namespace: "ns", Name: "other"}) }},
+		{"an assigned pod gone in s0", func() { e.plugin.freedOn("node-1", podgroup.Key{Namespace: "ns", Name: "other"}, "gone-1") }},
 		{"promised slots released", func() { e.plugin.promisesReleased(klog.Background()) }},
 		{"the PodGroup changed", func() {
 			pg := e.registry.Info(key).PodGroup.DeepCopy()

@@ -80,8 +80,14 @@ type NetworkTopologyAware struct {
 
 	mu    sync.Mutex
 	plans map[podgroup.Key]*gangPlan
-	// failures are the gangs whose last plan failed (see planFailure).
-	failures map[podgroup.Key]*planFailure
+	// failures are the gangs whose last plan failed (see planFailure). failuresRecorded
+	// counts recordFailure's calls: a failure once stale stays stale until it is replaced,
+	// so an event that marked every failure it can help needs no second pass while the count
+	// holds (kube-scheduler asks the hint of every waiting gang about one event).
+	failures         map[podgroup.Key]*planFailure
+	failuresRecorded uint64
+	lastFreed        freedMark
+	allStaleAt       uint64
 	// deferring are the gangs with sub-groups deferred for lack of room; they are activated
 	// when another gang's promised slots are released, since no cluster event announces that.
 	deferring sets.Set[podgroup.Key]
