@@ -321,11 +321,19 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 		return
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g := r.groupLocked(key); !g.bound.Has(pod.UID) {
+	g := r.groupLocked(key)
+	if !g.bound.Has(pod.UID) {
 		done := g.track(pod.UID)
 		g.assumed[pod.UID] = nodeName
 		done()
+	}
+	// A blocker that reserved fits a node after all: the gang is no longer blocked, and the
+	// members its Permit activates must not be refused for it (the node change that made it
+	// fit may reach kube-scheduler's queue before this registry).
+	unblocked := g.blocker != nil && g.blocker.UID == pod.UID && g.unblockLocked()
+	r.mu.Unlock()
+	if unblocked {
+		r.notify(key, false)
 	}
 }
 

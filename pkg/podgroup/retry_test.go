@@ -142,6 +142,19 @@ func TestRetryGate(t *testing.T) {
 			want: []gate{{"d", "b", true}},
 		},
 		{
+			name: "the blocker reserves: it fits after all, nobody is held behind it",
+			setup: func(r *Registry) []string {
+				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "taint"})
+				r.Reserve(member("c", "g"), "node-1")
+				if b := r.Info(key).Blocker; b != nil {
+					t.Errorf("blocker %s after it reserved", b.Name)
+				}
+				return []string{"a", "b"}
+			},
+			want:       []gate{{"a", "", false}, {"b", "", false}},
+			wantNotify: 1,
+		},
+		{
 			name: "a blocker that is not the scout is never held behind it",
 			setup: func(r *Registry) []string {
 				r.HoldForRetry(key, "b")

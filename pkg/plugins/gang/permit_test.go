@@ -287,3 +287,29 @@ func TestPostFilterOfAMemberLeftOut(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockerThatReservesUnblocksItsGang: p1 fit no node and blocked its gang; a node
+// changed, kube-scheduler's queue retried p1 and it reserved, before the registry saw the
+// node change. Its Permit activates p0, whose PreFilter must not refuse it for a blocker
+// that fits after all (it waited for an event that had already passed: CI failed on this in
+// TestGangBlockedByMemberThatFitsNoNode).
+func TestBlockerThatReservesUnblocksItsGang(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train")}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	key := podgroup.Key{Namespace: ns, Name: "train"}
+	e.registry.SetBlocked(key, podgroup.Blocker{UID: "p1", Name: "p1", Reason: "2 node(s) didn't match Pod's node affinity/selector"})
+	blocked := "gang team/train is blocked: its member p1 fits no node (2 node(s) didn't match Pod's node affinity/selector); the gang is retried when that member or the nodes change"
+	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), pods[0], nil); s.Message() != blocked {
+		t.Fatalf("PreFilter(p0) while p1 blocks = %q, want %q", s.Message(), blocked)
+	}
+	if s := e.reserveAndPermit(t, pods[1]); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p1) = %v, want Wait", s)
+	}
+	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), pods[0], nil); s.Code() != fwk.Skip {
+		t.Errorf("PreFilter(p0) after the blocker reserved = %v %q, want Skip", s.Code(), s.Message())
+	}
+}
