@@ -173,6 +173,7 @@ func (f *planFailure) stopWake() {
 type freedMark struct {
 	pod      types.UID
 	node     string
+	tree     uint64
 	recorded uint64
 }
 
@@ -182,11 +183,13 @@ type freedMark struct {
 // waiting gang kube-scheduler asks about it: O(depth) for the others.
 func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key, pod types.UID) bool {
 	epoch := p.roomEpoch.Add(1)
-	chain := p.chainOf(node)
+	tree := p.cache.Snapshot()
+	chain := chainIn(tree, node)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.roomFreedLocked(chain, epoch)
-	if mark := (freedMark{pod: pod, node: node, recorded: p.failuresRecorded}); p.lastFreed != mark {
+	// The tree too: a call that read the chain on an older tree must not stand for this one.
+	if mark := (freedMark{pod: pod, node: node, tree: tree.Generation(), recorded: p.failuresRecorded}); p.lastFreed != mark {
 		p.lastFreed = mark
 		for _, f := range p.failures {
 			if f.possible.HasAny(chain...) {
@@ -209,7 +212,11 @@ func (p *NetworkTopologyAware) leftOutFreedOn(node string) {
 
 // chainOf returns the virtual root and, for a node in a leaf, the leaf and its ancestors.
 func (p *NetworkTopologyAware) chainOf(node string) []string {
-	tree := p.cache.Snapshot()
+	return chainIn(p.cache.Snapshot(), node)
+}
+
+// chainIn is chainOf on a given tree.
+func chainIn(tree *hypernode.Snapshot, node string) []string {
 	chain := []string{hypernode.VirtualRootName}
 	if leaf, ok := tree.LeafOf(node); ok {
 		chain = append(append(chain, leaf), tree.Ancestors(leaf)...)

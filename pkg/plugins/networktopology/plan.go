@@ -272,7 +272,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	var deferred []string
 	if err != nil && len(req.SubGroups) > 0 {
 		var retried *placement.Plan
-		if retried, req, deferred, err = placement.RetryWithoutSubGroups(req, err, info, gang.SubGroups); err == nil {
+		if retried, req, deferred, err = placement.RetryWithoutSubGroups(req, err, gang.Info, gang.SubGroups); err == nil {
 			result = retried
 		}
 	}
