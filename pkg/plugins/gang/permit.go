@@ -225,8 +225,8 @@ func (g *Gang) rejectionScope(key podgroup.Key, info podgroup.Info, states []pod
 		for _, s := range states {
 			if s.ID == sub.ID {
 				subMembers = s.Members
-			} else if s.Policy == sub.Policy {
-				others++
+			} else if s.Policy == sub.Policy && s.Members > 0 {
+				others++ // a sub-group whose members are all gone is not one (CanDropSubGroup)
 			}
 		}
 		dispensable = info.Members-subMembers >= info.MinMember() && others >= minSubGroups

@@ -313,3 +313,26 @@ func TestBlockerThatReservesUnblocksItsGang(t *testing.T) {
 		t.Errorf("PreFilter(p0) after the blocker reserved = %v %q, want Skip", s.Code(), s.Message())
 	}
 }
+
+// TestNeededSubGroupWithoutSpareReleasesTheRound: minSubGroups 2 of tp (pairs), minMember 2;
+// tp-0's pods are deleted, tp-1 waits in Permit, a member of tp-2 fails. The job cannot reach
+// minSubGroups without tp-2 (tp-0 is gone: it does not count), and tp-2 has no member to
+// spare, so the waiting members are released, although the job has more members than
+// minMember. Before, tp-0 counted as one of the job's sub-groups and tp-1 kept waiting
+// until the round's deadline.
+func TestNeededSubGroupWithoutSpareReleasesTheRound(t *testing.T) {
+	e := newEnv(t, 60)
+	pods := e.partitionedJob(`[{"name":"tp","subGroupSize":2,"minSubGroups":2,"matchLabelKeys":["partition"]}]`, 2, 6, 2)
+	e.registry.DeletePod(pods[0])
+	e.registry.DeletePod(pods[1])
+	if s := e.reserveAndPermit(t, pods[2]); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p2) = %v, want Wait", s)
+	}
+	_, s := e.plugin.PostFilter(e.ctx, framework.NewCycleState(), pods[4], framework.NewDefaultNodeToStatus())
+	if want := "gang team/job: this member cannot be placed, so no member binds; 1 waiting members released"; s.Message() != want {
+		t.Errorf("PostFilter(p4) = %q, want %q", s.Message(), want)
+	}
+	if s := e.fw.WaitOnPermit(e.ctx, pods[2]); s.Code() != fwk.Unschedulable {
+		t.Errorf("p2 after p4 failed: %v, want rejected", s)
+	}
+}

@@ -48,7 +48,7 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
 	}
 	g.mu.Lock()
-	if only == nil && g.othersCanCompleteLocked(key, info, pod) {
+	if only == nil && !neededSubGroupShort(info, states, sub, inSub) && g.othersCanCompleteLocked(key, info, pod) {
 		g.mu.Unlock()
 		logger.V(3).Info("Gang member cannot be placed; the others can still make minMember", "pod", klog.KObj(pod), "podGroup", key, "minMember", info.MinMember())
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
@@ -100,6 +100,27 @@ func (g *Gang) othersCanCompleteLocked(key podgroup.Key, info podgroup.Info, pod
 		failed++ // the failing member itself, if the registry does not list it as pending
 	}
 	return info.Members-failed >= info.MinMember()
+}
+
+// neededSubGroupShort reports whether the member's sub-group, which the job cannot do
+// without (the failure's scope is the whole job), has no member to spare for it: the others
+// cannot complete the job then, however many members it has.
+func neededSubGroupShort(info podgroup.Info, states []podgroup.SubGroupState, sub podgroup.SubGroup, inSub bool) bool {
+	if !inSub {
+		return false
+	}
+	size := 0
+	for _, p := range info.SubGroupPolicies {
+		if p.Name == sub.Policy {
+			size = int(p.SubGroupSize)
+		}
+	}
+	for _, s := range states {
+		if s.ID == sub.ID {
+			return s.Members-1 < size
+		}
+	}
+	return true
 }
 
 // failureReasons summarises why the member fit no node, the way kube-scheduler's own message
