@@ -276,14 +276,10 @@ func TestLazyPlanMatchesFullSimulation(t *testing.T) {
 	}
 }
 
-// TestLeftOutMembersShareOnePlan: a job of 4 members in sub-groups of 1 (minMember 2, hard
-// at tier 1, a leaf holds 2) has 2 members running in s0: planned around them, the other
-// two sub-groups find no room, so the plan places nobody. The second left-out member gets
-// the same answer without planning, until something that can make room happens (a node
-// changed, an assigned pod gone, promised slots released, the PodGroup changed): then one
-// plans again, and the next reuses that. (All left-out members are activated together once
-// the planned ones reserve: without this, each of them planned again.)
-func TestLeftOutMembersShareOnePlan(t *testing.T) {
+// newRunningJobEnv is a plan env with job ns/e (minMember 2, hard at tier 1, the given
+// sub-group policy over the "partition" label) whose members e-0 and e-1 (1 CPU, partition
+// i) run on node-0 and node-1, filling s0; pod(i) builds member e-i.
+func newRunningJobEnv(t *testing.T, policy string) (*planEnv, func(int) *v1.Pod, []*v1.Pod) {
 	pod := func(i int) *v1.Pod {
 		name := fmt.Sprintf("e-%d", i)
 		return st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "e").
@@ -292,15 +288,27 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 	running := []*v1.Pod{pod(0), pod(1)}
 	running[0].Spec.NodeName, running[1].Spec.NodeName = "node-0", "node-1"
 	e := newPlanEnvWithPods(t, nil, nil, running)
-	key := podgroup.Key{Namespace: "ns", Name: "e"}
 	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "e", UID: "pg-e",
 			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`,
-				podgroup.SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":1,"matchLabelKeys":["partition"]}]`}},
+				podgroup.SubGroupPolicyAnnotation: policy}},
 		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2},
 	})
 	e.registry.SetPod(nil, running[0])
 	e.registry.SetPod(nil, running[1])
+	return e, pod, running
+}
+
+// TestLeftOutMembersShareOnePlan: a job of 4 members in sub-groups of 1 (minMember 2, hard
+// at tier 1, a leaf holds 2) has 2 members running in s0: planned around them, the other
+// two sub-groups find no room, so the plan places nobody. The second left-out member gets
+// the same answer without planning, until something that can make room happens (a node
+// changed, an assigned pod gone, promised slots released, the PodGroup changed): then one
+// plans again, and the next reuses that. (All left-out members are activated together once
+// the planned ones reserve: without this, each of them planned again.)
+func TestLeftOutMembersShareOnePlan(t *testing.T) {
+	e, pod, running := newRunningJobEnv(t, `[{"name":"tp","subGroupSize":1,"matchLabelKeys":["partition"]}]`)
+	key := podgroup.Key{Namespace: "ns", Name: "e"}
 	e.registry.SetPod(nil, pod(2))
 	e.registry.SetPod(nil, pod(3))
 	leftOut := func(i int) *gangPlan {
@@ -368,22 +376,7 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 // the job could not reach minSubGroups without it (a flake of the integration test
 // TestSubGroupsMinSubGroups under load).
 func TestLeftOutMemberTheRegistryHasNotSeen(t *testing.T) {
-	pod := func(i int) *v1.Pod {
-		name := fmt.Sprintf("e-%d", i)
-		return st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "e").
-			Label("partition", fmt.Sprint(i)).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	}
-	running := []*v1.Pod{pod(0), pod(1)}
-	running[0].Spec.NodeName, running[1].Spec.NodeName = "node-0", "node-1"
-	e := newPlanEnvWithPods(t, nil, nil, running)
-	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "e", UID: "pg-e",
-			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`,
-				podgroup.SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":1,"minSubGroups":2,"matchLabelKeys":["partition"]}]`}},
-		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2},
-	})
-	e.registry.SetPod(nil, running[0])
-	e.registry.SetPod(nil, running[1])
+	e, pod, _ := newRunningJobEnv(t, `[{"name":"tp","subGroupSize":1,"minSubGroups":2,"matchLabelKeys":["partition"]}]`)
 	state := framework.NewCycleState()
 	_, status, _ := e.fw.RunPreFilterPlugins(e.ctx, state, pod(2)) // not in the registry
 	want := "gang ns/e: sub-group tp-2 does not fit next to the job's other sub-groups in s0 now"
