@@ -89,6 +89,9 @@ type group struct {
 	// attempted are the members that went through a scheduling cycle: only those are held
 	// (retry.go).
 	attempted sets.Set[types.UID]
+	// provisional are the members known only from their Reserve (see Reserve); nil until
+	// there is one.
+	provisional sets.Set[types.UID]
 	// memberSub maps the members in a sub-group to it; subCounts counts each sub-group's
 	// members and scheduled (bound or reserved) members, kept up to date on every change.
 	memberSub map[types.UID]SubGroup
@@ -322,7 +325,19 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	}
 	r.mu.Lock()
 	g := r.groupLocked(key)
-	if !g.bound.Has(pod.UID) {
+	if _, known := g.members[pod.UID]; !known && pod.DeletionTimestamp == nil {
+		// Reserved before this registry saw the pod (kube-scheduler's queue and the
+		// registry get pod events through different handlers): a member from now on, so
+		// that its sub-group counts it, until its pod event confirms it or Unreserve (which
+		// follows for a pod already deleted: its binding fails) takes it out.
+		if g.provisional == nil {
+			g.provisional = sets.New[types.UID]()
+		}
+		g.provisional.Insert(pod.UID)
+		g.members[pod.UID] = pod
+		g.assumed[pod.UID] = nodeName
+		g.assignSubGroupLocked(pod.UID, pod)
+	} else if !g.bound.Has(pod.UID) {
 		done := g.track(pod.UID)
 		g.assumed[pod.UID] = nodeName
 		done()
@@ -371,6 +386,12 @@ func (r *Registry) Unreserve(pod *v1.Pod) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[key]; g != nil {
+		if g.provisional.Has(pod.UID) {
+			// Known only from its Reserve: no pod event vouches for it.
+			g.unassignSubGroupLocked(pod.UID)
+			g.provisional.Delete(pod.UID)
+			delete(g.members, pod.UID)
+		}
 		done := g.track(pod.UID)
 		delete(g.assumed, pod.UID)
 		done()
@@ -458,6 +479,7 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	}
 	r.mu.Lock()
 	g := r.groupLocked(key)
+	g.provisional.Delete(pod.UID) // its event confirms a member known from its Reserve
 	old, known := g.members[pod.UID]
 	reassign := known && !labels.Equals(old.Labels, pod.Labels)
 	if reassign {
@@ -498,6 +520,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 	if g := r.groups[key]; g != nil {
 		done := g.track(pod.UID)
 		delete(g.members, pod.UID)
+		g.provisional.Delete(pod.UID)
 		g.bound.Delete(pod.UID)
 		delete(g.assumed, pod.UID)
 		g.attempted.Delete(pod.UID)

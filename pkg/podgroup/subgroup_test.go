@@ -293,3 +293,58 @@ func TestCanDropSubGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestReserveBeforeThePodEvent: kube-scheduler can reserve a member before the registry has
+// its pod event. The member counts in its sub-group from its Reserve on; its event then
+// changes nothing; an Unreserve before any event takes it out again (a pod deleted before its
+// Reserve: its binding fails), and nothing of it stays.
+func TestReserveBeforeThePodEvent(t *testing.T) {
+	r := New()
+	key := Key{Namespace: "ns", Name: "job"}
+	r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", Annotations: map[string]string{
+		SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":2,"matchLabelKeys":["partition"]}]`,
+	}}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
+	pod := func(name, partition string) *v1.Pod {
+		return st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, "job").Label("partition", partition).Obj()
+	}
+	counts := func() map[string][2]int {
+		out := map[string][2]int{}
+		for _, s := range r.SubGroups(key) {
+			out[s.ID] = [2]int{s.Members, s.Scheduled}
+		}
+		return out
+	}
+	check := func(step string, members int, want map[string][2]int, complete int) {
+		t.Helper()
+		if got := r.Info(key).Members; got != members {
+			t.Errorf("%s: %d members, want %d", step, got, members)
+		}
+		if diff := cmp.Diff(want, counts()); diff != "" {
+			t.Errorf("%s: sub-groups (members, scheduled) (-want,+got):\n%s", step, diff)
+		}
+		if got := r.Progress(key, nil).CompleteByPolicy["tp"]; got != complete {
+			t.Errorf("%s: %d complete sub-groups, want %d", step, got, complete)
+		}
+	}
+	r.SetPod(nil, pod("p0", "0"))
+	r.Reserve(pod("p0", "0"), "n0")
+	r.Reserve(pod("p1", "0"), "n1") // no event yet
+	check("p1 reserved before its event", 2, map[string][2]int{"tp-0": {2, 2}}, 1)
+	r.SetPod(nil, pod("p1", "0"))
+	check("p1's event", 2, map[string][2]int{"tp-0": {2, 2}}, 1)
+
+	r.Reserve(pod("p2", "1"), "n2")
+	check("p2 reserved before its event", 3, map[string][2]int{"tp-0": {2, 2}, "tp-1": {1, 1}}, 1)
+	r.Unreserve(pod("p2", "1"))
+	check("p2 unreserved before any event", 2, map[string][2]int{"tp-0": {2, 2}, "tp-1": {0, 0}}, 1)
+
+	// Deleted before its Reserve: the Unreserve that follows leaves nothing of it.
+	r.SetPod(nil, pod("p3", "1"))
+	r.DeletePod(pod("p3", "1"))
+	r.Reserve(pod("p3", "1"), "n3")
+	r.Unreserve(pod("p3", "1"))
+	check("p3 deleted, then reserved and unreserved", 2, map[string][2]int{"tp-0": {2, 2}, "tp-1": {0, 0}}, 1)
+	// A confirmed member's Unreserve keeps it a member.
+	r.Unreserve(pod("p1", "0"))
+	check("p1 unreserved after its event", 2, map[string][2]int{"tp-0": {2, 1}, "tp-1": {0, 0}}, 0)
+}
