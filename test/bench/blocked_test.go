@@ -11,7 +11,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
@@ -144,7 +143,7 @@ func runBlocked(t *testing.T, c clients, name string, wave, gangSize int, blocke
 	}
 	// Only what happens under load counts: every member is tried once when the scheduler
 	// starts, which no scheduler can avoid; the load starts when each has been refused.
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+	if err := tr.poll(50*time.Millisecond, 5*time.Minute, func() (bool, error) {
 		for _, st := range tr.snapshot(gangNames) {
 			if st.unschedulable == "" {
 				return false, sched.alive()

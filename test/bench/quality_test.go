@@ -11,7 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
@@ -351,7 +350,7 @@ func createJob(t *testing.T, c clients, ns string, job Job, k Kind) []string {
 // scheduler: for a gang, one member reported Unschedulable (Gang then rejects the whole
 // group); for independent pods, every pod is bound or Unschedulable and one is not bound.
 func (tr *tracker) waitOutcome(names []string, gang bool, timeout time.Duration, alive func() error) (admitted bool, message string, err error) {
-	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err = tr.poll(10*time.Millisecond, timeout, func() (bool, error) {
 		if err := alive(); err != nil {
 			return false, err
 		}
@@ -389,7 +388,7 @@ func (tr *tracker) waitOutcome(names []string, gang bool, timeout time.Duration,
 
 // waitBound waits until the named pods are bound.
 func (tr *tracker) waitBound(names []string, timeout time.Duration, alive func() error) error {
-	return wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	return tr.poll(10*time.Millisecond, timeout, func() (bool, error) {
 		if err := alive(); err != nil {
 			return false, err
 		}
@@ -425,7 +424,7 @@ func waitReady(t *testing.T, c clients, ns string, tr *tracker, sched *schedProc
 
 // waitGone waits until the tracker has seen the named pods deleted.
 func (tr *tracker) waitGone(names []string, timeout time.Duration) error {
-	return wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	return tr.poll(10*time.Millisecond, timeout, func() (bool, error) {
 		return len(tr.snapshot(names)) == 0, nil
 	})
 }
