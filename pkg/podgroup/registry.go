@@ -325,6 +325,7 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	}
 	r.mu.Lock()
 	g := r.groupLocked(key)
+	reachedMinMember := false
 	if _, known := g.members[pod.UID]; !known && pod.DeletionTimestamp == nil {
 		// Reserved before this registry saw the pod (kube-scheduler's queue and the
 		// registry get pod events through different handlers): a member from now on, so
@@ -337,6 +338,8 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 		g.members[pod.UID] = pod
 		g.assumed[pod.UID] = nodeName
 		g.assignSubGroupLocked(pod.UID, pod)
+		// Its event will find it known: the members held back below minMember hear it now.
+		reachedMinMember = g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
 	} else if !g.bound.Has(pod.UID) {
 		done := g.track(pod.UID)
 		g.assumed[pod.UID] = nodeName
@@ -347,7 +350,7 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	// fit may reach kube-scheduler's queue before this registry).
 	unblocked := g.blocker != nil && g.blocker.UID == pod.UID && g.unblockLocked()
 	r.mu.Unlock()
-	if unblocked {
+	if unblocked || reachedMinMember {
 		r.notify(key, false)
 	}
 }

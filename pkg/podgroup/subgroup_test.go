@@ -326,12 +326,20 @@ func TestReserveBeforeThePodEvent(t *testing.T) {
 			t.Errorf("%s: %d complete sub-groups, want %d", step, got, complete)
 		}
 	}
+	notified := 0
+	r.OnGroupChange(func(Key, bool) { notified++ })
 	r.SetPod(nil, pod("p0", "0"))
 	r.Reserve(pod("p0", "0"), "n0")
 	r.Reserve(pod("p1", "0"), "n1") // no event yet
 	check("p1 reserved before its event", 2, map[string][2]int{"tp-0": {2, 2}}, 1)
+	if notified != 1 {
+		t.Errorf("%d notifications, want 1: p1 brought the group to minMember 2", notified)
+	}
 	r.SetPod(nil, pod("p1", "0"))
 	check("p1's event", 2, map[string][2]int{"tp-0": {2, 2}}, 1)
+	if notified != 1 {
+		t.Errorf("%d notifications after p1's event, want still 1", notified)
+	}
 
 	r.Reserve(pod("p2", "1"), "n2")
 	check("p2 reserved before its event", 3, map[string][2]int{"tp-0": {2, 2}, "tp-1": {1, 1}}, 1)

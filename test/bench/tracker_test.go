@@ -25,10 +25,10 @@ type podState struct {
 
 // tracker watches the pods of one namespace (one watch, so that measuring costs the
 // apiserver as little as possible) and records when each pod is first seen bound. A wait
-// that makes no progress for relistAfter lists the namespace once (relist): CI once saw a
-// vanilla run bind all 48 pods while none of their updates reached the watch in 5 minutes,
-// an API server stalled under load; the reflector would only have re-watched after its
-// 5-10 minute watch timeout.
+// that makes no progress for relistAfter lists the namespace (relist), again after each
+// such stretch: CI once saw a vanilla run bind all 48 pods while none of their updates
+// reached the watch in 5 minutes, an API server stalled under load; the reflector would
+// only have re-watched after its 5-10 minute watch timeout.
 type tracker struct {
 	mu     sync.Mutex
 	pods   map[string]*podState
@@ -120,13 +120,16 @@ func (tr *tracker) poll(interval, timeout time.Duration, done func() (bool, erro
 func (tr *tracker) state() string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	bound := 0
+	bound, refused := 0, 0
 	for _, st := range tr.pods {
 		if st.node != "" {
 			bound++
 		}
+		if st.unschedulable != "" {
+			refused++
+		}
 	}
-	return fmt.Sprintf("%d/%d", len(tr.pods), bound)
+	return fmt.Sprintf("%d/%d/%d", len(tr.pods), bound, refused)
 }
 
 func (tr *tracker) observe(pod *v1.Pod) {
