@@ -13,8 +13,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -317,99 +315,6 @@ func (r *Registry) PendingMembers(key Key) []*v1.Pod {
 	return out
 }
 
-// Reserve records that this scheduler reserved a node for a member. It is idempotent.
-func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
-	key, ok := KeyOf(pod)
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	g := r.groupLocked(key)
-	reachedMinMember := false
-	if _, known := g.members[pod.UID]; !known && pod.DeletionTimestamp == nil {
-		// Reserved before this registry saw the pod (kube-scheduler's queue and the
-		// registry get pod events through different handlers): a member from now on, so
-		// that its sub-group counts it, until its pod event confirms it or Unreserve (which
-		// follows for a pod already deleted: its binding fails) takes it out.
-		if g.provisional == nil {
-			g.provisional = sets.New[types.UID]()
-		}
-		g.provisional.Insert(pod.UID)
-		g.members[pod.UID] = pod
-		g.assumed[pod.UID] = nodeName
-		g.assignSubGroupLocked(pod.UID, pod)
-		// Its event will find it known: the members held back below minMember hear it now.
-		reachedMinMember = g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
-	} else if !g.bound.Has(pod.UID) {
-		done := g.track(pod.UID)
-		g.assumed[pod.UID] = nodeName
-		done()
-	}
-	// A blocker that reserved fits a node after all: the gang is no longer blocked, and the
-	// members its Permit activates must not be refused for it (the node change that made it
-	// fit may reach kube-scheduler's queue before this registry).
-	unblocked := g.blocker != nil && g.blocker.UID == pod.UID && g.unblockLocked()
-	r.mu.Unlock()
-	if unblocked || reachedMinMember {
-		r.notify(key, false)
-	}
-}
-
-// PlacedMember is a member that is bound or reserved, with its node.
-type PlacedMember struct {
-	Pod  *v1.Pod
-	Node string
-}
-
-// PlacedMembers returns the members that are bound or reserved, with their nodes.
-func (r *Registry) PlacedMembers(key Key) []PlacedMember {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	g := r.groups[key]
-	if g == nil {
-		return nil
-	}
-	var out []PlacedMember
-	for uid, p := range g.members {
-		if g.bound.Has(uid) {
-			out = append(out, PlacedMember{Pod: p, Node: p.Spec.NodeName})
-		} else if node, ok := g.assumed[uid]; ok {
-			out = append(out, PlacedMember{Pod: p, Node: node})
-		}
-	}
-	return out
-}
-
-// Unreserve undoes Reserve. It is idempotent.
-func (r *Registry) Unreserve(pod *v1.Pod) {
-	key, ok := KeyOf(pod)
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g := r.groups[key]; g != nil {
-		if g.provisional.Has(pod.UID) {
-			// Known only from its Reserve: no pod event vouches for it.
-			g.unassignSubGroupLocked(pod.UID)
-			g.provisional.Delete(pod.UID)
-			delete(g.members, pod.UID)
-		}
-		done := g.track(pod.UID)
-		delete(g.assumed, pod.UID)
-		done()
-		r.forgetIfEmptyLocked(key)
-	}
-}
-
-// ClusterAllocatable returns the sum of the allocatable resources of all nodes. The returned
-// list must not be modified.
-func (r *Registry) ClusterAllocatable() v1.ResourceList {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.clusterAllocatable
-}
-
 // SetPodGroup adds or updates a PodGroup.
 func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	key := Key{Namespace: pg.Namespace, Name: pg.Name}
@@ -541,55 +446,4 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		// The other members were held back for this one: let them try without it.
 		r.notify(key, false)
 	}
-}
-
-// SetNode records a node's allocatable resources.
-func (r *Registry) SetNode(old, node *v1.Node) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.setNodeLocked(node.Name, node.Status.Allocatable)
-	if old == nil || NodeCapacityChanged(old, node) {
-		// A blocker may fit now; kube-scheduler's own hints retry it.
-		r.unblockAllLocked()
-	}
-}
-
-// NodeCapacityChanged reports a node update that can make room for a pod that did not fit:
-// allocatable resources, labels, taints or schedulability changed.
-func NodeCapacityChanged(old, node *v1.Node) bool {
-	return !equality.Semantic.DeepEqual(old.Status.Allocatable, node.Status.Allocatable) ||
-		!equality.Semantic.DeepEqual(old.Labels, node.Labels) ||
-		!equality.Semantic.DeepEqual(old.Spec.Taints, node.Spec.Taints) ||
-		old.Spec.Unschedulable != node.Spec.Unschedulable
-}
-
-// DeleteNode forgets a node.
-func (r *Registry) DeleteNode(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.setNodeLocked(name, nil)
-}
-
-func (r *Registry) setNodeLocked(name string, alloc v1.ResourceList) {
-	// Build a new total instead of mutating the published one: readers hold it unlocked.
-	total := r.clusterAllocatable.DeepCopy()
-	for res, q := range r.nodeAllocatable[name] {
-		t := total[res]
-		t.Sub(q)
-		total[res] = t
-	}
-	for res, q := range alloc {
-		t, ok := total[res]
-		if !ok {
-			t = resource.Quantity{Format: q.Format}
-		}
-		t.Add(q)
-		total[res] = t
-	}
-	if alloc == nil {
-		delete(r.nodeAllocatable, name)
-	} else {
-		r.nodeAllocatable[name] = alloc
-	}
-	r.clusterAllocatable = total
 }

@@ -1,0 +1,92 @@
+package podgroup
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// Reserve records that this scheduler reserved a node for a member. It is idempotent.
+func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
+	key, ok := KeyOf(pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	g := r.groupLocked(key)
+	reachedMinMember := false
+	if _, known := g.members[pod.UID]; !known && pod.DeletionTimestamp == nil {
+		// Reserved before this registry saw the pod (kube-scheduler's queue and the
+		// registry get pod events through different handlers): a member from now on, so
+		// that its sub-group counts it, until its pod event confirms it or Unreserve (which
+		// follows for a pod already deleted: its binding fails) takes it out.
+		if g.provisional == nil {
+			g.provisional = sets.New[types.UID]()
+		}
+		g.provisional.Insert(pod.UID)
+		g.members[pod.UID] = pod
+		g.assumed[pod.UID] = nodeName
+		g.assignSubGroupLocked(pod.UID, pod)
+		// Its event will find it known: the members held back below minMember hear it now.
+		reachedMinMember = g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
+	} else if !g.bound.Has(pod.UID) {
+		done := g.track(pod.UID)
+		g.assumed[pod.UID] = nodeName
+		done()
+	}
+	// A blocker that reserved fits a node after all: the gang is no longer blocked, and the
+	// members its Permit activates must not be refused for it (the node change that made it
+	// fit may reach kube-scheduler's queue before this registry).
+	unblocked := g.blocker != nil && g.blocker.UID == pod.UID && g.unblockLocked()
+	r.mu.Unlock()
+	if unblocked || reachedMinMember {
+		r.notify(key, false)
+	}
+}
+
+// PlacedMember is a member that is bound or reserved, with its node.
+type PlacedMember struct {
+	Pod  *v1.Pod
+	Node string
+}
+
+// PlacedMembers returns the members that are bound or reserved, with their nodes.
+func (r *Registry) PlacedMembers(key Key) []PlacedMember {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	g := r.groups[key]
+	if g == nil {
+		return nil
+	}
+	var out []PlacedMember
+	for uid, p := range g.members {
+		if g.bound.Has(uid) {
+			out = append(out, PlacedMember{Pod: p, Node: p.Spec.NodeName})
+		} else if node, ok := g.assumed[uid]; ok {
+			out = append(out, PlacedMember{Pod: p, Node: node})
+		}
+	}
+	return out
+}
+
+// Unreserve undoes Reserve. It is idempotent.
+func (r *Registry) Unreserve(pod *v1.Pod) {
+	key, ok := KeyOf(pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[key]; g != nil {
+		if g.provisional.Has(pod.UID) {
+			// Known only from its Reserve: no pod event vouches for it.
+			g.unassignSubGroupLocked(pod.UID)
+			g.provisional.Delete(pod.UID)
+			delete(g.members, pod.UID)
+		}
+		done := g.track(pod.UID)
+		delete(g.assumed, pod.UID)
+		done()
+		r.forgetIfEmptyLocked(key)
+	}
+}
