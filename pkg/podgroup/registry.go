@@ -132,6 +132,16 @@ func (i Info) MinMember() int {
 	return max(int(i.PodGroup.Spec.MinMember), 1)
 }
 
+// Policy returns the group's sub-group policy of that name.
+func (i Info) Policy(name string) (SubGroupPolicy, bool) {
+	for _, p := range i.SubGroupPolicies {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return SubGroupPolicy{}, false
+}
+
 // New returns an empty registry.
 func New() *Registry {
 	return &Registry{

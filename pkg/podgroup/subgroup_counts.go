@@ -132,10 +132,6 @@ func CanDropSubGroup(info Info, states []SubGroupState, dropped map[string]int, 
 			total++
 		}
 	}
-	for _, sp := range info.SubGroupPolicies {
-		if sp.Name == policy {
-			return total-dropped[policy]-1 >= int(sp.MinSubGroups)
-		}
-	}
-	return false
+	sp, ok := info.Policy(policy)
+	return ok && total-dropped[policy]-1 >= int(sp.MinSubGroups)
 }

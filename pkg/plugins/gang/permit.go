@@ -216,12 +216,7 @@ func (g *Gang) rejectionScope(key podgroup.Key, info podgroup.Info, states []pod
 	}
 	dispensable := jobComplete(info, g.registry.Progress(key, nil))
 	if !dispensable {
-		var minSubGroups, others, subMembers int
-		for _, p := range info.SubGroupPolicies {
-			if p.Name == sub.Policy {
-				minSubGroups = int(p.MinSubGroups)
-			}
-		}
+		var others, subMembers int
 		for _, s := range states {
 			if s.ID == sub.ID {
 				subMembers = s.Members
@@ -229,7 +224,8 @@ func (g *Gang) rejectionScope(key podgroup.Key, info podgroup.Info, states []pod
 				others++ // a sub-group whose members are all gone is not one (CanDropSubGroup)
 			}
 		}
-		dispensable = info.Members-subMembers >= info.MinMember() && others >= minSubGroups
+		policy, _ := info.Policy(sub.Policy)
+		dispensable = info.Members-subMembers >= info.MinMember() && others >= int(policy.MinSubGroups)
 	}
 	if !dispensable {
 		return nil, ""

@@ -109,15 +109,10 @@ func neededSubGroupShort(info podgroup.Info, states []podgroup.SubGroupState, su
 	if !inSub {
 		return false
 	}
-	size := 0
-	for _, p := range info.SubGroupPolicies {
-		if p.Name == sub.Policy {
-			size = int(p.SubGroupSize)
-		}
-	}
+	policy, _ := info.Policy(sub.Policy)
 	for _, s := range states {
 		if s.ID == sub.ID {
-			return s.Members-1 < size
+			return s.Members-1 < int(policy.SubGroupSize)
 		}
 	}
 	return true

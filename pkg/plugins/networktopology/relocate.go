@@ -118,12 +118,8 @@ func relocationDomain(tree *hypernode.Snapshot, domain, leaf string, pod *v1.Pod
 	if !ok {
 		return domain
 	}
-	var constraint *podgroup.NetworkTopology
-	for _, sp := range info.SubGroupPolicies {
-		if sp.Name == sub.Policy {
-			constraint = sp.NetworkTopology
-		}
-	}
+	policy, _ := info.Policy(sub.Policy)
+	constraint := policy.NetworkTopology
 	if constraint == nil || constraint.Mode != podgroup.ModeHard {
 		return domain
 	}
