@@ -239,32 +239,41 @@ func (r *Registry) SubGroups(key Key) []SubGroupState {
 	return states
 }
 
-// MemberView returns, from one read, a group's Info and the state of its every sub-group
-// with pod's sub-group (inSub false: the job's default group). A pod the registry has not
-// seen yet is counted as a pending member (kube-scheduler's queue and the registry receive
-// pod events through different handlers), as Gang.Including counts it. O(sub-groups).
-func (r *Registry) MemberView(key Key, pod *v1.Pod) (info Info, states []SubGroupState, sub SubGroup, inSub bool) {
+// MemberView is a group as one of its members sees it, from one read of the registry: the
+// member counts, the sub-group counts and the progress toward binding must agree.
+type MemberView struct {
+	Info Info
+	// States is the state of each of the group's sub-groups.
+	States []SubGroupState
+	// Sub is the member's sub-group (InSub false: the job's default group).
+	Sub   SubGroup
+	InSub bool
+	// Progress is the group's progress toward binding, as Progress returns it for the member.
+	Progress SubGroupProgress
+}
+
+// MemberView returns the group key as pod sees it. A pod the registry has not seen yet is
+// counted as a pending member (kube-scheduler's queue and the registry receive pod events
+// through different handlers), as Gang.Including counts it. O(sub-groups).
+func (r *Registry) MemberView(key Key, pod *v1.Pod) MemberView {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	g := r.groups[key]
 	if g == nil {
-		return Info{}, nil, SubGroup{}, false
+		return MemberView{}
 	}
-	info = g.infoLocked()
+	v := MemberView{Info: g.infoLocked(), Progress: g.progressLocked(pod)}
+	v.Sub, v.InSub = v.Progress.Sub, v.Progress.InSub
 	for _, c := range g.subCounts {
-		states = append(states, *c)
+		v.States = append(v.States, *c)
 	}
-	if sub, inSub = g.memberSub[pod.UID]; inSub {
-		return info, states, sub, true
-	}
-	sub, inSub = SubGroupOf(g.subGroups, pod)
 	if _, known := g.members[pod.UID]; !known {
-		info.Members++
-		if inSub {
-			states = countedIn(states, sub, false)
+		v.Info.Members++
+		if v.InSub {
+			v.States = countedIn(v.States, v.Sub, false)
 		}
 	}
-	return info, states, sub, inSub
+	return v
 }
 
 // SubGroupProgress is how far a job is toward binding, by its sub-groups.
@@ -290,6 +299,11 @@ func (r *Registry) Progress(key Key, pod *v1.Pod) SubGroupProgress {
 	if g == nil {
 		return SubGroupProgress{}
 	}
+	return g.progressLocked(pod)
+}
+
+// progressLocked is Progress for g; pod may be nil. r.mu must be held.
+func (g *group) progressLocked(pod *v1.Pod) SubGroupProgress {
 	out := SubGroupProgress{Bindable: g.bound.Len() + len(g.assumed) - g.incompleteScheduled,
 		CompleteByPolicy: make(map[string]int, len(g.completeByPolicy))}
 	for policy, n := range g.completeByPolicy {

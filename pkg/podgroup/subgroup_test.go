@@ -79,7 +79,8 @@ func TestSubGroupMembershipAndCounts(t *testing.T) {
 	bound := pods[1].DeepCopy()
 	bound.Spec.NodeName = "n2"
 	r.SetPod(pods[1], bound)
-	info, states, sub, ok := r.MemberView(key, pods[3])
+	view := r.MemberView(key, pods[3])
+	info, states, sub, ok := view.Info, view.States, view.Sub, view.InSub
 	sort.Slice(states, func(i, j int) bool { return states[i].ID < states[j].ID })
 	want := []SubGroupState{
 		{SubGroup: SubGroup{Policy: "idx", ID: "idx-1", Index: 1}, Members: 1},
@@ -92,12 +93,20 @@ func TestSubGroupMembershipAndCounts(t *testing.T) {
 	if !ok || sub.ID != "idx-1" || info.Members != 5 {
 		t.Errorf("sub-group of i3 = %v, %v, %d members; want idx-1, 5 members", sub, ok, info.Members)
 	}
-	if _, _, _, ok := r.MemberView(key, pods[4]); ok {
+	// The progress comes from the same read: tp-1 is complete (w0 reserved, w1 bound), idx-1
+	// has nothing scheduled.
+	wantProgress := SubGroupProgress{Bindable: 2, CompleteByPolicy: map[string]int{"tp": 1},
+		Sub: SubGroup{Policy: "idx", ID: "idx-1", Index: 1}, InSub: true}
+	if diff := cmp.Diff(wantProgress, view.Progress); diff != "" {
+		t.Errorf("progress (-want,+got):\n%s", diff)
+	}
+	if r.MemberView(key, pods[4]).InSub {
 		t.Error("the launcher matches no policy: it belongs to the job's default group")
 	}
 	// A member the registry has not seen yet counts, with its sub-group, in the same read.
 	newcomer := pod("w5", map[string]string{"role": "worker", "partition": "0"})
-	info, states, sub, ok = r.MemberView(key, newcomer)
+	view = r.MemberView(key, newcomer)
+	info, states, sub, ok = view.Info, view.States, view.Sub, view.InSub
 	sort.Slice(states, func(i, j int) bool { return states[i].ID < states[j].ID })
 	want[1].Members = 2
 	if diff := cmp.Diff(want, states); diff != "" || !ok || sub.ID != "tp-0" || info.Members != 6 {

@@ -63,9 +63,10 @@ func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 	}
 	delete(r.members, pod.UID)
 	r.waiters.Delete(pod.UID)
-	info, states, sub, inSub := g.registry.MemberView(key, pod)
+	view := g.registry.MemberView(key, pod)
+	info := view.Info
 	why := fmt.Sprintf("member %s was unreserved", pod.Name)
-	only, subGroup := g.rejectionScope(key, info, states, sub, inSub)
+	only, subGroup := rejectionScope(view)
 	if subGroup != "" {
 		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
 	}
@@ -210,14 +211,15 @@ func jobComplete(info podgroup.Info, progress podgroup.SubGroupProgress) bool {
 // rejectionScope says which waiting members a failure of pod rejects: only its own
 // sub-group's when the job can do without that sub-group (it is complete already, or enough
 // other members and sub-groups remain), else the whole job's.
-func (g *Gang) rejectionScope(key podgroup.Key, info podgroup.Info, states []podgroup.SubGroupState, sub podgroup.SubGroup, inSub bool) (func(*v1.Pod) bool, string) {
-	if !inSub {
+func rejectionScope(view podgroup.MemberView) (func(*v1.Pod) bool, string) {
+	info, sub := view.Info, view.Sub
+	if !view.InSub {
 		return nil, ""
 	}
-	dispensable := jobComplete(info, g.registry.Progress(key, nil))
+	dispensable := jobComplete(info, view.Progress)
 	if !dispensable {
 		var others, subMembers int
-		for _, s := range states {
+		for _, s := range view.States {
 			if s.ID == sub.ID {
 				subMembers = s.Members
 			} else if s.Policy == sub.Policy && s.Members > 0 {

@@ -28,7 +28,8 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	}
 	logger := klog.FromContext(ctx)
 	// One read: the member counts and the sub-group counts must agree (see MemberView).
-	info, states, sub, inSub := g.registry.MemberView(key, pod)
+	view := g.registry.MemberView(key, pod)
+	info := view.Info
 	if yielded := g.makeRoom(ctx, state, pod, key, info, statuses); len(yielded) > 0 {
 		g.activatePending(logger, key)
 		msg := fmt.Sprintf("gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room; retrying", key, strings.Join(yielded, ", "))
@@ -43,12 +44,12 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	if g.fitsNowhere(statuses) {
 		g.block(logger, key, info, pod, reasons)
 	}
-	only, subGroup := g.rejectionScope(key, info, states, sub, inSub)
+	only, subGroup := rejectionScope(view)
 	if subGroup != "" {
 		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
 	}
 	g.mu.Lock()
-	if only == nil && !neededSubGroupShort(info, states, sub, inSub) && g.othersCanCompleteLocked(key, info, pod) {
+	if only == nil && !neededSubGroupShort(view) && g.othersCanCompleteLocked(key, info, pod) {
 		g.mu.Unlock()
 		logger.V(3).Info("Gang member cannot be placed; the others can still make minMember", "pod", klog.KObj(pod), "podGroup", key, "minMember", info.MinMember())
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
@@ -105,13 +106,13 @@ func (g *Gang) othersCanCompleteLocked(key podgroup.Key, info podgroup.Info, pod
 // neededSubGroupShort reports whether the member's sub-group, which the job cannot do
 // without (the failure's scope is the whole job), has no member to spare for it: the others
 // cannot complete the job then, however many members it has.
-func neededSubGroupShort(info podgroup.Info, states []podgroup.SubGroupState, sub podgroup.SubGroup, inSub bool) bool {
-	if !inSub {
+func neededSubGroupShort(view podgroup.MemberView) bool {
+	if !view.InSub {
 		return false
 	}
-	policy, _ := info.Policy(sub.Policy)
-	for _, s := range states {
-		if s.ID == sub.ID {
+	policy, _ := view.Info.Policy(view.Sub.Policy)
+	for _, s := range view.States {
+		if s.ID == view.Sub.ID {
 			return s.Members-1 < int(policy.SubGroupSize)
 		}
 	}
