@@ -65,7 +65,7 @@ var (
 	PlanReusesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      namespace,
 		Name:           "plan_reuses_total",
-		Help:           "Gang members that reused their gang's plan instead of planning again, by result: placed (the plan) or no_domain (the gang's remembered failure).",
+		Help:           "Gang members that reused their gang's plan instead of planning again, by result: placed (the plan placed the member), no_room (the plan left the member out) or no_domain (the gang's remembered failure).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 

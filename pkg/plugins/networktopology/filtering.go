@@ -57,7 +57,11 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	p.registry.RequeueDone(key)
 	plan := p.currentPlan(key, tree, pod.Name, info.Revision)
 	if plan != nil {
-		metrics.PlanReusesTotal.WithLabelValues(metrics.ResultPlaced).Inc()
+		result := metrics.ResultPlaced
+		if plan.deferred.Has(pod.Name) {
+			result = metrics.ResultNoRoom
+		}
+		metrics.PlanReusesTotal.WithLabelValues(result).Inc()
 	} else {
 		if status := p.reuseFailure(klog.FromContext(ctx), key, info, tree); status != nil {
 			// Another member retries for the gang: this one waits out of the queue.

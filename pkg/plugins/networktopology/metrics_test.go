@@ -4,11 +4,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	hnmetrics "github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // planMetrics reads the plan metrics that PreFilter moves; the registry is global, so tests
@@ -33,7 +36,9 @@ func planMetrics(t *testing.T) map[string]float64 {
 		counter("plans_total/"+r, v, err)
 		n, err := testutil.GetHistogramMetricCount(hnmetrics.PlanDuration.WithLabelValues(r))
 		count("plan_duration_seconds_count/"+r, n, err)
-		v, err = testutil.GetCounterMetricValue(hnmetrics.PlanReusesTotal.WithLabelValues(r))
+	}
+	for _, r := range []string{hnmetrics.ResultPlaced, hnmetrics.ResultNoRoom, hnmetrics.ResultNoDomain} {
+		v, err := testutil.GetCounterMetricValue(hnmetrics.PlanReusesTotal.WithLabelValues(r))
 		counter("plan_reuses_total/"+r, v, err)
 	}
 	for _, mode := range []string{hnmetrics.ModeHard, hnmetrics.ModeSoft} {
@@ -46,16 +51,25 @@ func planMetrics(t *testing.T) map[string]float64 {
 	return out
 }
 
-// TestPlanMetrics: a gang planned once and reused by its other member, and a gang that
-// cannot fit planned once and its failure reused, move exactly the counters that say so.
+// TestPlanMetrics: a gang planned once and reused by its other member, an elastic gang whose
+// plan leaves its third member out, and a gang that cannot fit planned once and its failure
+// reused, move exactly the counters that say so.
 func TestPlanMetrics(t *testing.T) {
 	hnmetrics.Register()
 	e := newPlanEnv(t, map[string]int{"fits": 2, "big": 3})
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "elastic", UID: "pg-elastic",
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2},
+	})
+	for i := range 3 {
+		e.registry.SetPod(nil, e.pod("elastic", i))
+	}
 	before := planMetrics(t)
 	for _, member := range []struct {
 		group string
 		i     int
-	}{{"fits", 0}, {"fits", 1}, {"big", 0}, {"big", 1}} {
+	}{{"fits", 0}, {"fits", 1}, {"elastic", 0}, {"elastic", 1}, {"elastic", 2}, {"big", 0}, {"big", 1}} {
 		_, _, _ = e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod(member.group, member.i))
 	}
 	after := planMetrics(t)
@@ -65,18 +79,20 @@ func TestPlanMetrics(t *testing.T) {
 			got[name] = d
 		}
 	}
-	// fits: the lazy bin-pack planning simulates the two nodes of s0 and stops; big: it
-	// simulates every node before it can say that no leaf holds three.
+	// fits: the lazy bin-pack planning simulates the two nodes of s0 and stops; elastic and
+	// big: it simulates every node before it can say that no leaf holds three (elastic's
+	// plan then places minMember 2 and leaves the third member out).
 	want := map[string]float64{
-		"plans_total/placed":                    1,
-		"plan_duration_seconds_count/placed":    1,
-		"plan_reuses_total/placed":              1,
-		"placements_total/1/hard":               1,
+		"plans_total/placed":                    2,
+		"plan_duration_seconds_count/placed":    2,
+		"plan_reuses_total/placed":              2,
+		"plan_reuses_total/no_room":             1,
+		"placements_total/1/hard":               2,
 		"plans_total/no_domain":                 1,
 		"plan_duration_seconds_count/no_domain": 1,
 		"plan_reuses_total/no_domain":           1,
-		"plan_simulated_nodes_count":            2,
-		"plan_simulated_nodes_sum":              2 + 8,
+		"plan_simulated_nodes_count":            3,
+		"plan_simulated_nodes_sum":              2 + 8 + 8,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metric changes (-want +got):\n%s", diff)
