@@ -23,13 +23,15 @@ import (
 // again until something that can change the answer happens: the tree or the PodGroup changed
 // (PreFilter compares their generations), or a node was added or changed, or capacity was
 // freed in a HyperNode that could host the gang, or promised slots were released (these
-// mark it stale). Even then a new plan waits out a back-off that doubles with each failure in
-// a row, so a gang that keeps failing under churn costs one plan per back-off period.
+// mark it stale), or it is failureMaxAge old. Even then a new plan waits out a back-off that
+// doubles with each failure in a row, so a gang that keeps failing under churn costs one plan
+// per back-off period.
 type planFailure struct {
 	status   *fwk.Status
 	tree     uint64
 	revision int
 	stale    bool
+	made     time.Time
 	// failures counts the failed plans in a row; no new plan is made before retryAt.
 	failures int
 	retryAt  time.Time
@@ -45,6 +47,11 @@ type planFailure struct {
 const (
 	failureBackoffBase = time.Second
 	failureBackoffMax  = 30 * time.Second
+	// failureMaxAge bounds how long a failure answers without a new plan. Some changes that
+	// can make room reach no hint of this plugin (a DRA ResourceSlice, a volume, a running
+	// pod resized down); kube-scheduler retries every unschedulable pod after 5 minutes, and
+	// the gang's retried member then plans again.
+	failureMaxAge = 5 * time.Minute
 )
 
 // backoff is the wait before the next plan after failures failed plans in a row.
@@ -68,6 +75,10 @@ func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key
 	}
 	if f.tree != tree.Generation() || f.revision != info.Revision {
 		// The tree or the PodGroup changed (an admin's fix): plan now.
+		return nil
+	}
+	if age := time.Since(f.made); age >= failureMaxAge {
+		logger.V(3).Info("Gang's remembered plan failure is old: planning again", "podGroup", key, "age", age)
 		return nil
 	}
 	if !f.stale || p.inBackoffLocked(logger, key, f) {
@@ -110,8 +121,9 @@ func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, pod *v1.Pod, stat
 		failures = old.failures + 1
 		old.stopWake()
 	}
-	p.failures[key] = &planFailure{status: status, tree: tree.Generation(), revision: info.Revision,
-		failures: failures, retryAt: time.Now().Add(backoff(failures)), possible: possible}
+	now := time.Now()
+	p.failures[key] = &planFailure{status: status, tree: tree.Generation(), revision: info.Revision, made: now,
+		failures: failures, retryAt: now.Add(backoff(failures)), possible: possible}
 	p.failuresRecorded++
 	p.mu.Unlock()
 	p.registry.HoldForRetry(key, pod.UID)
@@ -241,7 +253,8 @@ func (p *NetworkTopologyAware) markAllStale() {
 
 // possibleDomains returns the HyperNodes up to maxTier (and the virtual root when the gang
 // may span the whole cluster) whose nodes could hold demand copies of pod if they were
-// empty, judged by allocatable resources and pod slots alone.
+// empty, judged by allocatable resources and pod slots alone. demand is the fewest members
+// the job can run with: a domain that holds those may help it.
 func (p *NetworkTopologyAware) possibleDomains(tree *hypernode.Snapshot, pod *v1.Pod, nodes []fwk.NodeInfo, demand, maxTier int, wholeCluster bool) sets.Set[string] {
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	perLeaf := map[string]int{}

@@ -6,11 +6,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	hnmetrics "github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
@@ -229,5 +233,49 @@ func BenchmarkFreedOnPerDeparture(b *testing.B) {
 		for _, k := range keys {
 			e.plugin.freedOn("node-0", k, uid)
 		}
+	}
+}
+
+// TestElasticFailureWaitsForItsMinimum: an elastic gang that cannot place even minMember
+// members now is woken by room for minMember, not only by room for all of its members (no
+// leaf holds all three, each holds two). Its failure also answers for at most failureMaxAge.
+func TestElasticFailureWaitsForItsMinimum(t *testing.T) {
+	var running []*v1.Pod
+	for i := range 8 {
+		running = append(running, st.MakePod().Namespace("other").Name(fmt.Sprintf("busy-%d", i)).UID(fmt.Sprintf("busy-%d", i)).
+			Node(fmt.Sprintf("node-%d", i)).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj())
+	}
+	e := newPlanEnvWithPods(t, nil, nil, running)
+	// A spine above the leaves: the gang, hard at tier 1, cannot span the cluster.
+	e.cache.SetHyperNode(hntesting.MakeHyperNode("spine").Tier(2).Children("s0", "s1", "s2", "s3").Obj())
+	key := podgroup.Key{Namespace: "ns", Name: "elastic"}
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "elastic", UID: "pg-elastic",
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2},
+	})
+	for i := range 3 {
+		e.registry.SetPod(nil, e.pod("elastic", i))
+	}
+	if _, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("elastic", 0)); status.IsSuccess() {
+		t.Fatal("PreFilter(elastic-0) succeeded on a full cluster")
+	}
+	e.plugin.mu.Lock()
+	possible := sets.List(e.plugin.failures[key].possible)
+	e.plugin.mu.Unlock()
+	if diff := cmp.Diff([]string{"s0", "s1", "s2", "s3"}, possible); diff != "" {
+		t.Errorf("domains that can help the gang (-want,+got):\n%s", diff)
+	}
+	if !e.plugin.freedOn("node-4", key, "busy-4") {
+		t.Error("room freed in s2, which holds minMember, does not help the gang")
+	}
+
+	// An old failure is planned again, though nothing the plugin hears of changed.
+	e.plugin.mu.Lock()
+	f := e.plugin.failures[key]
+	f.stale, f.retryAt, f.made = false, time.Now().Add(-time.Millisecond), time.Now().Add(-failureMaxAge)
+	e.plugin.mu.Unlock()
+	if status := e.plugin.reuseFailure(klog.Background(), key, e.registry.Info(key), e.cache.Snapshot()); status != nil {
+		t.Errorf("a failure %s old answered again: %v", failureMaxAge, status)
 	}
 }

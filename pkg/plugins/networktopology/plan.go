@@ -92,12 +92,15 @@ func (g *gangPlan) pending() int {
 }
 
 // currentPlan returns the gang's plan if it is still valid for this member: the member is in
-// it and none of its leaves changed in the tree.
+// it, the PodGroup's spec and constraint are those it was made for, and none of its leaves
+// changed in the tree.
 func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Snapshot, pod string, revision int) *gangPlan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	plan := p.plans[key]
-	if plan == nil {
+	if plan == nil || plan.revision != revision {
+		// A changed constraint or minMember (an admin's edit) is planned for again, around
+		// the members already placed.
 		return nil
 	}
 	if _, ok := plan.podLeaf[pod]; !ok && !plan.deferred.Has(pod) {
@@ -107,7 +110,7 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 		// Every planned member has its place: plan the deferred sub-groups now, around them;
 		// once, while nothing that can make room happens.
 		freed := max(p.roomFreedAll, p.roomFreed[plan.roomArea])
-		if !plan.waitsForRoom || freed > plan.roomEpoch || plan.generation != tree.Generation() || plan.revision != revision ||
+		if !plan.waitsForRoom || freed > plan.roomEpoch || plan.generation != tree.Generation() ||
 			time.Since(plan.made) >= leftOutReuse {
 			return nil
 		}
@@ -300,6 +303,9 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 		if errors.As(err, &unsat) {
 			status := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
 			wholeCluster := req.Soft || req.MaxTier >= tree.RootTier()
+			// The fewest members the job can run with (an elastic gang's, or a job's without
+			// the sub-groups it can do without): room that holds them may help it.
+			need := min(len(names), max(info.MinMember()-len(placedNodes), 1))
 			var possible sets.Set[string]
 			blocked := ""
 			if len(shapes) > 1 {
@@ -309,13 +315,13 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 						blocked = p.blockIfFitsNowhere(ctx, shapes[i].Rep, key, info)
 					}
 				}
-				possible = p.possibleShapeDomains(tree, shapes, nodes, req.MaxTier, wholeCluster)
+				possible = p.possibleShapeDomains(tree, shapes, nodes, need, req.MaxTier, wholeCluster)
 			} else {
 				if noCapacity(req.Nodes) {
 					// Perhaps not room: this member may fit no node at all.
 					blocked = p.blockIfFitsNowhere(ctx, pod, key, info)
 				}
-				possible = p.possibleDomains(tree, pod, nodes, len(names), req.MaxTier, wholeCluster)
+				possible = p.possibleDomains(tree, pod, nodes, need, req.MaxTier, wholeCluster)
 			}
 			if blocked != "" {
 				// No domain can help while a member fits no node: say that, not the sums.

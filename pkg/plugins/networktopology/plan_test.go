@@ -178,6 +178,24 @@ func TestPlanReuseLedgerAndInvalidation(t *testing.T) {
 	}
 }
 
+// TestPlanDroppedWhenThePodGroupChanges: an edit of the PodGroup's constraint between two
+// members' cycles is planned for again; the second member does not follow the old plan.
+func TestPlanDroppedWhenThePodGroupChanges(t *testing.T) {
+	e := newPlanEnv(t, map[string]int{"a": 2})
+	e.preFilter(t, e.pod("a", 0))
+	before := e.plan("a")
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "pg-a",
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"soft","highestTierAllowed":1}`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2},
+	})
+	e.preFilter(t, e.pod("a", 1))
+	after := e.plan("a")
+	if after == before || after.revision != e.registry.Info(podgroup.Key{Namespace: "ns", Name: "a"}).Revision {
+		t.Errorf("the member after the edit used the plan made before it (revision %d)", before.revision)
+	}
+}
+
 type noActivation struct{}
 
 func (*noActivation) Activate(klog.Logger, map[string]*v1.Pod) {}

@@ -156,11 +156,17 @@ func SimulatedPod(pod *v1.Pod, node, suffix string) (fwk.PodInfo, error) {
 }
 
 // possibleShapeDomains is possibleDomains for a gang of several shapes: the HyperNodes that
-// could hold every shape if they were empty.
-func (p *NetworkTopologyAware) possibleShapeDomains(tree *hypernode.Snapshot, shapes []*podShape, nodes []fwk.NodeInfo, maxTier int, wholeCluster bool) sets.Set[string] {
+// could hold, if they were empty, need of the pending members whatever their shapes.
+func (p *NetworkTopologyAware) possibleShapeDomains(tree *hypernode.Snapshot, shapes []*podShape, nodes []fwk.NodeInfo, need, maxTier int, wholeCluster bool) sets.Set[string] {
+	pending := 0
+	for _, s := range shapes {
+		pending += len(s.Members)
+	}
 	var out sets.Set[string]
 	for _, s := range shapes {
-		d := p.possibleDomains(tree, s.Rep, nodes, len(s.Members), maxTier, wholeCluster)
+		// Of the need members, at least this many are of this shape.
+		demand := max(need-(pending-len(s.Members)), 0)
+		d := p.possibleDomains(tree, s.Rep, nodes, demand, maxTier, wholeCluster)
 		if out == nil {
 			out = d
 		} else {
