@@ -94,6 +94,31 @@ func TestPreemptedWaiterFailsItsBatch(t *testing.T) {
 	}
 }
 
+// TestRejectedWaiterGoneBeforeTheQuorumFailsItsBatch: a waiting member is preempted and its
+// binding goroutine has taken it out of the waiting pods, but its Unreserve has not run when
+// the last member's Permit counts it; the last member must not bind alone.
+func TestRejectedWaiterGoneBeforeTheQuorumFailsItsBatch(t *testing.T) {
+	e := newEnv(t, 60)
+	p0, p1 := e.firstOfTwoWaits(t, nil)
+	if !e.fw.GetWaitingPod(p0.UID).Preempt("DefaultPreemption", "preempted") {
+		t.Fatal("could not preempt the waiting member")
+	}
+	if s := e.fw.WaitOnPermit(e.ctx, p0); s.IsSuccess() {
+		t.Fatalf("p0 = %v, want preempted", s)
+	}
+	if s := e.reserveAndPermit(t, p1); !s.IsSuccess() {
+		t.Fatalf("Permit(p1) = %v, want Success (p0's Unreserve has not run)", s)
+	}
+	done := make(chan *fwk.Status)
+	go func() { done <- e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), p1, "node-1") }()
+	e.unreserve(p0)
+	s := <-done
+	want := "gang team/train: member p0 was allowed with this one but did not bind"
+	if s.Code() != fwk.Unschedulable || s.Message() != want {
+		t.Errorf("PreBind(p1) = %v, want Unschedulable %q", s, want)
+	}
+}
+
 // TestBatchBindsWhenEveryMemberArrives: PreBind lets a batch through once all of it arrived.
 func TestBatchBindsWhenEveryMemberArrives(t *testing.T) {
 	e := newEnv(t, 60)

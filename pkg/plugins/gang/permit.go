@@ -138,23 +138,31 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		states := g.registry.SubGroups(key)
 		complete = completeSubGroups(info, states)
 	}
+	counted := func(p *v1.Pod) bool {
+		s, ok := podgroup.SubGroupOf(info.SubGroupPolicies, p)
+		return !ok || complete.Has(s.ID)
+	}
 	var allow []fwk.WaitingPod
 	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		p := wp.GetPod()
-		if p.UID == pod.UID || g.memberRound[p.UID] != r {
-			return
+		if p.UID != pod.UID && g.memberRound[p.UID] == r && counted(p) {
+			allow = append(allow, wp)
 		}
-		if s, ok := podgroup.SubGroupOf(info.SubGroupPolicies, p); ok && !complete.Has(s.ID) {
-			return
-		}
-		allow = append(allow, wp)
 	})
-	b := newBatch(len(allow) + 1)
-	for _, wp := range append(allow, nil) {
-		uid := pod.UID
-		if wp != nil {
-			uid = wp.GetPod().UID
+	batched := sets.New(pod.UID)
+	for _, wp := range allow {
+		batched.Insert(wp.GetPod().UID)
+	}
+	// A member of the round the quorum counts but that is no longer waiting was rejected
+	// (preempted, deleted) and its Unreserve has not run yet: it joins the batch, so that its
+	// Unreserve fails the batch and nobody binds below minMember.
+	for uid, p := range r.members {
+		if counted(p) {
+			batched.Insert(uid)
 		}
+	}
+	b := newBatch(batched.Len())
+	for uid := range batched {
 		delete(r.members, uid)
 		r.waiters.Delete(uid)
 		delete(g.memberRound, uid)
