@@ -174,3 +174,24 @@ func Deferred(state fwk.CycleState) bool {
 	_, err := state.Read(deferredKey)
 	return err == nil
 }
+
+// yieldedKey marks, in a scheduling cycle's state, a member whose gang was just planned into
+// room that waiting lower-precedence gangs are giving back: NetworkTopologyAware writes it,
+// the PostFilter plugins read it.
+const yieldedKey fwk.StateKey = "hypernode.dev/yielded"
+
+type yieldedState struct{}
+
+func (yieldedState) Clone() fwk.StateData { return yieldedState{} }
+
+// MarkYielded records in the cycle's state that the member's gang was planned into room that
+// lower-precedence gangs yield.
+func MarkYielded(state fwk.CycleState) { state.Write(yieldedKey, yieldedState{}) }
+
+// Yielded reports whether the member's gang was planned in this cycle into room that
+// lower-precedence gangs yield: the member retries once they have released it, so nothing
+// is to be preempted for it and its refusal rejects nobody of its own gang.
+func Yielded(state fwk.CycleState) bool {
+	_, err := state.Read(yieldedKey)
+	return err == nil
+}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -66,6 +67,26 @@ func TestTopologyGangMakesLowerGangYield(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]string{}, bound); diff != "" {
 		t.Errorf("low gang members bound (-want,+got):\n%s", diff)
+	}
+	// The room came from the yield alone: nobody was evicted or deleted for the high gang,
+	// which was never told it failed.
+	pods, err := e.c.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "scheduling.x-k8s.io/pod-group=low"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 3 {
+		t.Errorf("%d members of the low gang exist, want all 3", len(pods.Items))
+	}
+	events := e.eventsByReason()
+	for _, reason := range []string{"GangPreempting", "PreemptionNotHelpful", "GangPreemptionFailed"} {
+		if len(events[reason]) > 0 {
+			t.Errorf("%s Events: %q", reason, events[reason])
+		}
+	}
+	for _, note := range events["GangRejected"] {
+		if !strings.Contains(note, "yielded its room in s0 to gang "+e.ns+"/high") {
+			t.Errorf("GangRejected Event not about the yield: %q", note)
+		}
 	}
 }
 

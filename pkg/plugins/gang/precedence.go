@@ -27,6 +27,11 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	logger := klog.FromContext(ctx)
+	if podgroup.Yielded(state) {
+		// NetworkTopologyAware planned the gang into room lower gangs are giving back: not a
+		// failure of the gang, whose waiting members keep their places.
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: planned into room that lower-precedence gangs are releasing; retrying", key))
+	}
 	// One read: the member counts and the sub-group counts must agree (see MemberView).
 	view := g.registry.MemberView(key, pod)
 	info := view.Info

@@ -207,6 +207,11 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 		// Another member is retried for the gang (GangRetryGate): it decides for all.
 		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: gang %s is retried through another member", key))
 	}
+	if podgroup.Yielded(state) {
+		// The gang was planned into room that lower-precedence gangs are giving back: the
+		// room is there without evicting anybody.
+		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: not attempted: gang %s is planned into room that lower-precedence gangs are releasing", key))
+	}
 	if podgroup.Deferred(state) {
 		// The plan holds the gang without this member (minMember, and minSubGroups): the gang
 		// preempts for what it needs, not for the members it can do without.

@@ -69,7 +69,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 			return nil, status
 		}
 		var status *fwk.Status
-		plan, status = p.makePlan(ctx, pod, key, info, tree, nodes)
+		plan, status = p.makePlan(ctx, state, pod, key, info, tree, nodes)
 		if !status.IsSuccess() {
 			return nil, status
 		}

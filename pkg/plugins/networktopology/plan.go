@@ -197,7 +197,7 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
 }
 
 // makePlan computes and records a plan for the gang of pod.
-func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, nodes []fwk.NodeInfo) (*gangPlan, *fwk.Status) {
+func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, nodes []fwk.NodeInfo) (*gangPlan, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	outcome, simulated := metrics.ResultError, 0
@@ -414,7 +414,9 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, pod *v1.Pod, key po
 	if len(yielded) > 0 {
 		// The yielding gangs' reservations are released asynchronously; the members retry on
 		// their deletion, and reuse this plan. Unresolvable: per-pod preemption must not
-		// evict anybody for a gang member.
+		// evict anybody for a gang member, and the mark keeps GangPreemption (whose
+		// simulation still sees the yielding reservations) and Gang's PostFilter out.
+		podgroup.MarkYielded(state)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 			"gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room in %s; retrying", key, strings.Join(yielded, ", "), result.Domain))
 	}
