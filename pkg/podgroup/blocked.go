@@ -40,7 +40,7 @@ func (r *Registry) SetBlocked(key Key, b Blocker) bool {
 	if g.blocker != nil && *g.blocker == b {
 		return false
 	}
-	g.blocker = &b
+	g.blocker, g.formerBlocker = &b, ""
 	return true
 }
 
@@ -58,10 +58,14 @@ func (g *group) blockerChangedLocked(old, pod *Member) bool {
 }
 
 // unblockAllLocked clears every gang's blocker: a node was added or changed in a way that can
-// make a blocker fit. r.mu must be held.
+// make a blocker fit. The members held for it stay held until it reserves (its Permit
+// activates them) or fails again; if it goes instead, they are activated (formerBlocker).
+// r.mu must be held.
 func (r *Registry) unblockAllLocked() {
 	for _, g := range r.groups {
-		g.blocker = nil
+		if g.blocker != nil {
+			g.formerBlocker, g.blocker = g.blocker.UID, nil
+		}
 	}
 }
 

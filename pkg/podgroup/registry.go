@@ -79,8 +79,10 @@ type group struct {
 	// when (see ClaimRequeue).
 	requeued   types.UID
 	requeuedAt time.Time
-	// blocker is a member that fits no node (see Blocker).
-	blocker *Blocker
+	// blocker is a member that fits no node (see Blocker); formerBlocker is the one a node
+	// change cleared, until it blocks or reserves again or is deleted.
+	blocker       *Blocker
+	formerBlocker types.UID
 	// retryHeld says the gang's placement failed and only scout is retried (retry.go).
 	retryHeld bool
 	scout     types.UID
@@ -460,6 +462,10 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		delete(g.memberSub, pod.UID)
 		if g.blocker != nil && g.blocker.UID == pod.UID {
 			unblocked = g.unblockLocked()
+		}
+		if g.formerBlocker == pod.UID {
+			// The members held for it wait for nothing now.
+			g.formerBlocker, unblocked = "", true
 		}
 		// A held gang whose scout went needs another one (retry.go).
 		unblocked = unblocked || g.scoutLostLocked(pod.UID)

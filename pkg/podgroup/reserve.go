@@ -38,6 +38,9 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	// members its Permit activates must not be refused for it (the node change that made it
 	// fit may reach kube-scheduler's queue before this registry).
 	unblocked := g.blocker != nil && g.blocker.UID == pod.UID && g.unblockLocked()
+	if g.formerBlocker == pod.UID {
+		g.formerBlocker = "" // its Permit activates the members held for it
+	}
 	r.mu.Unlock()
 	if unblocked || reachedMinMember {
 		r.notify(key, false)

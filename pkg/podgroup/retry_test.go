@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
@@ -149,6 +150,21 @@ func TestRetryGate(t *testing.T) {
 				if b := r.Info(key).Blocker; b != nil {
 					t.Errorf("blocker %s after it reserved", b.Name)
 				}
+				return []string{"a", "b"}
+			},
+			want:       []gate{{"a", "", false}, {"b", "", false}},
+			wantNotify: 1,
+		},
+		{
+			name: "a node change clears the blocker; its deletion then lets the members held for it try",
+			setup: func(r *Registry) []string {
+				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "taint"})
+				r.SetNode(nil, st.MakeNode().Name("node-9").Obj())
+				if b := r.Info(key).Blocker; b != nil {
+					t.Errorf("blocker %s after a node was added", b.Name)
+				}
+				r.DeletePod(member("c", "g"))
+				r.DeletePod(member("c", "g")) // once
 				return []string{"a", "b"}
 			},
 			want:       []gate{{"a", "", false}, {"b", "", false}},

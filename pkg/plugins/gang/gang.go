@@ -82,8 +82,10 @@ type Gang struct {
 	bound         sets.Set[podgroup.Key]
 	// clock runs the rounds' deadlines (a fake one in tests).
 	clock clock.WithDelayedExecution
-	// ctx is the scheduler's lifetime, for the work a round's rejection leaves behind.
-	ctx context.Context
+	// ctx is the scheduler's lifetime, for the work a round's rejection leaves behind;
+	// rejecters counts that work in flight (rejectWhenWaiting).
+	ctx       context.Context
+	rejecters sync.WaitGroup
 }
 
 var (

@@ -24,6 +24,8 @@ func (g *Gang) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, 
 	return []fwk.ClusterEventWithHint{
 		// A new member can complete the group's member count.
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: g.isSchedulableAfterMemberAdded},
+		// A pending pod's own labels: its gang, its sub-group.
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.UpdatePodLabel}, QueueingHintFn: g.isSchedulableAfterLabelChange},
 		// The PodGroup appearing or changing (minMember, timeout, minResources).
 		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.isSchedulableAfterPodGroupChange},
 		// Freed or added capacity can let a rejected gang complete.
@@ -45,12 +47,36 @@ func (g *Gang) isSchedulableAfterMemberAdded(logger klog.Logger, pod *v1.Pod, ol
 	if theirs, ok := podgroup.KeyOf(added); !ok || theirs != mine {
 		return fwk.QueueSkip, nil
 	}
-	// Below minMember the member would be held back again. The registry may not have seen
-	// the new member yet: when it does and the gang is ready, it activates the members.
-	if info := g.registry.Info(mine); info.PodGroup == nil || info.Members < info.MinMember() {
+	// Below minMember the member would be held back again; above it, the gang was ready
+	// before (each further member would requeue every rejected one: O(added x rejected)
+	// cycles as an elastic gang grows, and the new member's own Permit brings the others).
+	// The registry may not have seen the new member yet: when it does and that makes the
+	// gang ready, it activates the members itself.
+	info := g.registry.Info(mine)
+	if info.PodGroup == nil || info.Members != info.MinMember() || gatedByGang(info, pod) {
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("A member completed the gang", "pod", klog.KObj(pod), "added", klog.KObj(added))
+	return fwk.Queue, nil
+}
+
+// gatedByGang reports whether Gang's PreEnqueue holds the pod back for its sub-group policy
+// or membership, which no capacity change fixes.
+func gatedByGang(info podgroup.Info, pod *v1.Pod) bool {
+	return info.SubGroupErr != nil || podgroup.SubGroupMembershipProblem(info.SubGroupPolicies, pod) != ""
+}
+
+// isSchedulableAfterLabelChange: the pending pod's own labels changed, which can make it a
+// member of another gang or fix its sub-group membership (PreEnqueue decides again).
+func (g *Gang) isSchedulableAfterLabelChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	_, updated, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if updated.UID != pod.UID {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("A pending member's labels changed", "pod", klog.KObj(pod))
 	return fwk.Queue, nil
 }
 
@@ -116,7 +142,8 @@ func (g *Gang) isSchedulableAfterCapacityChange(logger klog.Logger, pod *v1.Pod)
 		return fwk.QueueSkip, nil
 	}
 	info := g.registry.Info(key)
-	if info.PodGroup == nil || info.Members < info.MinMember() {
+	if info.PodGroup == nil || info.Members < info.MinMember() || gatedByGang(info, pod) {
+		// PreEnqueue would hold it back again: it must not take the gang's requeue claim.
 		return fwk.QueueSkip, nil
 	}
 	// A blocked gang waits for its blocker, which kube-scheduler's own hints retry; when it

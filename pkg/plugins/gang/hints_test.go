@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -44,6 +45,12 @@ func TestQueueingHints(t *testing.T) {
 	}{
 		{name: "a member completes the gang", members: 2, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterMemberAdded },
 			pod: member("p0", "train"), obj: member("p1", "train"), want: fwk.Queue},
+		{name: "a member beyond minMember", members: 3, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterMemberAdded },
+			pod: member("p0", "train"), obj: member("p2", "train"), want: fwk.QueueSkip},
+		{name: "the pending pod's own labels changed", members: 2, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterLabelChange },
+			pod: member("p0", "train"), old: member("p0", "other"), obj: member("p0", "train"), want: fwk.Queue},
+		{name: "another pod's labels changed", members: 2, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterLabelChange },
+			pod: member("p0", "train"), old: member("p1", "other"), obj: member("p1", "train"), want: fwk.QueueSkip},
 		{name: "a member that leaves the gang short", members: 1, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterMemberAdded },
 			pod: member("p0", "train"), obj: member("p1", "train"), want: fwk.QueueSkip},
 		{name: "a member of another gang", members: 2, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterMemberAdded },
@@ -76,7 +83,7 @@ func TestQueueingHints(t *testing.T) {
 			e := newEnv(t, 60)
 			e.podGroup("train", 2, nil)
 			for i := range tc.members {
-				e.registry.SetPod(nil, member([]string{"p0", "p1"}[i], "train"))
+				e.registry.SetPod(nil, member([]string{"p0", "p1", "p2"}[i], "train"))
 			}
 			if tc.blocked {
 				e.registry.SetBlocked(podgroup.Key{Namespace: ns, Name: "train"}, podgroup.Blocker{UID: "p1", Name: "p1", Reason: "1 node(s) didn't match Pod's node affinity/selector"})
@@ -97,5 +104,25 @@ func TestQueueingHints(t *testing.T) {
 				t.Errorf("after the requeued member's attempt: %v, want Queue", got)
 			}
 		})
+	}
+}
+
+// TestGatedMemberLeavesTheRequeueClaim: a member that Gang's PreEnqueue holds back for its
+// gang's invalid sub-group policy is not requeued for room, so it does not take the claim
+// that a member that can run needs.
+func TestGatedMemberLeavesTheRequeueClaim(t *testing.T) {
+	e := newEnv(t, 60)
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "train", UID: "uid-train",
+			Annotations: map[string]string{podgroup.SubGroupPolicyAnnotation: "not json"}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1},
+	})
+	e.registry.SetPod(nil, member("p0", "train"))
+	if s := e.plugin.PreEnqueue(e.ctx, member("p0", "train")); s.IsSuccess() {
+		t.Fatal("PreEnqueue let a member of a PodGroup with an invalid sub-group policy in")
+	}
+	got, err := e.plugin.isSchedulableAfterNodeChange(klog.Background(), member("p0", "train"), nil, st.MakeNode().Name("node-2").Obj())
+	if err != nil || got != fwk.QueueSkip {
+		t.Errorf("hint = %v, %v; want QueueSkip", got, err)
 	}
 }

@@ -198,7 +198,7 @@ func (g *Gang) rejectRoundLocked(key podgroup.Key, msg string, only func(*v1.Pod
 				rejected++
 			}
 		} else if r.waiters.Has(uid) {
-			go g.rejectWhenWaiting(uid, msg)
+			g.rejecters.Go(func() { g.rejectWhenWaiting(uid, msg) })
 			rejected++
 		}
 		r.waiters.Delete(uid)
@@ -220,7 +220,14 @@ func (g *Gang) rejectWhenWaiting(uid types.UID, msg string) {
 		if wp == nil {
 			return false, nil
 		}
-		wp.Reject(Name, msg)
+		// A member in a round or batch again is a later attempt (the one rejected left the
+		// waiting pods before this poll saw it, and Reserve precedes every Wait): not ours.
+		g.mu.Lock()
+		later := g.memberRound[uid] != nil || g.memberBatch[uid] != nil
+		g.mu.Unlock()
+		if !later {
+			wp.Reject(Name, msg)
+		}
 		return true, nil
 	})
 	if err != nil {

@@ -271,6 +271,40 @@ func TestRoundRejectedBeforeTheMemberWaits(t *testing.T) {
 	e.awaitEvent(t, "Warning GangRejected gang team/train: member p2 was unreserved; 2 waiting members rejected and their resources released")
 }
 
+// TestLateRejectionSparesTheNextAttempt: two waiting members are preempted together and leave
+// the waiting pods; the first one's Unreserve rejects the round and looks out for the second,
+// which it takes for a member not yet waiting. The second's next attempt must not be
+// rejected by that look-out.
+func TestLateRejectionSparesTheNextAttempt(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 3, nil)
+	p0, p1 := member("p0", "train"), member("p1", "train")
+	for _, p := range []*v1.Pod{p0, p1, member("p2", "train")} {
+		e.registry.SetPod(nil, p)
+	}
+	for _, p := range []*v1.Pod{p0, p1} {
+		if s := e.reserveAndPermit(t, p); s.Code() != fwk.Wait {
+			t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)
+		}
+	}
+	for _, p := range []*v1.Pod{p0, p1} {
+		e.fw.GetWaitingPod(p.UID).Preempt("DefaultPreemption", "preempted")
+		if s := e.fw.WaitOnPermit(e.ctx, p); s.IsSuccess() {
+			t.Fatalf("%s = %v, want preempted", p.Name, s)
+		}
+	}
+	e.unreserve(p0)
+	e.unreserve(p1)
+	if s := e.reserveAndPermit(t, p1); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p1) again = %v, want Wait", s)
+	}
+	e.plugin.rejecters.Wait()
+	e.fw.GetWaitingPod(p1.UID).Allow(Name)
+	if s := e.fw.WaitOnPermit(e.ctx, p1); !s.IsSuccess() {
+		t.Errorf("p1's next attempt = %v, want allowed (not rejected by the earlier round's look-out)", s)
+	}
+}
+
 // permitWithoutWaiting runs Reserve and Permit on node-1 for a member that must wait, and
 // returns what kube-scheduler then passes to AddWaitingPod (not called here).
 func (e *env) permitWithoutWaiting(t *testing.T, pod *v1.Pod) (fwk.CycleState, map[string]time.Duration) {
