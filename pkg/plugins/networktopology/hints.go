@@ -14,6 +14,7 @@ import (
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -42,11 +43,14 @@ func (p *NetworkTopologyAware) requeue(logger klog.Logger, pod *v1.Pod, key podg
 // isSchedulableAfterNodeChange: a node added, or one whose allocatable, labels or taints
 // changed, can make room anywhere.
 func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
-	key, _, ok := p.constraint(pod)
+	key, info, ok := p.constraint(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
 	p.markAllStale()
+	if p.unplannable(info) {
+		return fwk.QueueSkip, nil
+	}
 	if p.waitsForBackoff(logger, key) {
 		return fwk.QueueSkip, nil
 	}
@@ -58,7 +62,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, 
 // not count.
 func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	key, info, ok := p.constraint(pod)
-	if !ok || info.Blocker != nil {
+	if !ok || info.Blocker != nil || p.unplannable(info) {
 		// A blocked gang waits for its blocker, which room freed elsewhere cannot help.
 		return fwk.QueueSkip, nil
 	}
@@ -72,10 +76,22 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, 
 		p.leftOutFreedOn(deleted.Spec.NodeName)
 		return fwk.QueueSkip, nil
 	}
-	if !p.freedOn(deleted.Spec.NodeName, key, deleted.UID) || p.waitsForBackoff(logger, key) {
+	if !p.freedOn(deleted.Spec.NodeName, key, deleted.UID) || p.leftOutWaits(key, pod.Name, deleted.Spec.NodeName) ||
+		p.waitsForBackoff(logger, key) {
 		return fwk.QueueSkip, nil
 	}
 	return p.requeue(logger, pod, key, "pod deleted"), nil
+}
+
+// unplannable reports whether the gang's constraint is one no capacity can satisfy: its
+// annotation is invalid, or names a tier the tree does not have. Only a change of the
+// PodGroup or of the tree can fix it, and their hints requeue it.
+func (p *NetworkTopologyAware) unplannable(info podgroup.Info) bool {
+	if info.TopologyErr != nil {
+		return true
+	}
+	_, err := placement.MaxTier(p.cache.Snapshot(), placement.JobTopology(info))
+	return err != nil
 }
 
 // isSchedulableAfterHyperNodeChange: a HyperNode added or deleted, or its spec or labels

@@ -82,6 +82,22 @@ func TestSignPod(t *testing.T) {
 	}
 }
 
+// withAnnotation gives the gang "hard" another constraint annotation.
+func withAnnotation(annotation string) func(*NetworkTopologyAware, *podgroup.Registry) {
+	return func(_ *NetworkTopologyAware, registry *podgroup.Registry) {
+		registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hard", Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: annotation}},
+		})
+	}
+}
+
+// withPlan gives the gang "hard" a plan.
+func withPlan(plan *gangPlan) func(*NetworkTopologyAware, *podgroup.Registry) {
+	return func(p *NetworkTopologyAware, _ *podgroup.Registry) {
+		p.plans = map[podgroup.Key]*gangPlan{{Namespace: "ns", Name: "hard"}: plan}
+	}
+}
+
 // TestHints: each event requeues a constrained gang only when it can change the gang's
 // answer, and then one member per gang until that member's attempt ran.
 func TestHints(t *testing.T) {
@@ -112,7 +128,9 @@ func TestHints(t *testing.T) {
 		// possible, when set, records a failure of gang "hard" that only these HyperNodes could fix.
 		possible []string
 		// backoff: the failure's back-off still runs.
-		backoff  bool
+		backoff bool
+		// setup changes the gang "hard" (its PodGroup, its plan) before the hint runs.
+		setup    func(p *NetworkTopologyAware, registry *podgroup.Registry)
 		hint     func(p *NetworkTopologyAware) fwk.QueueingHintFn
 		old, new any
 		want     fwk.QueueingHint
@@ -131,6 +149,24 @@ func TestHints(t *testing.T) {
 		{name: "pod deleted, no failure remembered",
 			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
 			old:  onNode(other, "node-5"), want: fwk.Queue},
+		{name: "pod deleted, the constraint names a tier the tree lacks", setup: withAnnotation(`{"highestTierName":"pod"}`),
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  onNode(other, "node-5"), want: fwk.QueueSkip},
+		{name: "node added, the constraint annotation is invalid", setup: withAnnotation(`{"highestTierAllowed":`),
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterNodeChange },
+			new:  st.MakeNode().Name("node-9").Obj(), want: fwk.QueueSkip},
+		{name: "pod deleted, the member is left out while planned members are pending", setup: withPlan(&gangPlan{
+			deferred: sets.New("hard-0"), promised: map[string]int{"rack-0": 1}}),
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  onNode(other, "node-1"), want: fwk.QueueSkip},
+		{name: "pod deleted outside the room area of a plan that places nobody", setup: withPlan(&gangPlan{
+			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  onNode(other, "node-5"), want: fwk.QueueSkip},
+		{name: "pod deleted inside the room area of a plan that places nobody", setup: withPlan(&gangPlan{
+			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  onNode(other, "node-1"), want: fwk.Queue},
 		{name: "a rejected reservation of the gang itself",
 			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
 			old:  onNode(member("hard", 2), "node-0"), want: fwk.QueueSkip},
@@ -151,6 +187,9 @@ func TestHints(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, registry := newTestPlugin(t)
 			key := podgroup.Key{Namespace: "ns", Name: "hard"}
+			if tc.setup != nil {
+				tc.setup(p, registry)
+			}
 			if tc.possible != nil {
 				p.failures[key] = &planFailure{possible: sets.New(tc.possible...)}
 				if tc.backoff {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -122,6 +123,23 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 	}
 	plan.lastUsed = time.Now()
 	return plan
+}
+
+// leftOutWaits reports whether member is left out by its gang's plan and room freed on node
+// cannot change that: its PreFilter would answer it from the plan again (currentPlan). While
+// planned members are pending, the last one's Reserve wakes the left-out ones (ledger.go).
+func (p *NetworkTopologyAware) leftOutWaits(key podgroup.Key, member, node string) bool {
+	chain := p.chainOf(node)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	plan := p.plans[key]
+	if plan == nil || !plan.deferred.Has(member) {
+		return false
+	}
+	if plan.pending() > 0 {
+		return true
+	}
+	return plan.waitsForRoom && !slices.Contains(chain, plan.roomArea)
 }
 
 // invalidate drops a gang's plan and its promises.
