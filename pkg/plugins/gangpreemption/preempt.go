@@ -144,8 +144,9 @@ func withoutPlan(state fwk.CycleState) fwk.CycleState {
 }
 
 // domains returns the candidate domains, lowest tier first: every HyperNode of each tier up
-// to the constraint's highest one that holds the placed members; a soft constraint or none
-// adds the whole cluster last.
+// to the constraint's highest one that holds the placed members; a soft constraint or none,
+// or a hard one at or above the virtual root's tier (as the planner reads it), adds the whole
+// cluster last.
 func (pl *GangPreemption) domains(tree *hypernode.Snapshot, gang podgroup.Gang, list []fwk.NodeInfo) ([][]domain, error) {
 	job := placement.JobTopology(gang.Info)
 	maxTier, err := placement.MaxTier(tree, job)
@@ -169,7 +170,7 @@ func (pl *GangPreemption) domains(tree *hypernode.Snapshot, gang podgroup.Gang, 
 			out = append(out, ds)
 		}
 	}
-	if job.Mode != podgroup.ModeHard {
+	if job.Mode != podgroup.ModeHard || maxTier >= tree.RootTier() {
 		all := make([]string, 0, len(list))
 		for _, ni := range list {
 			all = append(all, ni.Node().Name)

@@ -1,12 +1,21 @@
 package gangpreemption
 
 import (
+	"fmt"
 	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // TestCheaperOrdersChoices: no victim at all wins, then the fewest PodDisruptionBudget
@@ -87,6 +96,53 @@ func TestLeaving(t *testing.T) {
 	} {
 		if got := s.leaving(tc.pod); got != tc.want {
 			t.Errorf("%s: leaving %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDomainsUpToTheRoot: a hard constraint at or above the virtual root's tier lets the gang
+// span the whole cluster, as the planner reads it (two spines, no HyperNode above them);
+// below it, only HyperNodes; a soft one always ends with the whole cluster.
+func TestDomainsUpToTheRoot(t *testing.T) {
+	cache := hypernode.NewCache(klog.Background(), nil)
+	var list []fwk.NodeInfo
+	for i := range 4 {
+		node := st.MakeNode().Name(fmt.Sprintf("node-%d", i)).Obj()
+		cache.SetNode(node)
+		ni := framework.NewNodeInfo()
+		ni.SetNode(node)
+		list = append(list, ni)
+	}
+	cache.SetHyperNode(hntesting.MakeHyperNode("spine-0").Tier(2).Nodes("node-0", "node-1").Obj())
+	cache.SetHyperNode(hntesting.MakeHyperNode("spine-1").Tier(2).Nodes("node-2", "node-3").Obj())
+	tree := cache.Snapshot()
+	for _, tc := range []struct {
+		topology string
+		want     [][]string
+	}{
+		{`{"mode":"hard","highestTierAllowed":2}`, [][]string{{"spine-0", "spine-1"}}},
+		{`{"mode":"hard","highestTierAllowed":3}`, [][]string{{"spine-0", "spine-1"}, {wholeCluster}}},
+		{`{"mode":"soft","highestTierAllowed":2}`, [][]string{{"spine-0", "spine-1"}, {wholeCluster}}},
+	} {
+		nt, err := podgroup.ParseNetworkTopology(map[string]string{podgroup.NetworkTopologyAnnotation: tc.topology})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tiers, err := (&GangPreemption{}).domains(tree, podgroup.Gang{Info: podgroup.Info{Topology: nt}}, list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [][]string
+		for _, ds := range tiers {
+			var names []string
+			for _, d := range ds {
+				names = append(names, d.name)
+			}
+			sort.Strings(names)
+			got = append(got, names)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: domains (-want,+got):\n%s", tc.topology, diff)
 		}
 	}
 }
