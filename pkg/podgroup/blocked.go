@@ -5,8 +5,10 @@ import (
 	"sort"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // Blocker is a member that fits no node of the cluster (a node selector no node matches, a
@@ -28,33 +30,82 @@ func (b *Blocker) Message(key Key) string {
 	return fmt.Sprintf("gang %s is blocked: its member %s fits no node (%s); the gang is retried when that member or the nodes change", key, b.Name, b.Reason)
 }
 
-// SetBlocked records that a member of the gang fits no node. It returns false when the gang
-// was already blocked by the same member for the same reason (nothing new to report).
-func (r *Registry) SetBlocked(key Key, b Blocker) bool {
+// SetBlocked records that a member of the gang fits no node. The gang is blocked by it only
+// when the job cannot do without the members known to fit nowhere: fewer than minMember
+// would remain, or fewer complete sub-groups than a policy's minSubGroups. blocked says
+// whether the gang is blocked by b now; reported is false when it already was, for the same
+// reason (nothing new to report).
+func (r *Registry) SetBlocked(key Key, b Blocker) (blocked, reported bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.groups[key]
 	if g == nil || g.members[b.UID] == nil {
-		return false
+		return false, false
 	}
 	if g.blocker != nil && *g.blocker == b {
-		return false
+		return true, false
+	}
+	if g.fitNowhere == nil {
+		g.fitNowhere = sets.New[types.UID]()
+	}
+	g.fitNowhere.Insert(b.UID)
+	if g.canDoWithoutLocked(g.fitNowhere) {
+		return false, false
 	}
 	g.blocker, g.formerBlocker = &b, ""
+	return true, true
+}
+
+// canDoWithoutLocked reports whether the job can still complete without the members out:
+// minMember of the others, and for each sub-group policy minSubGroups sub-groups that keep
+// subGroupSize members. O(sub-groups + out). r.mu must be held.
+func (g *group) canDoWithoutLocked(out sets.Set[types.UID]) bool {
+	minMember := 1
+	if g.podGroup != nil {
+		minMember = max(int(g.podGroup.Spec.MinMember), 1)
+	}
+	if len(g.members)-out.Len() < minMember {
+		return false
+	}
+	if len(g.subGroups) == 0 {
+		return true
+	}
+	lost := map[string]int{}
+	for uid := range out {
+		if sub, ok := g.memberSub[uid]; ok {
+			lost[sub.ID]++
+		}
+	}
+	complete := map[string]int{}
+	for id, c := range g.subCounts {
+		if c.Members-lost[id] >= g.subGroupSize(c.Policy) {
+			complete[c.Policy]++
+		}
+	}
+	for _, p := range g.subGroups {
+		if complete[p.Name] < int(p.MinSubGroups) {
+			return false
+		}
+	}
 	return true
 }
 
-// unblockLocked clears a gang's blocker; it returns whether there was one.
+// unblockLocked clears a gang's blocker and what it knows of members that fit nowhere; it
+// returns whether there was a blocker.
 func (g *group) unblockLocked() bool {
 	was := g.blocker != nil
-	g.blocker = nil
+	g.blocker, g.fitNowhere = nil, nil
 	return was
 }
 
-// blockerChangedLocked reports whether an update of a member can make it fit somewhere.
+// blockerChangedLocked reports whether an update of the blocker can make it fit somewhere.
 func (g *group) blockerChangedLocked(old, pod *Member) bool {
-	return g.blocker != nil && g.blocker.UID == pod.Pod.UID &&
-		(!equality.Semantic.DeepEqual(old.Pod.Spec, pod.Pod.Spec) || !equality.Semantic.DeepEqual(old.Pod.Labels, pod.Pod.Labels))
+	return g.blocker != nil && g.blocker.UID == pod.Pod.UID && specOrLabelsChanged(old.Pod, pod.Pod)
+}
+
+// specOrLabelsChanged reports an update of a pod that can make it fit where it did not.
+func specOrLabelsChanged(old, pod *v1.Pod) bool {
+	return !equality.Semantic.DeepEqual(old.Spec, pod.Spec) || !equality.Semantic.DeepEqual(old.Labels, pod.Labels)
 }
 
 // unblockAllLocked clears every gang's blocker: a node was added or changed in a way that can
@@ -64,8 +115,9 @@ func (g *group) blockerChangedLocked(old, pod *Member) bool {
 func (r *Registry) unblockAllLocked() {
 	for _, g := range r.groups {
 		if g.blocker != nil {
-			g.formerBlocker, g.blocker = g.blocker.UID, nil
+			g.formerBlocker = g.blocker.UID
 		}
+		g.blocker, g.fitNowhere = nil, nil
 	}
 }
 

@@ -83,6 +83,9 @@ type group struct {
 	// change cleared, until it blocks or reserves again or is deleted.
 	blocker       *Blocker
 	formerBlocker types.UID
+	// fitNowhere are the members known to fit no node (SetBlocked), the blocker among them:
+	// the gang is blocked only when it cannot do without all of them.
+	fitNowhere sets.Set[types.UID]
 	// retryHeld says the gang's placement failed and only scout is retried (retry.go).
 	retryHeld bool
 	scout     types.UID
@@ -376,7 +379,7 @@ func (r *Registry) DeletePodGroup(namespace, name string) {
 	r.mu.Lock()
 	if g := r.groups[key]; g != nil {
 		g.podGroup, g.topology, g.topologyErr = nil, nil, nil
-		g.subGroups, g.subGroupErr, g.blocker = nil, nil, nil
+		g.subGroups, g.subGroupErr, g.blocker, g.fitNowhere = nil, nil, nil, nil
 		g.rebuildSubGroupsLocked()
 		r.forgetIfEmptyLocked(key)
 	}
@@ -421,6 +424,9 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		g.unassignSubGroupLocked(pod.UID)
 	}
 	unblocked := known && g.blockerChangedLocked(&Member{Pod: old}, &Member{Pod: pod}) && g.unblockLocked()
+	if known && g.fitNowhere.Has(pod.UID) && specOrLabelsChanged(old, pod) {
+		g.fitNowhere.Delete(pod.UID) // it may fit now
+	}
 	done := g.track(pod.UID)
 	g.members[pod.UID] = pod
 	if pod.Spec.NodeName != "" {
@@ -463,6 +469,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		if g.blocker != nil && g.blocker.UID == pod.UID {
 			unblocked = g.unblockLocked()
 		}
+		g.fitNowhere.Delete(pod.UID)
 		if g.formerBlocker == pod.UID {
 			// The members held for it wait for nothing now.
 			g.formerBlocker, unblocked = "", true

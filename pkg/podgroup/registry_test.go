@@ -125,3 +125,78 @@ func TestPreemptionHoldersAreEachAsked(t *testing.T) {
 		t.Errorf("Preempting: %v for %s, %v for %s; want true, false", r.Preempting(running), running, r.Preempting(other), other)
 	}
 }
+
+// TestBlockedOnlyWhenTheJobCannotDoWithout: members that fit no node block their gang only
+// once the others cannot complete it: fewer than minMember left, or fewer complete
+// sub-groups than minSubGroups. A member whose spec changes may fit again.
+func TestBlockedOnlyWhenTheJobCannotDoWithout(t *testing.T) {
+	type step struct {
+		member               string
+		blocked, reported    bool
+		changeSpecBeforehand bool
+	}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		members     map[string]map[string]string // name -> extra labels
+		minMember   int32
+		steps       []step
+	}{
+		{
+			name:      "elastic: two of four may go",
+			members:   map[string]map[string]string{"a": nil, "b": nil, "c": nil, "d": nil},
+			minMember: 2,
+			steps:     []step{{member: "a"}, {member: "a"}, {member: "b"}, {member: "c", blocked: true, reported: true}, {member: "c", blocked: true}},
+		},
+		{
+			name:      "a member that may fit again no longer counts",
+			members:   map[string]map[string]string{"a": nil, "b": nil, "c": nil, "d": nil},
+			minMember: 2,
+			steps: []step{{member: "a"}, {member: "b"}, {member: "a", changeSpecBeforehand: true}, {member: "c"},
+				{member: "d", blocked: true, reported: true}},
+		},
+		{
+			name: "sub-groups: one of two stages may go",
+			annotations: map[string]string{SubGroupPolicyAnnotation: `[{"name":"stage","subGroupSize":2,"minSubGroups":1,` +
+				`"labelSelector":{"matchLabels":{"role":"worker"}},"matchLabelKeys":["stage"]}]`},
+			members: map[string]map[string]string{
+				"w0": {"role": "worker", "stage": "0"}, "w1": {"role": "worker", "stage": "0"},
+				"w2": {"role": "worker", "stage": "1"}, "w3": {"role": "worker", "stage": "1"},
+			},
+			minMember: 2,
+			steps:     []step{{member: "w0"}, {member: "w1"}, {member: "w2", blocked: true, reported: true}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New()
+			key := Key{Namespace: "ns", Name: "g"}
+			r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g", Annotations: tc.annotations},
+				Spec: schedulingv1alpha1.PodGroupSpec{MinMember: tc.minMember}})
+			pods := map[string]*v1.Pod{}
+			for name, l := range tc.members {
+				p := member(name, "g")
+				for k, v := range l {
+					p.Labels[k] = v
+				}
+				pods[name] = p
+				r.SetPod(nil, p)
+			}
+			for i, s := range tc.steps {
+				if s.changeSpecBeforehand {
+					changed := pods[s.member].DeepCopy()
+					changed.Spec.NodeSelector = map[string]string{"zone": "b"}
+					r.SetPod(pods[s.member], changed)
+					pods[s.member] = changed
+					continue
+				}
+				blocked, reported := r.SetBlocked(key, Blocker{UID: pods[s.member].UID, Name: s.member, Reason: "1 node(s) didn't match Pod's node affinity/selector"})
+				if blocked != s.blocked || reported != s.reported {
+					t.Errorf("step %d, %s: blocked %v, reported %v; want %v, %v", i, s.member, blocked, reported, s.blocked, s.reported)
+				}
+				if b := r.Info(key).Blocker; (b != nil) != s.blocked || (b != nil && b.Name != s.member) {
+					t.Errorf("step %d, %s: blocker %v", i, s.member, b)
+				}
+			}
+		})
+	}
+}

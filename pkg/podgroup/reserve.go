@@ -41,6 +41,7 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	if g.formerBlocker == pod.UID {
 		g.formerBlocker = "" // its Permit activates the members held for it
 	}
+	g.fitNowhere.Delete(pod.UID)
 	r.mu.Unlock()
 	if unblocked || reachedMinMember {
 		r.notify(key, false)

@@ -17,7 +17,7 @@ import (
 // PreFilter refuses the members of a gang blocked by a member that fits no node (all but
 // that member, which keeps probing), and of a gang whose minResources exceed what the whole
 // cluster can allocate: no placement can work until that changes.
-func (g *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -30,6 +30,7 @@ func (g *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ [
 	if b := info.Blocker; b != nil && b.UID != pod.UID {
 		// The blocker retries for the gang: this member waits out of the queue.
 		g.registry.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
+		state.Write(blockedRefusalKey, blockedRefusal{})
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, b.Message(key))
 	}
 	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {
@@ -41,6 +42,14 @@ func (g *Gang) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ [
 	}
 	return nil, fwk.NewStatus(fwk.Skip)
 }
+
+// blockedRefusalKey marks a cycle in which PreFilter refused the member because its gang is
+// blocked: its PostFilter has nothing to decide (the blocker's failure rejected the round).
+const blockedRefusalKey fwk.StateKey = "hypernode.dev/gang-blocked"
+
+type blockedRefusal struct{}
+
+func (blockedRefusal) Clone() fwk.StateData { return blockedRefusal{} }
 
 // shortfall describes the resources of want that exceed have, or "".
 func shortfall(want, have v1.ResourceList) string {

@@ -11,6 +11,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // TestMinResources: a group whose minResources exceed what the whole cluster can allocate is
@@ -35,5 +37,41 @@ func TestMinResources(t *testing.T) {
 	set(v1.ResourceList{"nvidia.com/gpu": resource.MustParse("16")})
 	if _, got := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), pod, nil); got.Code() != fwk.Skip {
 		t.Errorf("PreFilter with satisfiable minResources = %v, want Skip", got)
+	}
+}
+
+// TestMemberHeldBehindTheBlocker: PreFilter refuses a member of a blocked gang with the
+// blocker's message, and PostFilter then neither rejects the gang's waiting members nor
+// records an Event for it.
+func TestMemberHeldBehindTheBlocker(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 3, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	drain(e.recorder.Events)
+	key := podgroup.Key{Namespace: ns, Name: "train"}
+	if blocked, _ := e.registry.SetBlocked(key, podgroup.Blocker{UID: "p2", Name: "p2", Reason: "3 node(s) didn't match Pod's node affinity/selector"}); !blocked {
+		t.Fatal("the gang of three with minMember 3 was not blocked by p2")
+	}
+	state := framework.NewCycleState()
+	_, got := e.plugin.PreFilter(e.ctx, state, pods[1], nil)
+	want := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gang team/train is blocked: its member p2 fits no node (3 node(s) didn't match Pod's node affinity/selector); the gang is retried when that member or the nodes change")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PreFilter(p1) (-want,+got):\n%s", diff)
+	}
+	_, status := e.plugin.PostFilter(e.ctx, state, pods[1], framework.NewDefaultNodeToStatus())
+	if status.Message() != "gang team/train: this member waits for the member that blocks the gang" {
+		t.Errorf("PostFilter(p1) = %v", status)
+	}
+	if e.fw.GetWaitingPod(pods[0].UID) == nil {
+		t.Error("p0 no longer waits: the refusal behind the blocker rejected the round")
+	}
+	if got := drain(e.recorder.Events); len(got) != 0 {
+		t.Errorf("events: %q, want none", got)
 	}
 }

@@ -27,6 +27,11 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	logger := klog.FromContext(ctx)
+	if _, err := state.Read(blockedRefusalKey); err == nil {
+		// Refused in PreFilter behind the gang's blocker: not a failure of its own, so no
+		// rejection and no Event for each member held this way.
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: this member waits for the member that blocks the gang", key))
+	}
 	if podgroup.Yielded(state) {
 		// NetworkTopologyAware planned the gang into room lower gangs are giving back: not a
 		// failure of the gang, whose waiting members keep their places.
@@ -252,7 +257,7 @@ const topologyPluginName = "NetworkTopologyAware"
 // instead of reserving and being rejected again and again, and reports it once.
 func (g *Gang) block(logger klog.Logger, key podgroup.Key, info podgroup.Info, pod *v1.Pod, reasons string) {
 	b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
-	if !g.registry.SetBlocked(key, b) || info.PodGroup == nil {
+	if _, reported := g.registry.SetBlocked(key, b); !reported || info.PodGroup == nil {
 		return
 	}
 	g.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))

@@ -152,14 +152,20 @@ func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleSt
 }
 
 // blockIfFitsNowhere makes the member its gang's blocker when no node of the cluster can ever
-// take it (see podgroup.Blocker), and returns the blocker's message ("" when it fits).
+// take it and the job cannot do without it (see podgroup.Registry.SetBlocked), and returns
+// the blocker's message ("" when it fits, or the gang is not blocked by it).
 func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info) string {
 	reasons, fits := p.fitsSomewhere(ctx, pod)
 	if fits {
 		return ""
 	}
 	b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
-	if p.registry.SetBlocked(key, b) && info.PodGroup != nil {
+	blocked, reported := p.registry.SetBlocked(key, b)
+	if !blocked {
+		// The job can do without it (and the others known to fit nowhere).
+		return ""
+	}
+	if reported && info.PodGroup != nil {
 		p.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))
 		klog.FromContext(ctx).V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
 	}
