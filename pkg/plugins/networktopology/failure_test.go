@@ -62,6 +62,12 @@ func TestFailedPlanIsReused(t *testing.T) {
 		t.Error("freed capacity in s0 made the failure stale, though no leaf can hold the gang")
 	}
 	e.plugin.mu.Unlock()
+	e.plugin.promisesReleased(klog.Background(), []string{"s0"})
+	e.plugin.mu.Lock()
+	if e.plugin.failures[key].stale {
+		t.Error("promises released in s0 made the failure stale, though no leaf can hold the gang")
+	}
+	e.plugin.mu.Unlock()
 	preFilter(0)
 	counts(1, 3)
 

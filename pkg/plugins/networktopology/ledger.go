@@ -14,19 +14,19 @@ import (
 // room are retried.
 func (p *NetworkTopologyAware) dropExpiredPlans(logger klog.Logger) {
 	p.mu.Lock()
-	released := false
+	var released []string
 	var withdrawn []*v1.Pod
 	for k, plan := range p.plans {
 		if time.Since(plan.lastUsed) > planTTL || p.registry.Info(k).PodGroup == nil {
+			released = append(released, plan.promisedLeaves()...)
 			withdrawn = append(withdrawn, p.withdrawLocked(plan)...)
 			delete(p.plans, k)
-			released = released || plan.pending() > 0
 		}
 	}
 	p.mu.Unlock()
 	p.withdraw(withdrawn)
-	if released {
-		p.promisesReleased(logger)
+	if len(released) > 0 {
+		p.promisesReleased(logger, released)
 	}
 }
 

@@ -145,13 +145,13 @@ func (p *NetworkTopologyAware) leftOutWaits(key podgroup.Key, member, node strin
 // invalidate drops a gang's plan and its promises.
 func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) {
 	p.mu.Lock()
-	released := p.plans[key] != nil && p.plans[key].pending() > 0
+	released := p.plans[key].promisedLeaves()
 	withdrawn := p.withdrawLocked(p.plans[key])
 	delete(p.plans, key)
 	p.mu.Unlock()
 	p.withdraw(withdrawn)
-	if released {
-		p.promisesReleased(logger)
+	if len(released) > 0 {
+		p.promisesReleased(logger, released)
 	}
 }
 
@@ -198,20 +198,53 @@ func (p *NetworkTopologyAware) roomFreedLocked(chain []string, epoch uint64) {
 }
 
 // promisesReleased retries the gangs that failed or deferred sub-groups, since the slots
-// another gang had promised are free again and no cluster event announces that: their
-// failures go stale, and one member of each is activated (its Permit brings the others).
-func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger) {
+// another gang had promised in leaves are free again and no cluster event announces that:
+// the failures of gangs those leaves could help go stale, and one member of each of those
+// gangs and of the deferring ones is activated (its Permit brings the others).
+func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger, leaves []string) {
 	epoch := p.roomEpoch.Add(1)
+	chain := p.chainOfLeaves(leaves)
 	p.mu.Lock()
-	p.roomFreedLocked(nil, epoch)
+	p.roomFreedLocked(chain, epoch)
 	keys := p.deferring.UnsortedList()
 	p.deferring.Clear()
 	for k, f := range p.failures {
-		f.stale = true
-		keys = append(keys, k)
+		if chain == nil || f.possible.HasAny(chain...) {
+			f.stale = true
+			keys = append(keys, k)
+		}
 	}
 	p.mu.Unlock()
 	p.activateRetried(logger, keys)
+}
+
+// chainOfLeaves returns the virtual root and every given leaf with its ancestors; nil (every
+// HyperNode) when one of them is not a leaf of the tree (the nodes outside any leaf).
+func (p *NetworkTopologyAware) chainOfLeaves(leaves []string) []string {
+	tree := p.cache.Snapshot()
+	seen := sets.New(hypernode.VirtualRootName)
+	for _, leaf := range leaves {
+		if _, ok := tree.HyperNode(leaf); !ok || leaf == placement.LooseLeaf {
+			return nil
+		}
+		seen.Insert(leaf)
+		seen.Insert(tree.Ancestors(leaf)...)
+	}
+	return seen.UnsortedList()
+}
+
+// promisedLeaves returns the leaves where the plan still promises slots (nil without a plan).
+func (g *gangPlan) promisedLeaves() []string {
+	if g == nil {
+		return nil
+	}
+	var out []string
+	for leaf, n := range g.promised {
+		if n > 0 {
+			out = append(out, leaf)
+		}
+	}
+	return out
 }
 
 // makePlan computes and records a plan for the gang of pod.
@@ -403,7 +436,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	}
 	p.nominate(logger, plan, plan.podNode, pendingPods)
 	p.mu.Lock()
-	releasedOld := p.plans[key] != nil && p.plans[key].pending() > 0
+	releasedOld := p.plans[key].promisedLeaves()
 	p.plans[key] = plan
 	p.forgetFailureLocked(key)
 	if len(deferred) == 0 {
@@ -414,9 +447,9 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	}
 	p.mu.Unlock()
 	p.releaseHeld(logger, key)
-	if releasedOld {
+	if len(releasedOld) > 0 {
 		// Its old promises may have kept another gang out.
-		p.promisesReleased(logger)
+		p.promisesReleased(logger, releasedOld)
 	}
 	leaves := make([]string, 0, len(result.LeafPods))
 	for leaf := range result.LeafPods {
@@ -480,7 +513,7 @@ func withPending(req placement.Request, pending []string, n int) placement.Reque
 // still held are released.
 func (p *NetworkTopologyAware) forget(key podgroup.Key) {
 	p.mu.Lock()
-	released := p.plans[key] != nil && p.plans[key].pending() > 0
+	released := p.plans[key].promisedLeaves()
 	withdrawn := p.withdrawLocked(p.plans[key])
 	delete(p.plans, key)
 	p.forgetFailureLocked(key)
@@ -489,8 +522,8 @@ func (p *NetworkTopologyAware) forget(key podgroup.Key) {
 	p.releaseHeld(klog.Background(), key)
 	p.withdraw(withdrawn)
 	p.events.Forget(key)
-	if released {
-		p.promisesReleased(klog.Background())
+	if len(released) > 0 {
+		p.promisesReleased(klog.Background(), released)
 	}
 }
 

@@ -349,13 +349,17 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 	if got := leftOut(3); got != first {
 		t.Error("an assigned pod gone in s2, outside the job's room, made the left-out member plan again")
 	}
+	e.plugin.promisesReleased(klog.Background(), []string{"s2"})
+	if got := leftOut(3); got != first {
+		t.Error("promises released in s2, outside the job's room, made the left-out member plan again")
+	}
 	for _, change := range []struct {
 		name string
 		do   func()
 	}{
 		{"a node changed", e.plugin.markAllStale},
 		{"an assigned pod gone in s0", func() { e.plugin.freedOn("node-1", podgroup.Key{Namespace: "ns", Name: "other"}, "gone-1") }},
-		{"promised slots released", func() { e.plugin.promisesReleased(klog.Background()) }},
+		{"promised slots released in s0", func() { e.plugin.promisesReleased(klog.Background(), []string{"s0"}) }},
 		{"the PodGroup changed", func() {
 			pg := e.registry.Info(key).PodGroup.DeepCopy()
 			pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](30 + int32(len(pg.Annotations)))
