@@ -70,13 +70,19 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, 
 	if err != nil {
 		return fwk.Queue, err
 	}
+	// kube-scheduler reports a pending pod's nomination dropped or moved as the deletion of
+	// an assigned pod too: the room is freed on its nominated node.
+	node := deleted.Spec.NodeName
+	if node == "" {
+		node = deleted.Status.NominatedNodeName
+	}
 	if theirs, ok := podgroup.KeyOf(deleted); ok && theirs == key {
 		// Not a retry for the gang (its failure memory ignores its own members), but a plan
 		// that left members out around this one no longer holds.
-		p.leftOutFreedOn(deleted.Spec.NodeName)
+		p.leftOutFreedOn(node)
 		return fwk.QueueSkip, nil
 	}
-	if !p.freedOn(deleted.Spec.NodeName, key, deleted.UID) || p.leftOutWaits(key, pod.Name, deleted.Spec.NodeName) ||
+	if !p.freedOn(node, key, deleted.UID) || p.leftOutWaits(key, pod.Name, node) ||
 		p.waitsForBackoff(logger, key) {
 		return fwk.QueueSkip, nil
 	}

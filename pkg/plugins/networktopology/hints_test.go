@@ -82,6 +82,13 @@ func TestSignPod(t *testing.T) {
 	}
 }
 
+// nominatedOn is pod pending with a nomination for node.
+func nominatedOn(pod *v1.Pod, node string) *v1.Pod {
+	pod = pod.DeepCopy()
+	pod.Status.NominatedNodeName = node
+	return pod
+}
+
 // withAnnotation gives the gang "hard" another constraint annotation.
 func withAnnotation(annotation string) func(*NetworkTopologyAware, *podgroup.Registry) {
 	return func(_ *NetworkTopologyAware, registry *podgroup.Registry) {
@@ -146,6 +153,12 @@ func TestHints(t *testing.T) {
 		{name: "pod deleted where the gang can never fit", possible: []string{"rack-0"},
 			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
 			old:  onNode(other, "node-5"), want: fwk.QueueSkip},
+		{name: "a pending pod's nomination dropped where the gang could fit", possible: []string{"rack-0"},
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  nominatedOn(other, "node-1"), want: fwk.Queue},
+		{name: "a pending pod's nomination dropped where the gang can never fit", possible: []string{"rack-0"},
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  nominatedOn(other, "node-5"), want: fwk.QueueSkip},
 		{name: "pod deleted, no failure remembered",
 			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
 			old:  onNode(other, "node-5"), want: fwk.Queue},
