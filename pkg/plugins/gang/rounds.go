@@ -121,13 +121,14 @@ func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round, armed int)
 		logger.V(2).Info("Gang round's deadline deferred: a preemption for the gang runs", "podGroup", key, "reserved", reserved, "limit", limit)
 		return
 	}
-	why := fmt.Sprintf("timed out after %s waiting for %d members (minMember); %d were reserved or bound", timeout, info.MinMember(), info.Scheduled)
+	wanted, had := g.waitedFor(key, info)
+	why := fmt.Sprintf("timed out after %s waiting for %s; %s", timeout, wanted, had)
 	switch {
 	case r.deferred:
-		why = fmt.Sprintf("waited %s, as long as kube-scheduler lets a pod wait in Permit, for %d members (minMember) while pods evicted for the gang still terminated; %d were reserved or bound", roundLimit, info.MinMember(), info.Scheduled)
+		why = fmt.Sprintf("waited %s, as long as kube-scheduler lets a pod wait in Permit, for %s while pods evicted for the gang still terminated; %s", roundLimit, wanted, had)
 	case !r.preemptionEndedAt.IsZero():
-		why = fmt.Sprintf("timed out %s after the preemption for it ended (%s in all) waiting for %d members (minMember); %d were reserved or bound",
-			r.deadlineAt.Sub(r.preemptionEndedAt), r.deadlineAt.Sub(r.waitingSince).Round(time.Second), info.MinMember(), info.Scheduled)
+		why = fmt.Sprintf("timed out %s after the preemption for it ended (%s in all) waiting for %s; %s",
+			r.deadlineAt.Sub(r.preemptionEndedAt), r.deadlineAt.Sub(r.waitingSince).Round(time.Second), wanted, had)
 	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), nil)
 	g.mu.Unlock()
@@ -136,6 +137,22 @@ func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round, armed int)
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
 	}
 	logger.V(3).Info("Gang round timed out", "podGroup", key, "rejected", rejected)
+}
+
+// waitedFor says what a round waits for and what it had: minMember members and, with
+// sub-group policies, each policy's minSubGroups complete sub-groups.
+func (g *Gang) waitedFor(key podgroup.Key, info podgroup.Info) (wanted, had string) {
+	wanted = fmt.Sprintf("%d members (minMember)", info.MinMember())
+	had = fmt.Sprintf("%d were reserved or bound", info.Scheduled)
+	if len(info.SubGroupPolicies) == 0 {
+		return wanted, had
+	}
+	progress := g.registry.Progress(key, nil)
+	for _, p := range info.SubGroupPolicies {
+		wanted += fmt.Sprintf(" and %d complete sub-groups of %s (minSubGroups, %d members each)", p.MinSubGroups, p.Name, p.SubGroupSize)
+		had += fmt.Sprintf(", %d sub-groups of %s complete", progress.CompleteByPolicy[p.Name], p.Name)
+	}
+	return wanted, had
 }
 
 // preemptionEnded gives the gang's waiting round its timeout again from now: the members the

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/clock"
@@ -318,4 +319,26 @@ func (e *env) permitWithoutWaiting(t *testing.T, pod *v1.Pod) (fwk.CycleState, m
 		t.Fatalf("Permit(%s) = %v, want Wait", pod.Name, s)
 	}
 	return state, waits
+}
+
+// TestTimeoutSaysWhatTheSubGroupsLacked: a round of a job with sub-groups that times out says
+// which sub-group rule it waited for and how far it got.
+func TestTimeoutSaysWhatTheSubGroupsLacked(t *testing.T) {
+	e := newEnv(t, 60)
+	pods := e.partitionedJob(`[{"name":"tp","subGroupSize":2,"minSubGroups":2,"matchLabelKeys":["partition"]}]`, 4, 6, 2)
+	for _, p := range pods[:2] {
+		if s := e.reserveAndPermit(t, p); s.Code() != fwk.Wait {
+			t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)
+		}
+	}
+	key := podgroup.Key{Namespace: ns, Name: "job"}
+	e.plugin.mu.Lock()
+	r := e.plugin.rounds[key]
+	armed := r.armed
+	e.plugin.mu.Unlock()
+	e.plugin.expire(klog.Background(), key, r, armed)
+	const want = "gang team/job rejected: timed out after 1m0s waiting for 4 members (minMember) and 2 complete sub-groups of tp (minSubGroups, 2 members each); 2 were reserved or bound, 1 sub-groups of tp complete"
+	if s := e.fw.WaitOnPermit(e.ctx, pods[0]); s.Code() != fwk.Unschedulable || s.Message() != want {
+		t.Errorf("p0 = %v, want Unschedulable %q", s, want)
+	}
 }
