@@ -30,30 +30,81 @@ func (b *Blocker) Message(key Key) string {
 	return fmt.Sprintf("gang %s is blocked: its member %s fits no node (%s); the gang is retried when that member or the nodes change", key, b.Name, b.Reason)
 }
 
-// SetBlocked records that a member of the gang fits no node. The gang is blocked by it only
-// when the job cannot do without the members known to fit nowhere: fewer than minMember
-// would remain, or fewer complete sub-groups than a policy's minSubGroups. blocked says
-// whether the gang is blocked by b now; reported is false when it already was, for the same
-// reason (nothing new to report).
+// SetBlocked records that a member of the gang fits no node, and with it its pending
+// siblings of the same shape when it has no volume claims (a claim of its own, a zonal
+// volume say, may be what keeps it out). The gang is blocked by it only when the job cannot
+// do without the members known to fit nowhere: fewer than minMember would remain, or fewer
+// complete sub-groups than a policy's minSubGroups. blocked says whether the gang is blocked
+// by b now; reported is false when it already was, for the same reason (nothing new to
+// report).
 func (r *Registry) SetBlocked(key Key, b Blocker) (blocked, reported bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	g := r.groups[key]
 	if g == nil || g.members[b.UID] == nil {
+		r.mu.Unlock()
 		return false, false
 	}
 	if g.blocker != nil && *g.blocker == b {
+		r.mu.Unlock()
 		return true, false
 	}
-	if g.fitNowhere == nil {
-		g.fitNowhere = sets.New[types.UID]()
-	}
-	g.fitNowhere.Insert(b.UID)
+	g.markFitNowhereLocked(g.members[b.UID])
 	if g.canDoWithoutLocked(g.fitNowhere) {
+		// A blocker a node change cleared that fails again alone: the members held for it
+		// wait for nothing now.
+		freed := g.formerBlocker == b.UID
+		if freed {
+			g.formerBlocker = ""
+		}
+		r.mu.Unlock()
+		if freed {
+			r.notify(key, false)
+		}
 		return false, false
 	}
 	g.blocker, g.formerBlocker = &b, ""
+	r.mu.Unlock()
 	return true, true
+}
+
+// markFitNowhereLocked adds pod, and its pending siblings of the same shape unless it has
+// volume claims, to the members that fit no node. O(members) on this failure path. r.mu
+// must be held.
+func (g *group) markFitNowhereLocked(pod *v1.Pod) {
+	if g.fitNowhere == nil {
+		g.fitNowhere = sets.New[types.UID]()
+	}
+	g.fitNowhere.Insert(pod.UID)
+	if hasClaims(pod) {
+		return
+	}
+	sig := signatureOf(pod)
+	for uid, m := range g.members {
+		if g.pendingLocked(uid) && !g.fitNowhere.Has(uid) && signatureOf(m) == sig {
+			g.fitNowhere.Insert(uid)
+		}
+	}
+}
+
+// hasClaims reports whether the pod mounts a persistent volume claim, its own or generated.
+func hasClaims(pod *v1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// recheckBlockLocked lifts the block when the job can do without the members known to fit
+// nowhere after all (a member added, one that may fit again); it reports whether it did.
+// r.mu must be held.
+func (g *group) recheckBlockLocked() bool {
+	if g.blocker == nil || !g.canDoWithoutLocked(g.fitNowhere) {
+		return false
+	}
+	g.blocker = nil
+	return true
 }
 
 // canDoWithoutLocked reports whether the job can still complete without the members out:

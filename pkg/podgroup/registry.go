@@ -424,7 +424,8 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		g.unassignSubGroupLocked(pod.UID)
 	}
 	unblocked := known && g.blockerChangedLocked(&Member{Pod: old}, &Member{Pod: pod}) && g.unblockLocked()
-	if known && g.fitNowhere.Has(pod.UID) && specOrLabelsChanged(old, pod) {
+	refit := known && g.fitNowhere.Has(pod.UID) && specOrLabelsChanged(old, pod)
+	if refit {
 		g.fitNowhere.Delete(pod.UID) // it may fit now
 	}
 	done := g.track(pod.UID)
@@ -438,6 +439,9 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		g.assignSubGroupLocked(pod.UID, pod)
 	}
 	reachedMinMember := !known && g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
+	if (!known || refit) && g.recheckBlockLocked() {
+		unblocked = true // one more member, or one fewer that fits nowhere: the job may do without them now
+	}
 	scoutLost := g.scoutLostLocked(pod.UID)
 	if scoutLost && g.bound.Has(pod.UID) {
 		// Bound elsewhere (not by a plan, which would have ended the hold): the hold ends.

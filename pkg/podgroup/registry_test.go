@@ -126,9 +126,10 @@ func TestPreemptionHoldersAreEachAsked(t *testing.T) {
 	}
 }
 
-// TestBlockedOnlyWhenTheJobCannotDoWithout: members that fit no node block their gang only
-// once the others cannot complete it: fewer than minMember left, or fewer complete
-// sub-groups than minSubGroups. A member whose spec changes may fit again.
+// TestBlockedOnlyWhenTheJobCannotDoWithout: members that fit no node (with their pending
+// siblings of the same shape) block their gang only once the others cannot complete it:
+// fewer than minMember left, or fewer complete sub-groups than minSubGroups. A member whose
+// spec changes may fit again; a member added lifts a block the job no longer needs.
 func TestBlockedOnlyWhenTheJobCannotDoWithout(t *testing.T) {
 	type step struct {
 		member               string
@@ -140,8 +141,16 @@ func TestBlockedOnlyWhenTheJobCannotDoWithout(t *testing.T) {
 		annotations map[string]string
 		members     map[string]map[string]string // name -> extra labels
 		minMember   int32
+		sameShape   bool
 		steps       []step
 	}{
+		{
+			name:      "one shape: a member that fits nowhere counts its pending siblings",
+			members:   map[string]map[string]string{"a": nil, "b": nil, "c": nil, "d": nil},
+			minMember: 2,
+			sameShape: true,
+			steps:     []step{{member: "a", blocked: true, reported: true}},
+		},
 		{
 			name:      "elastic: two of four may go",
 			members:   map[string]map[string]string{"a": nil, "b": nil, "c": nil, "d": nil},
@@ -178,6 +187,10 @@ func TestBlockedOnlyWhenTheJobCannotDoWithout(t *testing.T) {
 				for k, v := range l {
 					p.Labels[k] = v
 				}
+				if !tc.sameShape {
+					// Each its own shape: one failing says nothing of the others.
+					p.Spec.NodeSelector = map[string]string{"slot": name}
+				}
 				pods[name] = p
 				r.SetPod(nil, p)
 			}
@@ -199,4 +212,58 @@ func TestBlockedOnlyWhenTheJobCannotDoWithout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBlockLiftedWhenTheJobCanDoWithout: a member added, or a member known to fit nowhere
+// whose spec changes, lifts the block when the others can complete the job now (and notifies,
+// so the held members try); a blocker a node change cleared that fails again alone frees the
+// members held for it.
+func TestBlockLiftedWhenTheJobCanDoWithout(t *testing.T) {
+	key := Key{Namespace: "ns", Name: "g"}
+	setup := func(t *testing.T) (*Registry, *int, map[string]*v1.Pod) {
+		r := New()
+		r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
+		pods := map[string]*v1.Pod{}
+		for _, name := range []string{"a", "b", "c"} {
+			p := member(name, "g")
+			p.Spec.NodeSelector = map[string]string{"slot": name}
+			pods[name] = p
+			r.SetPod(nil, p)
+		}
+		r.SetBlocked(key, Blocker{UID: "a", Name: "a", Reason: "taint"})
+		if blocked, _ := r.SetBlocked(key, Blocker{UID: "b", Name: "b", Reason: "taint"}); !blocked {
+			t.Fatal("two of three fit nowhere with minMember 2: not blocked")
+		}
+		notified := 0
+		r.OnGroupChange(func(Key, bool) { notified++ })
+		return r, &notified, pods
+	}
+	t.Run("a member added", func(t *testing.T) {
+		r, notified, _ := setup(t)
+		d := member("d", "g")
+		d.Spec.NodeSelector = map[string]string{"slot": "d"}
+		r.SetPod(nil, d)
+		if b := r.Info(key).Blocker; b != nil || *notified != 1 {
+			t.Errorf("blocker %v, %d notifications; want none and 1", b, *notified)
+		}
+	})
+	t.Run("a member that may fit again", func(t *testing.T) {
+		r, notified, pods := setup(t)
+		changed := pods["a"].DeepCopy()
+		changed.Spec.NodeSelector = map[string]string{"slot": "anywhere"}
+		r.SetPod(pods["a"], changed)
+		if b := r.Info(key).Blocker; b != nil || *notified != 1 {
+			t.Errorf("blocker %v, %d notifications; want none and 1", b, *notified)
+		}
+	})
+	t.Run("a cleared blocker fails again alone", func(t *testing.T) {
+		r, notified, _ := setup(t)
+		r.SetNode(nil, st.MakeNode().Name("node-9").Obj())
+		if blocked, _ := r.SetBlocked(key, Blocker{UID: "b", Name: "b", Reason: "taint"}); blocked {
+			t.Error("one of three fits nowhere with minMember 2: blocked")
+		}
+		if *notified != 1 {
+			t.Errorf("%d notifications, want 1: the members held for b wait for nothing", *notified)
+		}
+	})
 }

@@ -41,7 +41,11 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	if g.formerBlocker == pod.UID {
 		g.formerBlocker = "" // its Permit activates the members held for it
 	}
-	g.fitNowhere.Delete(pod.UID)
+	if g.fitNowhere.Has(pod.UID) {
+		// It fits after all (a sibling of the blocker's shape, say).
+		g.fitNowhere.Delete(pod.UID)
+		unblocked = g.recheckBlockLocked() || unblocked
+	}
 	r.mu.Unlock()
 	if unblocked || reachedMinMember {
 		r.notify(key, false)

@@ -25,7 +25,7 @@ func (g *Gang) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, 
 		// A new member can complete the group's member count.
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: g.isSchedulableAfterMemberAdded},
 		// A pending pod's own labels: its gang, its sub-group.
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.UpdatePodLabel}, QueueingHintFn: g.isSchedulableAfterLabelChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodLabel}, QueueingHintFn: g.isSchedulableAfterLabelChange},
 		// The PodGroup appearing or changing (minMember, timeout, minResources).
 		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.isSchedulableAfterPodGroupChange},
 		// Freed or added capacity can let a rejected gang complete.

@@ -150,7 +150,7 @@ func (g *Gang) waitedFor(key podgroup.Key, info podgroup.Info) (wanted, had stri
 	progress := g.registry.Progress(key, nil)
 	for _, p := range info.SubGroupPolicies {
 		wanted += fmt.Sprintf(" and %d complete sub-groups of %s (minSubGroups, %d members each)", p.MinSubGroups, p.Name, p.SubGroupSize)
-		had += fmt.Sprintf(", %d sub-groups of %s complete", progress.CompleteByPolicy[p.Name], p.Name)
+		had += fmt.Sprintf(", complete sub-groups of %s: %d", p.Name, progress.CompleteByPolicy[p.Name])
 	}
 	return wanted, had
 }

@@ -337,7 +337,7 @@ func TestTimeoutSaysWhatTheSubGroupsLacked(t *testing.T) {
 	armed := r.armed
 	e.plugin.mu.Unlock()
 	e.plugin.expire(klog.Background(), key, r, armed)
-	const want = "gang team/job rejected: timed out after 1m0s waiting for 4 members (minMember) and 2 complete sub-groups of tp (minSubGroups, 2 members each); 2 were reserved or bound, 1 sub-groups of tp complete"
+	const want = "gang team/job rejected: timed out after 1m0s waiting for 4 members (minMember) and 2 complete sub-groups of tp (minSubGroups, 2 members each); 2 were reserved or bound, complete sub-groups of tp: 1"
 	if s := e.fw.WaitOnPermit(e.ctx, pods[0]); s.Code() != fwk.Unschedulable || s.Message() != want {
 		t.Errorf("p0 = %v, want Unschedulable %q", s, want)
 	}

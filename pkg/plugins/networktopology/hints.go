@@ -48,7 +48,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, 
 		return fwk.QueueSkip, nil
 	}
 	p.markAllStale()
-	if p.unplannable(info) {
+	if p.unplannable(info) || p.leftOutWaits(key, info, pod.Name) {
 		return fwk.QueueSkip, nil
 	}
 	if p.waitsForBackoff(logger, key) {
@@ -82,7 +82,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, 
 		p.leftOutFreedOn(node)
 		return fwk.QueueSkip, nil
 	}
-	if !p.freedOn(node, key, deleted.UID) || p.leftOutWaits(key, pod.Name, node) ||
+	if !p.freedOn(node, key, deleted.UID) || p.leftOutWaits(key, info, pod.Name) ||
 		p.waitsForBackoff(logger, key) {
 		return fwk.QueueSkip, nil
 	}

@@ -98,10 +98,12 @@ func withAnnotation(annotation string) func(*NetworkTopologyAware, *podgroup.Reg
 	}
 }
 
-// withPlan gives the gang "hard" a plan.
+// withPlan gives the gang "hard" a plan, made just now on the current tree and PodGroup.
 func withPlan(plan *gangPlan) func(*NetworkTopologyAware, *podgroup.Registry) {
-	return func(p *NetworkTopologyAware, _ *podgroup.Registry) {
-		p.plans = map[podgroup.Key]*gangPlan{{Namespace: "ns", Name: "hard"}: plan}
+	return func(p *NetworkTopologyAware, registry *podgroup.Registry) {
+		key := podgroup.Key{Namespace: "ns", Name: "hard"}
+		plan.made, plan.generation, plan.revision = time.Now(), p.cache.Snapshot().Generation(), registry.Info(key).Revision
+		p.plans = map[podgroup.Key]*gangPlan{key: plan}
 	}
 }
 
@@ -176,6 +178,20 @@ func TestHints(t *testing.T) {
 			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
 			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
 			old:  onNode(other, "node-5"), want: fwk.QueueSkip},
+		{name: "node added, the member is left out while planned members are pending", setup: withPlan(&gangPlan{
+			deferred: sets.New("hard-0"), promised: map[string]int{"rack-0": 1}}),
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterNodeChange },
+			new:  st.MakeNode().Name("node-9").Obj(), want: fwk.QueueSkip},
+		{name: "node added, the plan places nobody", setup: withPlan(&gangPlan{
+			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterNodeChange },
+			new:  st.MakeNode().Name("node-9").Obj(), want: fwk.Queue},
+		{name: "pod deleted outside the room area of a plan that places nobody, older than leftOutReuse", setup: func(p *NetworkTopologyAware, r *podgroup.Registry) {
+			withPlan(&gangPlan{deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"})(p, r)
+			p.plans[podgroup.Key{Namespace: "ns", Name: "hard"}].made = time.Now().Add(-leftOutReuse)
+		},
+			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			old:  onNode(other, "node-5"), want: fwk.Queue},
 		{name: "pod deleted inside the room area of a plan that places nobody", setup: withPlan(&gangPlan{
 			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
 			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -92,20 +91,31 @@ func (g *gangPlan) pending() int {
 	return n
 }
 
-// currentPlan returns the gang's plan if it is still valid for this member: the member is in
-// it, the PodGroup's spec and constraint are those it was made for, and none of its leaves
-// changed in the tree.
+// currentPlan returns the gang's plan if it is still valid for this member (answersLocked).
 func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Snapshot, pod string, revision int) *gangPlan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	plan := p.plans[key]
+	if !p.answersLocked(plan, tree, pod, revision) {
+		return nil
+	}
+	plan.lastUsed = time.Now()
+	return plan
+}
+
+// answersLocked reports whether the plan answers this member: the member is in it, the
+// PodGroup's spec and constraint are those it was made for, and none of its leaves changed
+// in the tree; a member it leaves out, while planned members are pending, or until something
+// that can make room happens (then it plans again, around the placed members). p.mu must be
+// held.
+func (p *NetworkTopologyAware) answersLocked(plan *gangPlan, tree *hypernode.Snapshot, pod string, revision int) bool {
 	if plan == nil || plan.revision != revision {
 		// A changed constraint or minMember (an admin's edit) is planned for again, around
 		// the members already placed.
-		return nil
+		return false
 	}
 	if _, ok := plan.podLeaf[pod]; !ok && !plan.deferred.Has(pod) {
-		return nil
+		return false
 	}
 	if plan.deferred.Has(pod) && plan.pending() == 0 {
 		// Every planned member has its place: plan the deferred sub-groups now, around them;
@@ -113,33 +123,27 @@ func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Sna
 		freed := max(p.roomFreedAll, p.roomFreed[plan.roomArea])
 		if !plan.waitsForRoom || freed > plan.roomEpoch || plan.generation != tree.Generation() ||
 			time.Since(plan.made) >= leftOutReuse {
-			return nil
+			return false
 		}
 	}
 	for leaf, info := range plan.leafInfos {
 		if now, _ := tree.HyperNode(leaf); now != info {
-			return nil
+			return false
 		}
 	}
-	plan.lastUsed = time.Now()
-	return plan
+	return true
 }
 
-// leftOutWaits reports whether member is left out by its gang's plan and room freed on node
-// cannot change that: its PreFilter would answer it from the plan again (currentPlan). While
-// planned members are pending, the last one's Reserve wakes the left-out ones (ledger.go).
-func (p *NetworkTopologyAware) leftOutWaits(key podgroup.Key, member, node string) bool {
-	chain := p.chainOf(node)
+// leftOutWaits reports whether member is left out by its gang's plan and its PreFilter would
+// be answered from the plan again, after the event that called it marked the room it freed
+// (while planned members are pending, the last one's Reserve wakes the left-out ones,
+// ledger.go).
+func (p *NetworkTopologyAware) leftOutWaits(key podgroup.Key, info podgroup.Info, member string) bool {
+	tree := p.cache.Snapshot()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	plan := p.plans[key]
-	if plan == nil || !plan.deferred.Has(member) {
-		return false
-	}
-	if plan.pending() > 0 {
-		return true
-	}
-	return plan.waitsForRoom && !slices.Contains(chain, plan.roomArea)
+	return plan != nil && plan.deferred.Has(member) && p.answersLocked(plan, tree, member, info.Revision)
 }
 
 // invalidate drops a gang's plan and its promises.
@@ -204,10 +208,18 @@ func (p *NetworkTopologyAware) roomFreedLocked(chain []string, epoch uint64) {
 func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger, leaves []string) {
 	epoch := p.roomEpoch.Add(1)
 	chain := p.chainOfLeaves(leaves)
+	tree := p.cache.Snapshot()
 	p.mu.Lock()
 	p.roomFreedLocked(chain, epoch)
-	keys := p.deferring.UnsortedList()
-	p.deferring.Clear()
+	var keys []podgroup.Key
+	for k := range p.deferring {
+		// A plan that places nobody and keeps answering (room freed outside its area) stays
+		// deferring: a later release inside its area must still wake it.
+		if plan := p.plans[k]; plan == nil || !plan.waitsForRoom || !p.answersLocked(plan, tree, anyDeferred(plan), plan.revision) {
+			p.deferring.Delete(k)
+			keys = append(keys, k)
+		}
+	}
 	for k, f := range p.failures {
 		if chain == nil || f.possible.HasAny(chain...) {
 			f.stale = true
@@ -216,6 +228,14 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger, leaves []str
 	}
 	p.mu.Unlock()
 	p.activateRetried(logger, keys)
+}
+
+// anyDeferred returns one member the plan leaves out ("" when none).
+func anyDeferred(plan *gangPlan) string {
+	for name := range plan.deferred {
+		return name
+	}
+	return ""
 }
 
 // chainOfLeaves returns the virtual root and every given leaf with its ancestors; nil (every

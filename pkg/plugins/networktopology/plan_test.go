@@ -350,6 +350,12 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 		t.Error("an assigned pod gone in s2, outside the job's room, made the left-out member plan again")
 	}
 	e.plugin.promisesReleased(klog.Background(), []string{"s2"})
+	e.plugin.mu.Lock()
+	deferring := e.plugin.deferring.Has(key)
+	e.plugin.mu.Unlock()
+	if !deferring {
+		t.Error("promises released in s2 took the gang off the deferring gangs: a release in s0 would not wake it")
+	}
 	if got := leftOut(3); got != first {
 		t.Error("promises released in s2, outside the job's room, made the left-out member plan again")
 	}
