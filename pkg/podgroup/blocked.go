@@ -51,11 +51,9 @@ func (r *Registry) SetBlocked(key Key, b Blocker) (blocked, reported bool) {
 	g.markFitNowhereLocked(g.members[b.UID])
 	if g.canDoWithoutLocked(g.fitNowhere) {
 		// A blocker a node change cleared that fails again alone: the members held for it
-		// wait for nothing now.
-		freed := g.formerBlocker == b.UID
-		if freed {
-			g.formerBlocker = ""
-		}
+		// wait for nothing now (nor for a blocker the job no longer needs).
+		freed := g.formerBlocker == b.UID || g.blocker != nil
+		g.formerBlocker, g.blocker = "", nil
 		r.mu.Unlock()
 		if freed {
 			r.notify(key, false)
@@ -68,8 +66,8 @@ func (r *Registry) SetBlocked(key Key, b Blocker) (blocked, reported bool) {
 }
 
 // markFitNowhereLocked adds pod, and its pending siblings of the same shape unless it has
-// volume claims, to the members that fit no node. O(members) on this failure path. r.mu
-// must be held.
+// claims, to the members that fit no node; later members of that shape join at SetPod. The
+// pass over the members runs once per shape (fitNowhereShapes). r.mu must be held.
 func (g *group) markFitNowhereLocked(pod *v1.Pod) {
 	if g.fitNowhere == nil {
 		g.fitNowhere = sets.New[types.UID]()
@@ -79,15 +77,53 @@ func (g *group) markFitNowhereLocked(pod *v1.Pod) {
 		return
 	}
 	sig := signatureOf(pod)
+	if g.fitNowhereShapes.Has(sig) {
+		return
+	}
+	if g.fitNowhereShapes == nil {
+		g.fitNowhereShapes = sets.New[string]()
+	}
+	g.fitNowhereShapes.Insert(sig)
 	for uid, m := range g.members {
-		if g.pendingLocked(uid) && !g.fitNowhere.Has(uid) && signatureOf(m) == sig {
+		if g.pendingLocked(uid) && !g.fitNowhere.Has(uid) && !hasClaims(m) && signatureOf(m) == sig {
 			g.fitNowhere.Insert(uid)
 		}
 	}
 }
 
-// hasClaims reports whether the pod mounts a persistent volume claim, its own or generated.
+// shapeFitsLocked forgets that pod's shape fits nowhere: one of its members reserved a node.
+// r.mu must be held.
+func (g *group) shapeFitsLocked(pod *v1.Pod) {
+	g.fitNowhere.Delete(pod.UID)
+	if hasClaims(pod) || g.fitNowhereShapes.Len() == 0 {
+		return
+	}
+	sig := signatureOf(pod)
+	if !g.fitNowhereShapes.Has(sig) {
+		return
+	}
+	g.fitNowhereShapes.Delete(sig)
+	for uid := range g.fitNowhere {
+		if m := g.members[uid]; m != nil && !hasClaims(m) && signatureOf(m) == sig {
+			g.fitNowhere.Delete(uid)
+		}
+	}
+}
+
+// newMemberFitsNowhereLocked marks a new pending member whose shape is known to fit no node.
+// r.mu must be held.
+func (g *group) newMemberFitsNowhereLocked(pod *v1.Pod) {
+	if g.fitNowhereShapes.Len() > 0 && pod.Spec.NodeName == "" && !hasClaims(pod) && g.fitNowhereShapes.Has(signatureOf(pod)) {
+		g.fitNowhere.Insert(pod.UID)
+	}
+}
+
+// hasClaims reports whether the pod has claims of its own: a persistent volume claim (its
+// own or generated) or a DRA resource claim, which siblings of its shape do not share.
 func hasClaims(pod *v1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return true
+	}
 	for _, v := range pod.Spec.Volumes {
 		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
 			return true
@@ -145,7 +181,7 @@ func (g *group) canDoWithoutLocked(out sets.Set[types.UID]) bool {
 // returns whether there was a blocker.
 func (g *group) unblockLocked() bool {
 	was := g.blocker != nil
-	g.blocker, g.fitNowhere = nil, nil
+	g.blocker, g.fitNowhere, g.fitNowhereShapes = nil, nil, nil
 	return was
 }
 
@@ -168,7 +204,7 @@ func (r *Registry) unblockAllLocked() {
 		if g.blocker != nil {
 			g.formerBlocker = g.blocker.UID
 		}
-		g.blocker, g.fitNowhere = nil, nil
+		g.blocker, g.fitNowhere, g.fitNowhereShapes = nil, nil, nil
 	}
 }
 

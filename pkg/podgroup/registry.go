@@ -86,6 +86,8 @@ type group struct {
 	// fitNowhere are the members known to fit no node (SetBlocked), the blocker among them:
 	// the gang is blocked only when it cannot do without all of them.
 	fitNowhere sets.Set[types.UID]
+	// fitNowhereShapes are the shape signatures of fitNowhere members without claims.
+	fitNowhereShapes sets.Set[string]
 	// retryHeld says the gang's placement failed and only scout is retried (retry.go).
 	retryHeld bool
 	scout     types.UID
@@ -379,7 +381,8 @@ func (r *Registry) DeletePodGroup(namespace, name string) {
 	r.mu.Lock()
 	if g := r.groups[key]; g != nil {
 		g.podGroup, g.topology, g.topologyErr = nil, nil, nil
-		g.subGroups, g.subGroupErr, g.blocker, g.fitNowhere = nil, nil, nil, nil
+		g.subGroups, g.subGroupErr = nil, nil
+		g.unblockLocked()
 		g.rebuildSubGroupsLocked()
 		r.forgetIfEmptyLocked(key)
 	}
@@ -439,8 +442,13 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		g.assignSubGroupLocked(pod.UID, pod)
 	}
 	reachedMinMember := !known && g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
-	if (!known || refit) && g.recheckBlockLocked() {
-		unblocked = true // one more member, or one fewer that fits nowhere: the job may do without them now
+	if !known {
+		g.newMemberFitsNowhereLocked(pod)
+	}
+	if (!known || refit || reassign) && g.recheckBlockLocked() {
+		// One more member, one fewer that fits nowhere, a member in another sub-group: the
+		// job may do without them now.
+		unblocked = true
 	}
 	scoutLost := g.scoutLostLocked(pod.UID)
 	if scoutLost && g.bound.Has(pod.UID) {

@@ -267,3 +267,49 @@ func TestBlockLiftedWhenTheJobCanDoWithout(t *testing.T) {
 		}
 	})
 }
+
+// TestFitNowhereByShape: a member without claims that fits no node counts its pending
+// siblings of the same shape, and later members of that shape, as fitting nowhere too; one
+// with a volume claim counts alone; a sibling that reserves shows the shape fits after all.
+func TestFitNowhereByShape(t *testing.T) {
+	key := Key{Namespace: "ns", Name: "g"}
+	newGang := func(t *testing.T, claims bool) (*Registry, *int) {
+		r := New()
+		r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
+		for _, name := range []string{"a", "b", "c"} {
+			p := member(name, "g")
+			if claims {
+				p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{
+					PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + name}}}}
+			}
+			r.SetPod(nil, p)
+		}
+		notified := 0
+		r.OnGroupChange(func(Key, bool) { notified++ })
+		return r, &notified
+	}
+	t.Run("same shape, no claims: blocked at once; a later sibling keeps it blocked", func(t *testing.T) {
+		r, notified := newGang(t, false)
+		if blocked, _ := r.SetBlocked(key, Blocker{UID: "a", Name: "a", Reason: "taint"}); !blocked {
+			t.Fatal("three members of one shape that fits nowhere, minMember 2: not blocked")
+		}
+		r.SetPod(nil, member("d", "g"))
+		if b := r.Info(key).Blocker; b == nil || *notified != 0 {
+			t.Errorf("after a fourth member of the same shape: blocker %v, %d notifications; want a, 0", b, *notified)
+		}
+	})
+	t.Run("a sibling reserves: the shape fits, the block goes", func(t *testing.T) {
+		r, notified := newGang(t, false)
+		r.SetBlocked(key, Blocker{UID: "a", Name: "a", Reason: "taint"})
+		r.Reserve(member("b", "g"), "node-1")
+		if b := r.Info(key).Blocker; b != nil || *notified != 1 {
+			t.Errorf("blocker %v, %d notifications; want none and 1", b, *notified)
+		}
+	})
+	t.Run("volume claims: each counts alone", func(t *testing.T) {
+		r, _ := newGang(t, true)
+		if blocked, _ := r.SetBlocked(key, Blocker{UID: "a", Name: "a", Reason: "1 node(s) had volume node affinity conflict"}); blocked {
+			t.Error("a member whose own claim keeps it out blocked its siblings")
+		}
+	})
+}

@@ -42,8 +42,8 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 		g.formerBlocker = "" // its Permit activates the members held for it
 	}
 	if g.fitNowhere.Has(pod.UID) {
-		// It fits after all (a sibling of the blocker's shape, say).
-		g.fitNowhere.Delete(pod.UID)
+		// It fits after all, and so does its shape (a sibling of the blocker's, say).
+		g.shapeFitsLocked(pod)
 		unblocked = g.recheckBlockLocked() || unblocked
 	}
 	r.mu.Unlock()

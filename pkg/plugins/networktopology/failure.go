@@ -338,8 +338,15 @@ func (p *NetworkTopologyAware) watchCapacity(factory informers.SharedInformerFac
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if pod, ok := informerutil.Tombstoned[*v1.Pod](obj); ok && !terminal(pod) {
+			pod, ok := informerutil.Tombstoned[*v1.Pod](obj)
+			if !ok {
+				return
+			}
+			if !terminal(pod) {
 				freed(pod)
+			}
+			if pod.Spec.NodeName == "" {
+				p.plannedMemberGone(pod)
 			}
 		},
 	}); err != nil {

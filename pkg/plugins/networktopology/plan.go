@@ -146,6 +146,36 @@ func (p *NetworkTopologyAware) leftOutWaits(key podgroup.Key, info podgroup.Info
 	return plan != nil && plan.deferred.Has(member) && p.answersLocked(plan, tree, member, info.Revision)
 }
 
+// plannedMemberGone drops the plan of a member deleted before it reserved its promised slot:
+// the slot would stay promised to nobody, the plan's pending count would never reach zero,
+// and the members it leaves out would be answered from it for good. The next member plans
+// again around the placed ones.
+func (p *NetworkTopologyAware) plannedMemberGone(pod *v1.Pod) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	plan := p.plans[key]
+	_, planned := plan.podLeafOf(pod.Name)
+	gone := planned && !plan.reserved.Has(pod.Name)
+	p.mu.Unlock()
+	if gone {
+		logger := klog.Background()
+		logger.V(3).Info("Planned gang member deleted before it reserved: plan dropped", "podGroup", key, "pod", klog.KObj(pod))
+		p.invalidate(logger, key)
+	}
+}
+
+// podLeafOf returns the leaf the plan places member in (false without a plan or a place).
+func (g *gangPlan) podLeafOf(member string) (string, bool) {
+	if g == nil {
+		return "", false
+	}
+	leaf, ok := g.podLeaf[member]
+	return leaf, ok
+}
+
 // invalidate drops a gang's plan and its promises.
 func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) {
 	p.mu.Lock()

@@ -196,6 +196,24 @@ func TestPlanDroppedWhenThePodGroupChanges(t *testing.T) {
 	}
 }
 
+// TestPlannedMemberGone: a planned member deleted before it reserved drops its gang's plan
+// (its promise would stay open for nobody); a reserved member's deletion leaves the plan to
+// its Unreserve.
+func TestPlannedMemberGone(t *testing.T) {
+	e := newPlanEnv(t, map[string]int{"a": 2})
+	state, _ := e.preFilter(t, e.pod("a", 0))
+	e.fw.RunReservePluginsReserve(e.ctx, state, e.pod("a", 0), "node-0")
+	plan := e.plan("a")
+	e.plugin.plannedMemberGone(e.pod("a", 0))
+	if e.plan("a") != plan {
+		t.Error("the deletion of a reserved member dropped the plan")
+	}
+	e.plugin.plannedMemberGone(e.pod("a", 1))
+	if e.plan("a") != nil {
+		t.Error("the plan survived the deletion of a planned member that had not reserved")
+	}
+}
+
 type noActivation struct{}
 
 func (*noActivation) Activate(klog.Logger, map[string]*v1.Pod) {}
