@@ -84,3 +84,49 @@ func TestGangBlockedByMemberThatFitsNoNode(t *testing.T) {
 		})
 	}
 }
+
+// TestElasticGangRunsWithoutAMemberThatFitsNoNode: a gang of three with minMember 2 whose
+// third member fits no node (a node selector nobody matches) binds its other two, whatever
+// order the queue takes them in; nothing blocks it, and the third stays pending, saying why.
+func TestElasticGangRunsWithoutAMemberThatFitsNoNode(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		annotation string
+		// why is what train-2's condition says besides kube-scheduler's own summary.
+		why string
+	}{
+		{name: "plain gang", why: "/train: this member cannot be placed; the gang has its minMember 2 members placed and runs without it"},
+		{name: "hard tier 1", annotation: `{"mode":"hard","highestTierAllowed":1}`,
+			why: "/train: member train-2 fits no node (2 node(s) didn't match Pod's node affinity/selector); the gang can run without it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTopoEnv(t, nodesWithCPU("4", "node-0", "node-1"), nil,
+				hntesting.MakeHyperNode("leaf").Tier(1).Nodes("node-0", "node-1").Obj())
+			startScheduler(t, nil)
+			var annotations map[string]string
+			if tc.annotation != "" {
+				annotations = map[string]string{podgroup.NetworkTopologyAnnotation: tc.annotation}
+			}
+			if err := util.CreatePodGroup(context.Background(), e.c.scheduling, util.PodGroup(e.ns, "train", 2, annotations)); err != nil {
+				t.Fatal(err)
+			}
+			pods := util.GangPods(e.ns, "train", plugins.SchedulerName, "1", 3)
+			pods[2].Spec.NodeSelector = map[string]string{"accelerator": "h100"}
+			names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := e.waitBound(names[:2])
+			if len(got) != 2 {
+				t.Fatalf("placements %v: want train-0 and train-1 bound", got)
+			}
+			e.waitCondition("train-2", v1.PodReasonUnschedulable, "gang "+e.ns+tc.why)
+			if diff := cmp.Diff(got, e.bound()); diff != "" {
+				t.Errorf("bound pods (-want,+got):\n%s", diff)
+			}
+			if blocked := e.eventsByReason()[podgroup.EventGangBlocked]; len(blocked) > 0 {
+				t.Errorf("GangBlocked Events for a gang that runs without the member: %q", blocked)
+			}
+		})
+	}
+}

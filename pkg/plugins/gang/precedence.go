@@ -40,6 +40,12 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	// One read: the member counts and the sub-group counts must agree (see MemberView).
 	view := g.registry.MemberView(key, pod)
 	info := view.Info
+	if !view.InSub && info.PodGroup != nil && jobComplete(info, view.Progress) {
+		// An extra member of a gang that runs already: nobody waits for it, nobody yields or
+		// is released for it.
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+			"gang %s: this member cannot be placed; the gang has its minMember %d members placed and runs without it", key, info.MinMember()))
+	}
 	if yielded := g.makeRoom(ctx, state, pod, key, info, statuses); len(yielded) > 0 {
 		g.activatePending(logger, key)
 		msg := fmt.Sprintf("gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room; retrying", key, strings.Join(yielded, ", "))

@@ -153,21 +153,21 @@ func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleSt
 
 // blockIfFitsNowhere makes the member its gang's blocker when no node of the cluster can ever
 // take it and the job cannot do without it (see podgroup.Registry.SetBlocked), and returns
-// the blocker's message ("" when it fits, or the gang is not blocked by it).
-func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info) string {
+// what to tell the member ("" when it fits somewhere) and whether the gang is blocked.
+func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info) (msg string, gangBlocked bool) {
 	reasons, fits := p.fitsSomewhere(ctx, pod)
 	if fits {
-		return ""
+		return "", false
 	}
 	b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
 	blocked, reported := p.registry.SetBlocked(key, b)
 	if !blocked {
 		// The job can do without it (and the others known to fit nowhere).
-		return ""
+		return fmt.Sprintf("gang %s: member %s fits no node (%s); the gang can run without it", key, pod.Name, reasons), false
 	}
 	if reported && info.PodGroup != nil {
 		p.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))
 		klog.FromContext(ctx).V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
 	}
-	return b.Message(key)
+	return b.Message(key), true
 }

@@ -408,25 +408,27 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 			// the sub-groups it can do without): room that holds them may help it.
 			need := min(len(names), max(info.MinMember()-len(placedNodes), 1))
 			var possible sets.Set[string]
-			blocked := ""
+			fitsNowhere, blocked := "", false
 			if len(shapes) > 1 {
 				for i, shape := range req.Shapes {
-					if noShapeCapacity(shape.Capacity) && blocked == "" {
+					if noShapeCapacity(shape.Capacity) && !blocked {
 						// Perhaps not room: the members of this shape may fit no node at all.
-						blocked = p.blockIfFitsNowhere(ctx, shapes[i].Rep, key, info)
+						if msg, b := p.blockIfFitsNowhere(ctx, shapes[i].Rep, key, info); msg != "" && (fitsNowhere == "" || b) {
+							fitsNowhere, blocked = msg, b
+						}
 					}
 				}
 				possible = p.possibleShapeDomains(tree, shapes, nodes, need, req.MaxTier, wholeCluster)
 			} else {
 				if noCapacity(req.Nodes) {
 					// Perhaps not room: this member may fit no node at all.
-					blocked = p.blockIfFitsNowhere(ctx, pod, key, info)
+					fitsNowhere, _ = p.blockIfFitsNowhere(ctx, pod, key, info)
 				}
 				possible = p.possibleDomains(tree, pod, nodes, need, req.MaxTier, wholeCluster)
 			}
-			if blocked != "" {
-				// No domain can help while a member fits no node: say that, not the sums.
-				status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, blocked)
+			if fitsNowhere != "" {
+				// No domain can help a member that fits no node: say that, not the sums.
+				status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fitsNowhere)
 			}
 			outcome = metrics.ResultNoDomain
 			p.recordFailure(key, pod, status, tree, info, possible)
