@@ -30,6 +30,7 @@ const (
 	ReasonNoHostMatched  = "UFMNoHostMatchesANode"
 	ReasonHostsUnmatched = "UFMHostsWithoutNode"
 	ReasonInsecure       = "UFMTLSVerificationDisabled"
+	ReasonPartialAnswer  = "UFMPartialAnswer"
 )
 
 // maxAnswerBytes bounds the answer read into memory (a port record is a few hundred bytes;

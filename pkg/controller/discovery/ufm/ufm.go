@@ -40,7 +40,15 @@ type Source struct {
 	// last is the last good answer, kept so that a failure changes nothing and node changes
 	// are mapped without asking UFM again.
 	last *Fabric
+	// shrinks counts the answers in a row that lost more than half of last's hosts.
+	shrinks int
 }
+
+// shrinkConfirmations is how many answers in a row must lose more than half of the hosts
+// before one is applied: UFM restarting or rediscovering the fabric answers with part of it
+// for a while, and applying that would delete most of the tree. The runner retries a refused
+// answer after its back-off (5 s, 10 s, ...), so a real shrink is applied within a minute.
+const shrinkConfirmations = 3
 
 var _ source.Source = &Source{}
 
@@ -102,9 +110,31 @@ func (s *Source) Discover(ctx context.Context, refresh bool) (*source.Result, er
 	if err != nil {
 		return nil, err
 	}
+	if refresh {
+		if err := s.checkShrinkLocked(f); err != nil {
+			return nil, err
+		}
+	}
 	// Only an answer that gave a tree replaces the last good one.
 	s.last = f
 	return res, nil
+}
+
+// checkShrinkLocked refuses an answer that lost more than half of the last good answer's
+// hosts until shrinkConfirmations such answers came in a row. s.mu must be held.
+func (s *Source) checkShrinkLocked(f *Fabric) error {
+	if s.last == nil || 2*len(f.HostLeaves) >= len(s.last.HostLeaves) {
+		s.shrinks = 0
+		return nil
+	}
+	s.shrinks++
+	if s.shrinks >= shrinkConfirmations {
+		s.shrinks = 0
+		return nil
+	}
+	return source.Errorf(ReasonPartialAnswer,
+		"UFM reports %d hosts where its last answer had %d: taken for a partial answer (UFM restarting or rediscovering the fabric) and not applied until it comes %d times in a row (%d so far)",
+		len(f.HostLeaves), len(s.last.HostLeaves), shrinkConfirmations, s.shrinks)
 }
 
 // build maps the fabric's hosts to nodes and builds the HyperNodes.

@@ -332,3 +332,43 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialAnswerNeedsConfirmation: an answer that lost more than half of the hosts (UFM
+// restarting) is refused, and the last good one kept, until it comes three times in a row; an
+// answer in between that does not shrink starts the count again.
+func TestPartialAnswerNeedsConfirmation(t *testing.T) {
+	f := newFixture(t, goodCredentials, ufmtest.Hosts(1, 2, 2)...)
+	f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
+	s := f.source(t, f.verified())
+	full, err := s.Discover(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial := func(wantErr string) {
+		t.Helper()
+		f.server.SetPorts(ufmtest.FatTree(1, 1, 1, 1, 0))
+		res, err := s.Discover(context.Background(), true)
+		if wantErr == "" {
+			if err != nil || len(res.HyperNodes) != 1 {
+				t.Fatalf("the confirmed answer: %v, %d HyperNodes; want it applied (one leaf)", err, len(res.HyperNodes))
+			}
+			return
+		}
+		if source.ReasonOf(err) != ReasonPartialAnswer || err.Error() != wantErr {
+			t.Fatalf("a partial answer: %v (%s); want %s %q", err, source.ReasonOf(err), ReasonPartialAnswer, wantErr)
+		}
+		// The last good answer still maps node changes.
+		if again, err := s.Discover(context.Background(), false); err != nil || len(again.HyperNodes) != len(full.HyperNodes) {
+			t.Fatalf("without refresh after a refused answer: %v; want the last good answer's %d HyperNodes", err, len(full.HyperNodes))
+		}
+	}
+	const refused = "UFM reports 1 hosts where its last answer had 4: taken for a partial answer (UFM restarting or rediscovering the fabric) and not applied until it comes 3 times in a row (%d so far)"
+	partial(fmt.Sprintf(refused, 1))
+	f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
+	if _, err := s.Discover(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	partial(fmt.Sprintf(refused, 1))
+	partial(fmt.Sprintf(refused, 2))
+	partial("")
+}
