@@ -307,3 +307,55 @@ func mustEntry(t *testing.T, text string) config.Entry {
 	}
 	return parsed.Entries[0]
 }
+
+// TestParentLeavesOutATakenChild: a wanted parent does not claim a child whose name a
+// HyperNode the source does not own holds; a parent left with no member is not created.
+func TestParentLeavesOutATakenChild(t *testing.T) {
+	handMade := hntesting.MakeHyperNode("f.s1.l1").Tier(1).Nodes("x").Obj()
+	h := newHarness(t, nil, handMade)
+	wanted := []*topologyv1alpha1.HyperNode{
+		hntesting.MakeHyperNode("f.s1.l1").Tier(1).Nodes("n0").Obj(),
+		hntesting.MakeHyperNode("f.s1.l2").Tier(1).Nodes("n1").Obj(),
+		hntesting.MakeHyperNode("f.s1").Tier(2).Children("f.s1.l1", "f.s1.l2").Obj(),
+		hntesting.MakeHyperNode("f.s2").Tier(2).Children("f.s1.l1").Obj(),
+	}
+	ctx := context.Background()
+	sum, err := h.m.reconciler.Reconcile(ctx, "label", wanted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"f.s1.l1"}, sum.Conflicts); diff != "" {
+		t.Errorf("conflicts (-want,+got):\n%s", diff)
+	}
+	s1, err := h.topo.TopologyV1alpha1().HyperNodes().Get(ctx, "f.s1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	for _, m := range s1.Spec.Members {
+		members = append(members, m.Selector.ExactMatch.Name)
+	}
+	if diff := cmp.Diff([]string{"f.s1.l2"}, members); diff != "" {
+		t.Errorf("f.s1's members (-want,+got):\n%s", diff)
+	}
+	if _, err := h.topo.TopologyV1alpha1().HyperNodes().Get(ctx, "f.s2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("f.s2, whose only member is taken, was created: %v", err)
+	}
+}
+
+// TestDuplicateWantedNamesWriteNothing: an answer that names two HyperNodes alike is refused.
+func TestDuplicateWantedNamesWriteNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	wanted := []*topologyv1alpha1.HyperNode{
+		hntesting.MakeHyperNode("f.1").Tier(1).Nodes("n0").Obj(),
+		hntesting.MakeHyperNode("f.1").Tier(2).Nodes("n1").Obj(),
+	}
+	_, err := h.m.reconciler.Reconcile(context.Background(), "label", wanted)
+	if err == nil || err.Error() != "discovery source label wants two HyperNodes named f.1; nothing was written" {
+		t.Errorf("Reconcile = %v", err)
+	}
+	list, _ := h.topo.TopologyV1alpha1().HyperNodes().List(context.Background(), metav1.ListOptions{})
+	if len(list.Items) != 0 {
+		t.Errorf("%d HyperNodes written", len(list.Items))
+	}
+}

@@ -60,6 +60,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, sourceName string, wanted []
 		metrics.HyperNodeWrites.WithLabelValues(sourceName, metrics.OperationUpdate).Add(float64(sum.Updated))
 		metrics.HyperNodeWrites.WithLabelValues(sourceName, metrics.OperationDelete).Add(float64(sum.Deleted))
 	}()
+	if dup := duplicateName(wanted); dup != "" {
+		// Two HyperNodes of one name would overwrite each other on every pass.
+		return sum, fmt.Errorf("discovery source %s wants two HyperNodes named %s; nothing was written", sourceName, dup)
+	}
 	owned, err := r.lister.List(labels.SelectorFromSet(labels.Set{source.Label: sourceName}))
 	if err != nil {
 		return sum, err
@@ -71,6 +75,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, sourceName string, wanted []
 	wantedNames := map[string]bool{}
 	ordered := append([]*topologyv1alpha1.HyperNode(nil), wanted...)
 	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Spec.Tier < ordered[j].Spec.Tier })
+	ordered = r.withoutTakenNames(sourceName, ordered)
 	for _, want := range ordered {
 		wantedNames[want.Name] = true
 		want = want.DeepCopy()
@@ -145,6 +150,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, sourceName string, wanted []
 		}
 	}
 	return sum, errors.Join(errs...)
+}
+
+// withoutTakenNames takes out of the wanted parents (ordered children first) the members whose
+// names HyperNodes the source does not own hold, as the lister sees them: such a parent must
+// not claim somebody else's HyperNode (it would get two parents, or be grafted into the
+// discovered tree). A parent left without members is not wanted either. The conflicts
+// themselves are reported when the pass reaches them.
+func (r *Reconciler) withoutTakenNames(sourceName string, ordered []*topologyv1alpha1.HyperNode) []*topologyv1alpha1.HyperNode {
+	gone := map[string]bool{}
+	out := make([]*topologyv1alpha1.HyperNode, 0, len(ordered))
+	for _, want := range ordered {
+		if other, err := r.lister.Get(want.Name); err == nil && other.Labels[source.Label] != sourceName {
+			gone[want.Name] = true
+			out = append(out, want) // the pass reports the conflict and leaves it alone
+			continue
+		}
+		kept := want.Spec.Members[:0:0]
+		for _, m := range want.Spec.Members {
+			if m.Type == topologyv1alpha1.MemberTypeHyperNode && m.Selector.ExactMatch != nil && gone[m.Selector.ExactMatch.Name] {
+				continue
+			}
+			kept = append(kept, m)
+		}
+		if len(kept) == 0 {
+			gone[want.Name] = true
+			continue
+		}
+		if len(kept) != len(want.Spec.Members) {
+			want = want.DeepCopy()
+			want.Spec.Members = kept
+		}
+		out = append(out, want)
+	}
+	return out
+}
+
+// duplicateName returns a name that two wanted HyperNodes share, or "".
+func duplicateName(wanted []*topologyv1alpha1.HyperNode) string {
+	seen := make(map[string]bool, len(wanted))
+	for _, hn := range wanted {
+		if seen[hn.Name] {
+			return hn.Name
+		}
+		seen[hn.Name] = true
+	}
+	return ""
 }
 
 // needsUpdate reports whether an owned HyperNode differs from the wanted one in what the

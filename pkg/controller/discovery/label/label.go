@@ -10,6 +10,7 @@ package label
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -183,7 +184,8 @@ func (t Type) Discover(nodes []*v1.Node) ([]*topologyv1alpha1.HyperNode, []sourc
 	var emit func(p *pathNode) string
 	emit = func(p *pathNode) string {
 		level := p.levels[len(p.levels)-1]
-		hn := t.hyperNode(source.Name(t.Prefix, p.values...), tier[level], t.Levels[level].TierName, t.describe(p.levels, p.values))
+		components := t.nameComponents(p.levels, p.values, used)
+		hn := t.hyperNode(source.Name(t.Prefix, components...), tier[level], t.Levels[level].TierName, t.describe(p.levels, p.values))
 		if len(p.children) == 0 {
 			hn.Spec.Members = []topologyv1alpha1.MemberSpec{t.selectNodes(p, used)}
 			out = append(out, hn)
@@ -198,7 +200,7 @@ func (t Type) Discover(nodes []*v1.Node) ([]*topologyv1alpha1.HyperNode, []sourc
 			// Its last component is its parent's, marked with a byte no label value holds:
 			// a path of its own, named after the parent ("leaf-3-no-nvlink-<hash>").
 			below := next[level]
-			values := append([]string(nil), p.values...)
+			values := append([]string(nil), components...)
 			values[len(values)-1] += "\x00no-" + t.Levels[below].TierName
 			w := t.hyperNode(source.Name(t.Prefix, values...), tier[below], "",
 				t.describe(p.levels, p.values)+","+t.Levels[below].Key+" (none)")
@@ -269,6 +271,21 @@ func (t Type) selectNodes(p *pathNode, used []int) topologyv1alpha1.MemberSpec {
 }
 
 // describe renders a path as its label pairs, for the path annotation.
+// nameComponents returns what a path's HyperNode is named after: its label values when the
+// path holds every used level from the top down to its own, else each value with its level's
+// key (marked with a byte no label value holds, so the name is hashed). Values alone would
+// name {spine=1} and {leaf=1}, nodes lacking the other label, alike.
+func (t Type) nameComponents(levels []int, values []string, used []int) []string {
+	if slices.Equal(levels, used[:min(len(levels), len(used))]) {
+		return values
+	}
+	out := make([]string, len(values))
+	for j, i := range levels {
+		out[j] = t.Levels[i].Key + "\x00" + values[j]
+	}
+	return out
+}
+
 func (t Type) describe(levels []int, values []string) string {
 	parts := make([]string, len(levels))
 	for j, i := range levels {

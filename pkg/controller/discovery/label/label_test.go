@@ -161,6 +161,32 @@ networkTopologyTypes:
 	assertValidTree(t, nodes, res.HyperNodes)
 }
 
+// TestPathsOfOtherLevelsGetOtherNames: a node with only the spine label and one with only the
+// leaf label, both valued "1", are two HyperNodes of two tiers with two names.
+func TestPathsOfOtherLevelsGetOtherNames(t *testing.T) {
+	nodes := []*v1.Node{node("a", "ex.com/spine=1"), node("b", "ex.com/leaf=1")}
+	s := newSource(t, `
+networkTopologyTypes:
+  f:
+  - nodeLabel: ex.com/spine
+    tierName: spine
+  - nodeLabel: ex.com/leaf
+    tierName: leaf
+`, nodes...)
+	res := discover(t, s)
+	want := []string{
+		`f.1 2 "spine" [{!ex.com/leaf,ex.com/spine=1}]`,
+		source.Name("f", "ex.com/leaf\x001") + ` 1 "leaf" [{ex.com/leaf=1,!ex.com/spine}]`,
+	}
+	got := render(res.HyperNodes)
+	sort.Strings(got)
+	sort.Strings(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("HyperNodes (-want,+got):\n%s", diff)
+	}
+	assertValidTree(t, nodes, res.HyperNodes)
+}
+
 // TestMissingLevels: a node without an inner level's label is attached to the next level it
 // carries and reported; nodes next to HyperNodes get a HyperNode of their own.
 func TestMissingLevels(t *testing.T) {
@@ -189,10 +215,14 @@ networkTopologyTypes:
 	if !strings.HasPrefix(wrapper, "f.l1-no-nvlink-") {
 		t.Errorf("the HyperNode of the nodes of l1 without nvlink is named %s, want f.l1-no-nvlink-<hash>", wrapper)
 	}
+	// Paths that skip a level are named after their levels' keys too (hashed): by values
+	// alone, {leaf=l7} would be named like a spine l7.
+	skipsLeaf := source.Name("f", "ex.com/spine\x00s1", "ex.com/nvl\x00d9")
+	noSpine := source.Name("f", "ex.com/leaf\x00l7")
 	want := []string{
-		`f.l7 2 "leaf" [{ex.com/leaf=l7,!ex.com/nvl,!ex.com/spine}]`,
-		`f.s1 3 "spine" [f.s1.d9 f.s1.l1]`,
-		`f.s1.d9 1 "nvlink" [{!ex.com/leaf,ex.com/nvl=d9,ex.com/spine=s1}]`,
+		noSpine + ` 2 "leaf" [{ex.com/leaf=l7,!ex.com/nvl,!ex.com/spine}]`,
+		`f.s1 3 "spine" [` + skipsLeaf + ` f.s1.l1]`,
+		skipsLeaf + ` 1 "nvlink" [{!ex.com/leaf,ex.com/nvl=d9,ex.com/spine=s1}]`,
 		`f.s1.l1 2 "leaf" [` + wrapper + ` f.s1.l1.d1]`,
 		`f.s1.l1.d1 1 "nvlink" [{ex.com/leaf=l1,ex.com/nvl=d1,ex.com/spine=s1}]`,
 		`f.s2 3 "spine" [{!ex.com/leaf,!ex.com/nvl,ex.com/spine=s2}]`,
@@ -206,8 +236,8 @@ networkTopologyTypes:
 	}
 	leaves := assertValidTree(t, nodes, res.HyperNodes)
 	if diff := cmp.Diff(map[string]string{
-		"full-0": "f.s1.l1.d1", "full-1": "f.s1.l1.d1", "no-nvl": wrapper, "no-leaf": "f.s1.d9",
-		"no-spine": "f.l7", "only-spine": "f.s2",
+		"full-0": "f.s1.l1.d1", "full-1": "f.s1.l1.d1", "no-nvl": wrapper, "no-leaf": skipsLeaf,
+		"no-spine": noSpine, "only-spine": "f.s2",
 	}, leaves); diff != "" {
 		t.Errorf("leaf of each node (-want,+got):\n%s", diff)
 	}
