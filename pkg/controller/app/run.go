@@ -86,6 +86,12 @@ func Run(ctx context.Context, o *Options) error {
 		return nil
 	}
 	lost := false
+	// Controllers that stop while this replica leads give the Lease up and end the process
+	// (it restarts): a leader that renews its Lease and does nothing would keep every other
+	// replica out.
+	leading, stopLeading := context.WithCancel(ctx)
+	defer stopLeading()
+	failed := make(chan error, 1)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: LeaseName},
@@ -101,7 +107,10 @@ func Run(ctx context.Context, o *Options) error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				logger.Info("Leading", "lease", klog.KRef(o.Namespace, LeaseName), "identity", identity)
-				run(ctx)
+				if err := runControllers(ctx, o, kube, topo, meta, identity); err != nil && ctx.Err() == nil {
+					failed <- err
+					stopLeading()
+				}
 			},
 			OnStoppedLeading: func() {
 				if ctx.Err() == nil {
@@ -119,7 +128,12 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	watchdog.SetLeaderElection(le)
-	le.Run(ctx)
+	le.Run(leading)
+	select {
+	case err := <-failed:
+		return fmt.Errorf("the controllers stopped while leading; the Lease is released: %w", err)
+	default:
+	}
 	if lost {
 		return ErrLeadershipLost
 	}
