@@ -15,6 +15,7 @@ package status
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,9 +82,18 @@ type Controller struct {
 }
 
 type writeRecord struct {
-	// over is the version the status was written over, rv the version the write made.
+	// over is the version the status was written over, rv the version the last write made,
+	// and chain the versions earlier writes made over over before it: the informer may
+	// deliver those before rv.
 	over, rv string
+	chain    []string
 	status   topologyv1alpha1.HyperNodeStatus
+}
+
+// standsFor reports whether the record is newer than version v of the lister: v is the
+// version it was written over or one of its own intermediate writes.
+func (w writeRecord) standsFor(v string) bool {
+	return v == w.over || slices.Contains(w.chain, v)
 }
 
 // New returns a controller fed by the informers; delay 0 is DefaultDelay.
@@ -138,8 +148,8 @@ func (c *Controller) OnHyperNode(old, new *topologyv1alpha1.HyperNode) {
 		return
 	}
 	c.mutate(func(t *hypernode.Tree) {
-		if rec, ok := c.written[new.Name]; ok && rec.over != new.ResourceVersion {
-			delete(c.written, new.Name) // the informer caught up with the write (or passed it)
+		if rec, ok := c.written[new.Name]; ok && !rec.standsFor(new.ResourceVersion) {
+			delete(c.written, new.Name) // the informer caught up with the writes (or passed them)
 		}
 		t.SetHyperNode(new)
 		c.generations[new.Name] = new.Generation
@@ -237,9 +247,11 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	c.mu.Lock()
 	generation, known := c.generations[name]
 	snap := c.tree.Snapshot()
-	current, rv := hn.Status, hn.ResourceVersion
-	if rec, ok := c.written[name]; ok && rec.over == hn.ResourceVersion {
-		current, rv = rec.status, rec.rv
+	current, rv, over := hn.Status, hn.ResourceVersion, hn.ResourceVersion
+	var chain []string
+	if rec, ok := c.written[name]; ok && rec.standsFor(hn.ResourceVersion) {
+		current, rv, over = rec.status, rec.rv, rec.over
+		chain = append(slices.Clone(rec.chain), rec.rv)
 	}
 	c.mu.Unlock()
 	info, ok := snap.HyperNode(name)
@@ -267,7 +279,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	}
 	metrics.StatusWrites.WithLabelValues(metrics.ResultSuccess).Inc()
 	c.mu.Lock()
-	c.written[name] = writeRecord{over: hn.ResourceVersion, rv: written.ResourceVersion, status: written.Status}
+	c.written[name] = writeRecord{over: over, rv: written.ResourceVersion, chain: chain, status: written.Status}
 	c.mu.Unlock()
 	c.writes.Add(1)
 	klog.FromContext(ctx).V(2).Info("HyperNode status written", "hyperNode", name, "nodeCount", nodeCount, "valid", cond.Status, "reason", cond.Reason)

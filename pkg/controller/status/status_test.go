@@ -253,3 +253,34 @@ func TestRun(t *testing.T) {
 		t.Fatalf("status of s0: %+v", got["s0"])
 	}
 }
+
+// TestWriteRecordOutlivesItsOwnIntermediateVersions: two writes in a row while the informer
+// lags (rv1 -> rv2 -> rv3); the informer then delivers rv2, the first write's own version. The
+// record still stands for it, so the next write goes over rv3 (not rv2, a conflict); rv3 or a
+// version of somebody else ends it.
+func TestWriteRecordOutlivesItsOwnIntermediateVersions(t *testing.T) {
+	hn := hntesting.MakeHyperNode("leaf").Tier(1).Nodes("n0").Obj()
+	f := newFixture(t, nil, hn)
+	at := func(rv string) *topologyv1alpha1.HyperNode {
+		c := hn.DeepCopy()
+		c.ResourceVersion = rv
+		return c
+	}
+	f.c.mu.Lock()
+	f.c.written["leaf"] = writeRecord{over: "1", rv: "3", chain: []string{"2"}}
+	f.c.mu.Unlock()
+	recorded := func() bool {
+		f.c.mu.Lock()
+		defer f.c.mu.Unlock()
+		_, ok := f.c.written["leaf"]
+		return ok
+	}
+	f.c.OnHyperNode(at("1"), at("2"))
+	if !recorded() {
+		t.Fatal("the informer's delivery of the record's own intermediate version dropped the record")
+	}
+	f.c.OnHyperNode(at("2"), at("3"))
+	if recorded() {
+		t.Error("the record survived the informer catching up with its last write")
+	}
+}
