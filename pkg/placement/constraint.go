@@ -185,12 +185,17 @@ func RetryWithoutSubGroups(req Request, err error, info podgroup.Info, states []
 	left := len(req.Pending) + len(req.Placed)
 	for i := len(req.SubGroups) - 1; i >= 0; i-- {
 		sg := req.SubGroups[i]
-		if left-len(sg.Pending) < info.MinMember() || len(sg.Pending) == 0 ||
+		// Left out, a sub-group below its size keeps its placed members from binding too.
+		lost := len(sg.Pending)
+		if policy, _ := info.Policy(sg.Policy); len(sg.Placed) < int(policy.SubGroupSize) {
+			lost += len(sg.Placed)
+		}
+		if left-lost < info.MinMember() || len(sg.Pending) == 0 ||
 			!podgroup.CanDropSubGroup(info, states, perPolicy, sg.Policy) {
 			break
 		}
 		perPolicy[sg.Policy]++
-		left -= len(sg.Pending)
+		left -= lost
 		droppable++
 	}
 	if droppable == 0 {

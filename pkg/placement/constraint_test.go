@@ -189,6 +189,8 @@ func TestRetryWithoutSubGroups(t *testing.T) {
 		nodes       map[string]Node
 		info        podgroup.Info
 		withPending int
+		// lastPlaced members of the last sub-group are placed (on t2-b's nodes).
+		lastPlaced int
 		// wantLeaf is the plan's leaf per member (nil: no plan); wantKept the sub-groups
 		// of the returned request.
 		wantLeaf    map[string]string
@@ -225,6 +227,12 @@ func TestRetryWithoutSubGroups(t *testing.T) {
 			wantDropped: []string{"p12", "p13", "p14", "p15"},
 		},
 		{
+			name: "the last sub-group's placed members cannot bind without its pending ones: " +
+				"with them, 12 of minMember 13 would be left, so it is not left out",
+			nodes: nodes(1, 1), info: info(13, 0), withPending: 4, lastPlaced: 2,
+			wantKept: []string{"tp-0", "tp-1", "tp-2", "tp-3"},
+		},
+		{
 			name:  "the last sub-group has no pending member: none is left out",
 			nodes: nodes(1, 1), info: info(4, 0), withPending: 3,
 			wantKept: []string{"tp-0", "tp-1", "tp-2", "tp-3"},
@@ -235,6 +243,11 @@ func TestRetryWithoutSubGroups(t *testing.T) {
 			sgs := subGroups(tc.withPending)
 			req := Request{Tree: seed003(), Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4 * tc.withPending),
 				Nodes: tc.nodes, SubGroups: sgs, Weights: []float64{1}, PodRequest: []float64{1}}
+			for i := range tc.lastPlaced {
+				node := fmt.Sprintf("node-%d", 8+i)
+				sgs[3].Placed = append(sgs[3].Placed, node)
+				req.Placed = append(req.Placed, node)
+			}
 			plan, got, dropped, err := RetryWithoutSubGroups(req, jobErr, tc.info, states)
 			var kept, pending []string
 			for _, sg := range got.SubGroups {
