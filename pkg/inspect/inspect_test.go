@@ -443,3 +443,18 @@ func TestLoadWithoutCRDs(t *testing.T) {
 		t.Errorf("explain error (-want,+got):\n%s", diff)
 	}
 }
+
+// TestExplainSubGroupConstraintOnly: a gang whose only constraints are its sub-groups' is not
+// called a plain gang.
+func TestExplainSubGroupConstraintOnly(t *testing.T) {
+	e := Explanation{PodGroup: "team-a/stages", Status: "Pending", MinMember: 8,
+		SubGroups: &SubGroupsReport{Policies: []SubGroupPolicyReport{{Name: "stage", SubGroupSize: 4, MinSubGroups: 2, Constraint: "hard topology (tier<=1)"}}}}
+	var buf bytes.Buffer
+	if err := WriteExplanation(&buf, e); err != nil {
+		t.Fatal(err)
+	}
+	const want = "  network topology: none for the whole job (its sub-groups' constraints are\n    placed by topology, the job anywhere)\n"
+	if !strings.Contains(buf.String(), want) {
+		t.Errorf("explain output:\n%s\nwant it to contain:\n%s", buf.String(), want)
+	}
+}

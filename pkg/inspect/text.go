@@ -327,6 +327,8 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 		p.wrap("  each pod requests: ", "    ", fmt.Sprintf("%s (as %s)", strings.Join(parts, ", "), e.RequestFrom))
 	}
 	switch nt := e.NetworkTopology; {
+	case nt == nil && subGroupConstrained(e.SubGroups):
+		p.wrap("  network topology: ", "    ", "none for the whole job (its sub-groups' constraints are placed by topology, the job anywhere)")
 	case nt == nil:
 		p.wrap("  network topology: ", "    ", "none (a plain gang: the scheduler does not place it by topology)")
 	case nt.Error != "":
@@ -462,4 +464,17 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 		}
 	}
 	return p.flush()
+}
+
+// subGroupConstrained reports whether a sub-group policy carries a constraint of its own.
+func subGroupConstrained(sg *SubGroupsReport) bool {
+	if sg == nil {
+		return false
+	}
+	for _, p := range sg.Policies {
+		if p.Constraint != "" {
+			return true
+		}
+	}
+	return false
 }
