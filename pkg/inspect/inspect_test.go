@@ -19,6 +19,8 @@ import (
 	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // lines joins golden lines into the expected output.
@@ -456,5 +458,34 @@ func TestExplainSubGroupConstraintOnly(t *testing.T) {
 	const want = "  network topology: none for the whole job (its sub-groups' constraints are\n    placed by topology, the job anywhere)\n"
 	if !strings.Contains(buf.String(), want) {
 		t.Errorf("explain output:\n%s\nwant it to contain:\n%s", buf.String(), want)
+	}
+}
+
+// TestExplainVerdictBinPacks: the verdict names the candidate the scheduler's default
+// bin-pack picks, the fuller leaf b, not the first by name.
+func TestExplainVerdictBinPacks(t *testing.T) {
+	kube := []runtime.Object{
+		gpuNode("a-n0"), gpuNode("a-n1"), gpuNode("b-n0"), gpuNode("b-n1"),
+		memberPod("team-x", "busy-0", "busy", "b-n0", nil), memberPod("team-x", "busy-1", "busy", "b-n1", nil),
+		memberPod("team-x", "job-0", "job", "", nil), memberPod("team-x", "job-1", "job", "", nil),
+	}
+	topology := []runtime.Object{
+		hntesting.MakeHyperNode("a").Tier(1).Nodes("a-n0", "a-n1").Obj(),
+		hntesting.MakeHyperNode("b").Tier(1).Nodes("b-n0", "b-n1").Obj(),
+	}
+	tier1 := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}
+	scheduling := []runtime.Object{podGroup("team-x", "busy", 2, nil), podGroup("team-x", "job", 2, tier1)}
+	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
+		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(scheduling...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.Explain("team-x", "job", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "it fits now: the planner would place the 2 pending pods in b (tier 1)"
+	if e.Search == nil || e.Search.Verdict != want {
+		t.Errorf("verdict %+v, want %q", e.Search, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
+	configv1 "github.com/hypernode-dev/hypernode-scheduler/apis/config/v1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -26,6 +27,39 @@ type searchInput struct {
 	affinity nodeaffinity.RequiredNodeAffinity
 	// shapes describes the pending members' shapes when they differ ("" otherwise).
 	shapes string
+}
+
+// binPackResources are the resources of the default bin-pack weights, in their order.
+var binPackResources = []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
+
+// binPackUsage returns a node's requested and allocatable binPackResources, in the units the
+// scheduler's plugin uses (milli-CPU, bytes).
+func (c *Cluster) binPackUsage(name string) (used, alloc []float64) {
+	n := c.nodes[name]
+	used, alloc = make([]float64, len(binPackResources)), make([]float64, len(binPackResources))
+	for i, r := range binPackResources {
+		requested, allocatable := n.requested[r], n.node.Status.Allocatable[r]
+		if r == v1.ResourceCPU {
+			used[i], alloc[i] = float64(requested.MilliValue()), float64(allocatable.MilliValue())
+		} else {
+			used[i], alloc[i] = float64(requested.Value()), float64(allocatable.Value())
+		}
+	}
+	return used, alloc
+}
+
+// binPackRequest returns a member's binPackResources requests.
+func binPackRequest(request v1.ResourceList) []float64 {
+	out := make([]float64, len(binPackResources))
+	for i, r := range binPackResources {
+		q := request[r]
+		if r == v1.ResourceCPU {
+			out[i] = float64(q.MilliValue())
+		} else {
+			out[i] = float64(q.Value())
+		}
+	}
+	return out
 }
 
 // search builds the SearchReport of the pending members, of the given shapes.
@@ -48,10 +82,15 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 			unusable[n.Name] = why
 			report.UnusableNodes = append(report.UnusableNodes, NodeReason{Node: n.Name, Reason: why})
 		}
-		nodes[n.Name] = placement.Node{Capacity: holds}
+		used, alloc := c.binPackUsage(n.Name)
+		nodes[n.Name] = placement.Node{Capacity: holds, Used: used, Allocatable: alloc}
 	}
 	sort.Slice(report.UnusableNodes, func(i, j int) bool { return report.UnusableNodes[i].Node < report.UnusableNodes[j].Node })
+	// The scheduler's default candidate scoring: BinPack over cpu and memory, weight 1 each
+	// (a scheduler configured otherwise may pick another candidate of the same tier).
 	req.Nodes, req.Strategy = nodes, placement.BinPack
+	req.Weights = []float64{float64(configv1.DefaultBinPackCPUWeight), float64(configv1.DefaultBinPackMemoryWeight)}
+	req.PodRequest = binPackRequest(in.request)
 	if len(shapes) > 1 {
 		// Members of several shapes: planned shape by shape as the scheduler does, with
 		// requests standing in for its Filter plugins.
