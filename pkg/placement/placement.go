@@ -243,13 +243,20 @@ func Make(req Request) (*Plan, error) {
 	}
 	var parts []string
 	for _, a := range attempts {
-		parts = append(parts, fmt.Sprintf("tier %d: %s", a.tier, describeCandidates(a.candidates, demand)))
+		desc := describeCandidates(a.candidates, demand)
+		if len(a.candidates) == 0 && placedIn != "" {
+			desc = "none holds the placed members"
+		}
+		parts = append(parts, fmt.Sprintf("tier %d: %s", a.tier, desc))
 	}
 	msg := fmt.Sprintf("%s: no HyperNode can host %d pods", req.Constraint, demand)
 	if shapes := s.describeShapes(); shapes != "" {
 		msg = fmt.Sprintf("%s: no HyperNode can host %d pods (%s)", req.Constraint, demand, shapes)
 	}
-	if placedIn != "" && placedIn != hypernode.VirtualRootName {
+	switch {
+	case placedIn == hypernode.VirtualRootName:
+		msg += fmt.Sprintf(" together with the %d placed members, which no HyperNode holds together (one is on a node in no HyperNode, or they are in two top-level trees)", len(req.Placed))
+	case placedIn != "":
 		msg += fmt.Sprintf(" together with the %d placed members (in %s)", len(req.Placed), placedIn)
 	}
 	if len(parts) > 0 {

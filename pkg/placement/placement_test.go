@@ -87,6 +87,13 @@ func TestMake(t *testing.T) {
 			wantErr: "hard topology (tier<=1): no HyperNode can host 2 pods together with the 1 placed members (in s3); tier 1: s3 1/2",
 		},
 		{
+			name: "a placed member on a node in no HyperNode: no HyperNode holds the placed members",
+			req: Request{Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(1), Placed: []string{"loose-0"},
+				Nodes: capacities(everyNode(1))},
+			wantErr: "hard topology (tier<=2): no HyperNode can host 1 pods together with the 1 placed members, which no HyperNode holds together " +
+				"(one is on a node in no HyperNode, or they are in two top-level trees); tier 1: none holds the placed members; tier 2: none holds the placed members",
+		},
+		{
 			name: "fragmented capacity does not count: the leaf with real fit wins",
 			req: Request{Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pods(2),
 				Nodes: capacities(map[string]int{"node-0": 1, "node-1": 0, "node-4": 1, "node-5": 1})},
