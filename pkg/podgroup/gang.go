@@ -156,42 +156,45 @@ func SortByRank(members []Member) {
 	})
 }
 
-// deferredKey marks, in a scheduling cycle's state, a member its gang's plan leaves out for
-// lack of room (a sub-group that does not fit next to the others, a member beyond
-// minMember): NetworkTopologyAware writes it, the PostFilter plugins read it.
-const deferredKey fwk.StateKey = "hypernode.dev/deferred"
+// CycleMark is a fact about a member's scheduling cycle that one plugin writes into the
+// cycle's state for the others (a marker without data).
+type CycleMark fwk.StateKey
 
-type deferredState struct{}
+// Cycle marks NetworkTopologyAware writes for the PostFilter plugins.
+const (
+	// deferredMark: the member's gang's plan leaves it out for lack of room (a sub-group that
+	// does not fit next to the others, a member beyond minMember).
+	deferredMark CycleMark = "hypernode.dev/deferred"
+	// yieldedMark: the member's gang was just planned into room that waiting
+	// lower-precedence gangs are giving back.
+	yieldedMark CycleMark = "hypernode.dev/yielded"
+)
 
-func (deferredState) Clone() fwk.StateData { return deferredState{} }
+type markState struct{}
 
-// MarkDeferred records in the cycle's state that the member is left out by its gang's plan.
-func MarkDeferred(state fwk.CycleState) { state.Write(deferredKey, deferredState{}) }
+func (markState) Clone() fwk.StateData { return markState{} }
 
-// Deferred reports whether the member of this cycle is left out by its gang's plan: the gang
-// runs without it, so it is nothing to preempt for and its failure rejects nobody.
-func Deferred(state fwk.CycleState) bool {
-	_, err := state.Read(deferredKey)
+// Set records the mark in the cycle's state.
+func (m CycleMark) Set(state fwk.CycleState) { state.Write(fwk.StateKey(m), markState{}) }
+
+// In reports whether the cycle's state carries the mark.
+func (m CycleMark) In(state fwk.CycleState) bool {
+	_, err := state.Read(fwk.StateKey(m))
 	return err == nil
 }
 
-// yieldedKey marks, in a scheduling cycle's state, a member whose gang was just planned into
-// room that waiting lower-precedence gangs are giving back: NetworkTopologyAware writes it,
-// the PostFilter plugins read it.
-const yieldedKey fwk.StateKey = "hypernode.dev/yielded"
+// MarkDeferred records in the cycle's state that the member is left out by its gang's plan.
+func MarkDeferred(state fwk.CycleState) { deferredMark.Set(state) }
 
-type yieldedState struct{}
-
-func (yieldedState) Clone() fwk.StateData { return yieldedState{} }
+// Deferred reports whether the member of this cycle is left out by its gang's plan: the gang
+// runs without it, so it is nothing to preempt for and its failure rejects nobody.
+func Deferred(state fwk.CycleState) bool { return deferredMark.In(state) }
 
 // MarkYielded records in the cycle's state that the member's gang was planned into room that
 // lower-precedence gangs yield.
-func MarkYielded(state fwk.CycleState) { state.Write(yieldedKey, yieldedState{}) }
+func MarkYielded(state fwk.CycleState) { yieldedMark.Set(state) }
 
 // Yielded reports whether the member's gang was planned in this cycle into room that
 // lower-precedence gangs yield: the member retries once they have released it, so nothing
 // is to be preempted for it and its refusal rejects nobody of its own gang.
-func Yielded(state fwk.CycleState) bool {
-	_, err := state.Read(yieldedKey)
-	return err == nil
-}
+func Yielded(state fwk.CycleState) bool { return yieldedMark.In(state) }

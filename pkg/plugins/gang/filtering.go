@@ -30,7 +30,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if b := info.Blocker; b != nil && b.UID != pod.UID {
 		// The blocker retries for the gang: this member waits out of the queue.
 		g.registry.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
-		state.Write(blockedRefusalKey, blockedRefusal{})
+		heldBehindBlocker.Set(state)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, b.Message(key))
 	}
 	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {
@@ -43,13 +43,9 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	return nil, fwk.NewStatus(fwk.Skip)
 }
 
-// blockedRefusalKey marks a cycle in which PreFilter refused the member because its gang is
+// heldBehindBlocker marks a cycle in which PreFilter refused the member because its gang is
 // blocked: its PostFilter has nothing to decide (the blocker's failure rejected the round).
-const blockedRefusalKey fwk.StateKey = "hypernode.dev/gang-blocked"
-
-type blockedRefusal struct{}
-
-func (blockedRefusal) Clone() fwk.StateData { return blockedRefusal{} }
+const heldBehindBlocker podgroup.CycleMark = "hypernode.dev/gang-blocked"
 
 // shortfall describes the resources of want that exceed have, or "".
 func shortfall(want, have v1.ResourceList) string {

@@ -27,7 +27,7 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	logger := klog.FromContext(ctx)
-	if _, err := state.Read(blockedRefusalKey); err == nil {
+	if heldBehindBlocker.In(state) {
 		// Refused in PreFilter behind the gang's blocker: not a failure of its own, so no
 		// rejection and no Event for each member held this way.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: this member waits for the member that blocks the gang", key))

@@ -7,14 +7,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
-	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	hnmetrics "github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
@@ -255,14 +253,7 @@ func TestElasticFailureWaitsForItsMinimum(t *testing.T) {
 	// A spine above the leaves: the gang, hard at tier 1, cannot span the cluster.
 	e.cache.SetHyperNode(hntesting.MakeHyperNode("spine").Tier(2).Children("s0", "s1", "s2", "s3").Obj())
 	key := podgroup.Key{Namespace: "ns", Name: "elastic"}
-	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "elastic", UID: "pg-elastic",
-			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`}},
-		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2},
-	})
-	for i := range 3 {
-		e.registry.SetPod(nil, e.pod("elastic", i))
-	}
+	e.elasticGang("elastic", 2, 3)
 	if _, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("elastic", 0)); status.IsSuccess() {
 		t.Fatal("PreFilter(elastic-0) succeeded on a full cluster")
 	}

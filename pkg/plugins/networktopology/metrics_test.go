@@ -4,14 +4,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	hnmetrics "github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // planMetrics reads the plan metrics that PreFilter moves; the registry is global, so tests
@@ -57,14 +54,7 @@ func planMetrics(t *testing.T) map[string]float64 {
 func TestPlanMetrics(t *testing.T) {
 	hnmetrics.Register()
 	e := newPlanEnv(t, map[string]int{"fits": 2, "big": 3})
-	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "elastic", UID: "pg-elastic",
-			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`}},
-		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2},
-	})
-	for i := range 3 {
-		e.registry.SetPod(nil, e.pod("elastic", i))
-	}
+	e.elasticGang("elastic", 2, 3)
 	before := planMetrics(t)
 	for _, member := range []struct {
 		group string

@@ -99,6 +99,18 @@ func newPlanEnvWithPods(t testing.TB, gangs map[string]int, changeNode func(*v1.
 	return e
 }
 
+// elasticGang adds a hard tier-1 gang of the given members with a smaller minMember.
+func (e *planEnv) elasticGang(name string, minMember int32, members int) {
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("pg-" + name),
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: minMember},
+	})
+	for i := range members {
+		e.registry.SetPod(nil, e.pod(name, i))
+	}
+}
+
 func (e *planEnv) pod(group string, i int) *v1.Pod {
 	name := fmt.Sprintf("%s-%d", group, i)
 	return st.MakePod().Namespace("ns").Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, group).
