@@ -1,0 +1,164 @@
+package networktopology
+
+// Room for the members a plan leaves out and for failed gangs: where a job may grow, which
+// changes free room there, and when a left-out member or a failed gang is worth waking.
+
+import (
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// leftOutWaits reports whether member is left out by its gang's plan and its PreFilter would
+// be answered from the plan again, after the event that called it marked the room it freed
+// (while planned members are pending, the last one's Reserve wakes the left-out ones,
+// ledger.go).
+func (p *NetworkTopologyAware) leftOutWaits(key podgroup.Key, info podgroup.Info, member string) bool {
+	tree := p.cache.Snapshot()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	plan := p.plans[key]
+	return plan != nil && plan.deferred.Has(member) && p.answersLocked(plan, tree, member, info.Revision)
+}
+
+// plannedMemberGone drops the plan of a member deleted before it reserved its promised slot:
+// the slot would stay promised to nobody, the plan's pending count would never reach zero,
+// and the members it leaves out would be answered from it for good. The next member plans
+// again around the placed ones.
+func (p *NetworkTopologyAware) plannedMemberGone(pod *v1.Pod) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	plan := p.plans[key]
+	_, planned := plan.podLeafOf(pod.Name)
+	gone := planned && !plan.reserved.Has(pod.Name)
+	p.mu.Unlock()
+	if gone {
+		logger := klog.Background()
+		logger.V(3).Info("Planned gang member deleted before it reserved: plan dropped", "podGroup", key, "pod", klog.KObj(pod))
+		p.invalidate(logger, key)
+	}
+}
+
+// podLeafOf returns the leaf the plan places member in (false without a plan or a place).
+func (g *gangPlan) podLeafOf(member string) (string, bool) {
+	if g == nil {
+		return "", false
+	}
+	leaf, ok := g.podLeaf[member]
+	return leaf, ok
+}
+
+// roomArea is where a job with placed members may grow: their lowest common HyperNode's
+// ancestor at the highest tier the constraint allows (the virtual root when it is soft, or
+// when nothing is placed): room freed outside it cannot help the members left out.
+func roomArea(tree *hypernode.Snapshot, placedNodes []string, maxTier int, soft bool) string {
+	area := placement.LowestCommon(tree, placedNodes)
+	if soft || area == "" || area == hypernode.VirtualRootName {
+		return hypernode.VirtualRootName
+	}
+	for {
+		info, ok := tree.HyperNode(area)
+		if !ok || info.Parent == "" || info.Parent == hypernode.VirtualRootName {
+			break
+		}
+		parent, ok := tree.HyperNode(info.Parent)
+		if !ok || parent.Tier > maxTier {
+			break
+		}
+		area = info.Parent
+	}
+	if info, ok := tree.HyperNode(area); ok && info.Parent == hypernode.VirtualRootName && tree.RootTier() <= maxTier {
+		return hypernode.VirtualRootName
+	}
+	return area
+}
+
+// roomFreedLocked stamps each HyperNode of chain (every HyperNode when chain is nil) with
+// the change count epoch: plans that place nobody made before it in one of them are stale.
+// p.mu must be held.
+func (p *NetworkTopologyAware) roomFreedLocked(chain []string, epoch uint64) {
+	// max: the count is taken before the lock, so a later change may be stamped first.
+	if chain == nil {
+		p.roomFreedAll = max(p.roomFreedAll, epoch)
+		return
+	}
+	if p.roomFreed == nil {
+		p.roomFreed = map[string]uint64{}
+	}
+	for _, h := range chain {
+		p.roomFreed[h] = max(p.roomFreed[h], epoch)
+	}
+}
+
+// promisesReleased retries the gangs that failed or deferred sub-groups, since the slots
+// another gang had promised in leaves are free again and no cluster event announces that:
+// the failures of gangs those leaves could help go stale, and one member of each of those
+// gangs and of the deferring ones is activated (its Permit brings the others).
+func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger, leaves []string) {
+	epoch := p.roomEpoch.Add(1)
+	chain := p.chainOfLeaves(leaves)
+	tree := p.cache.Snapshot()
+	p.mu.Lock()
+	p.roomFreedLocked(chain, epoch)
+	var keys []podgroup.Key
+	for k := range p.deferring {
+		// A plan that places nobody and keeps answering (room freed outside its area) stays
+		// deferring: a later release inside its area must still wake it.
+		if plan := p.plans[k]; plan == nil || !plan.waitsForRoom || !p.answersLocked(plan, tree, anyDeferred(plan), plan.revision) {
+			p.deferring.Delete(k)
+			keys = append(keys, k)
+		}
+	}
+	for k, f := range p.failures {
+		if chain == nil || f.possible.HasAny(chain...) {
+			f.stale = true
+			keys = append(keys, k)
+		}
+	}
+	p.mu.Unlock()
+	p.activateRetried(logger, keys)
+}
+
+// anyDeferred returns one member the plan leaves out ("" when none).
+func anyDeferred(plan *gangPlan) string {
+	for name := range plan.deferred {
+		return name
+	}
+	return ""
+}
+
+// chainOfLeaves returns the virtual root and every given leaf with its ancestors; nil (every
+// HyperNode) when one of them is not a leaf of the tree (the nodes outside any leaf).
+func (p *NetworkTopologyAware) chainOfLeaves(leaves []string) []string {
+	tree := p.cache.Snapshot()
+	seen := sets.New(hypernode.VirtualRootName)
+	for _, leaf := range leaves {
+		if _, ok := tree.HyperNode(leaf); !ok || leaf == placement.LooseLeaf {
+			return nil
+		}
+		seen.Insert(leaf)
+		seen.Insert(tree.Ancestors(leaf)...)
+	}
+	return seen.UnsortedList()
+}
+
+// promisedLeaves returns the leaves where the plan still promises slots (nil without a plan).
+func (g *gangPlan) promisedLeaves() []string {
+	if g == nil {
+		return nil
+	}
+	var out []string
+	for leaf, n := range g.promised {
+		if n > 0 {
+			out = append(out, leaf)
+		}
+	}
+	return out
+}
