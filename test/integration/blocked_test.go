@@ -95,7 +95,10 @@ func TestElasticGangRunsWithoutAMemberThatFitsNoNode(t *testing.T) {
 		// why is what train-2's condition says besides kube-scheduler's own summary.
 		why string
 	}{
-		{name: "plain gang", why: "/train: this member cannot be placed; the gang has its minMember 2 members placed and runs without it"},
+		// Plain: "...; the gang has its minMember 2 members placed and runs without it", or,
+		// when train-2's last attempt came before train-1 reserved, "... now; the other
+		// members can still make minMember 2, ...".
+		{name: "plain gang", why: "/train: this member cannot be placed"},
 		{name: "hard tier 1", annotation: `{"mode":"hard","highestTierAllowed":1}`,
 			why: "/train: member train-2 fits no node (2 node(s) didn't match Pod's node affinity/selector); the gang can run without it"},
 	} {

@@ -75,3 +75,32 @@ func TestMemberHeldBehindTheBlocker(t *testing.T) {
 		t.Errorf("events: %q, want none", got)
 	}
 }
+
+// TestExtraMemberOfARunningGang: a member beyond minMember that fits nowhere once the gang has
+// minMember placed is told the gang runs without it; nothing is rejected or reported.
+func TestExtraMemberOfARunningGang(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	if s := e.reserveAndPermit(t, pods[1]); !s.IsSuccess() {
+		t.Fatalf("Permit(p1) = %v, want Success", s)
+	}
+	drain(e.recorder.Events)
+	_, status := e.plugin.PostFilter(e.ctx, framework.NewCycleState(), pods[2], framework.NewDefaultNodeToStatus())
+	const want = "gang team/train: this member cannot be placed; the gang has its minMember 2 members placed and runs without it"
+	if status.Code() != fwk.Unschedulable || status.Message() != want {
+		t.Errorf("PostFilter(p2) = %v, want Unschedulable %q", status, want)
+	}
+	if s := e.fw.WaitOnPermit(e.ctx, pods[0]); !s.IsSuccess() {
+		t.Errorf("p0 = %v, want allowed", s)
+	}
+	if got := drain(e.recorder.Events); len(got) != 0 {
+		t.Errorf("events: %q, want none", got)
+	}
+}
