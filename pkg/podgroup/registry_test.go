@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
@@ -288,14 +289,28 @@ func TestFitNowhereByShape(t *testing.T) {
 		r.OnGroupChange(func(Key, bool) { notified++ })
 		return r, &notified
 	}
-	t.Run("same shape, no claims: blocked at once; a later sibling keeps it blocked", func(t *testing.T) {
+	t.Run("same shape, no claims: blocked at once; later siblings keep it blocked", func(t *testing.T) {
 		r, notified := newGang(t, false)
 		if blocked, _ := r.SetBlocked(key, Blocker{UID: "a", Name: "a", Reason: "taint"}); !blocked {
 			t.Fatal("three members of one shape that fits nowhere, minMember 2: not blocked")
 		}
+		// Counted alone, two more members would make minMember 2 without a, b and c.
 		r.SetPod(nil, member("d", "g"))
+		r.SetPod(nil, member("e", "g"))
 		if b := r.Info(key).Blocker; b == nil || *notified != 0 {
-			t.Errorf("after a fourth member of the same shape: blocker %v, %d notifications; want a, 0", b, *notified)
+			t.Errorf("after two more members of the same shape: blocker %v, %d notifications; want a, 0", b, *notified)
+		}
+	})
+	t.Run("DRA claims: each counts alone", func(t *testing.T) {
+		r := New()
+		r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
+		for _, name := range []string{"a", "b", "c"} {
+			p := member(name, "g")
+			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+			r.SetPod(nil, p)
+		}
+		if blocked, _ := r.SetBlocked(key, Blocker{UID: "a", Name: "a", Reason: "cannot allocate all claims"}); blocked {
+			t.Error("a member whose own resource claim keeps it out blocked its siblings")
 		}
 	})
 	t.Run("a sibling reserves: the shape fits, the block goes", func(t *testing.T) {

@@ -27,8 +27,10 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 		g.members[pod.UID] = pod
 		g.assumed[pod.UID] = nodeName
 		g.assignSubGroupLocked(pod.UID, pod)
-		// Its event will find it known: the members held back below minMember hear it now.
+		// Its event will find it known: the members held back below minMember hear it now,
+		// and a block the job no longer needs (one more member) is lifted now.
 		reachedMinMember = g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
+		reachedMinMember = g.recheckBlockLocked() || reachedMinMember
 	} else if !g.bound.Has(pod.UID) {
 		done := g.track(pod.UID)
 		g.assumed[pod.UID] = nodeName

@@ -104,3 +104,27 @@ func TestExtraMemberOfARunningGang(t *testing.T) {
 		t.Errorf("events: %q, want none", got)
 	}
 }
+
+// TestPodAffinityIsNotFittingNowhere: a member every node refuses for its required pod
+// affinity (to a sibling not placed yet) does not fit nowhere; one every node refuses for its
+// node selector does.
+func TestPodAffinityIsNotFittingNowhere(t *testing.T) {
+	_, _, g, _, _ := precedenceEnv(t, false)
+	nodes, err := g.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil || len(nodes) == 0 {
+		t.Fatalf("the test framework has no nodes: %v", err)
+	}
+	refusedBy := func(plugin, reason string) fwk.NodeToStatusReader {
+		statuses := framework.NewDefaultNodeToStatus()
+		for _, ni := range nodes {
+			statuses.Set(ni.Node().Name, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason).WithPlugin(plugin))
+		}
+		return statuses
+	}
+	if g.fitsNowhere(refusedBy("InterPodAffinity", "node(s) didn't match pod affinity rules")) {
+		t.Error("a member refused for its pod affinity fits nowhere")
+	}
+	if !g.fitsNowhere(refusedBy("NodeAffinity", "node(s) didn't match Pod's node affinity/selector")) {
+		t.Error("a member refused everywhere for its node selector fits somewhere")
+	}
+}

@@ -272,13 +272,19 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 			} else {
 				if noCapacity(req.Nodes) {
 					// Perhaps not room: this member may fit no node at all.
-					fitsNowhere, _ = p.blockIfFitsNowhere(ctx, pod, key, info)
+					fitsNowhere, blocked = p.blockIfFitsNowhere(ctx, pod, key, info)
 				}
 				possible = p.possibleDomains(tree, pod, nodes, need, req.MaxTier, wholeCluster)
 			}
-			if fitsNowhere != "" {
-				// No domain can help a member that fits no node: say that, not the sums.
+			switch {
+			case blocked:
+				// No domain can help while a member the job needs fits no node: say that,
+				// not the sums.
 				status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fitsNowhere)
+			case fitsNowhere != "":
+				// The job could do without that member, but the plan failed for the others
+				// too: both are the answer.
+				status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message+"; "+fitsNowhere)
 			}
 			outcome = metrics.ResultNoDomain
 			p.recordFailure(key, pod, status, tree, info, possible)
