@@ -75,8 +75,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, sourceName string, wanted []
 	wantedNames := map[string]bool{}
 	ordered := append([]*topologyv1alpha1.HyperNode(nil), wanted...)
 	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Spec.Tier < ordered[j].Spec.Tier })
-	ordered = r.withoutTakenNames(sourceName, ordered)
+	// taken are the wanted names held by HyperNodes the source does not own, and the parents
+	// left without members: no wanted parent may list them (children come first).
+	taken := map[string]bool{}
 	for _, want := range ordered {
+		if want = withoutTaken(want, taken); want == nil {
+			continue
+		}
 		wantedNames[want.Name] = true
 		want = want.DeepCopy()
 		if want.Labels == nil {
@@ -106,6 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, sourceName string, wanted []
 				continue
 			}
 			if other.Labels[source.Label] != sourceName {
+				taken[want.Name] = true
 				sum.Conflicts = append(sum.Conflicts, want.Name)
 				r.reportConflict(other, sourceName, want)
 				continue
@@ -152,38 +158,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, sourceName string, wanted []
 	return sum, errors.Join(errs...)
 }
 
-// withoutTakenNames takes out of the wanted parents (ordered children first) the members whose
-// names HyperNodes the source does not own hold, as the lister sees them: such a parent must
-// not claim somebody else's HyperNode (it would get two parents, or be grafted into the
-// discovered tree). A parent left without members is not wanted either. The conflicts
-// themselves are reported when the pass reaches them.
-func (r *Reconciler) withoutTakenNames(sourceName string, ordered []*topologyv1alpha1.HyperNode) []*topologyv1alpha1.HyperNode {
-	gone := map[string]bool{}
-	out := make([]*topologyv1alpha1.HyperNode, 0, len(ordered))
-	for _, want := range ordered {
-		if other, err := r.lister.Get(want.Name); err == nil && other.Labels[source.Label] != sourceName {
-			gone[want.Name] = true
-			out = append(out, want) // the pass reports the conflict and leaves it alone
+// withoutTaken returns want without the HyperNode members whose names are taken (a
+// parent must not claim somebody else's HyperNode: it would get two parents and be
+// excluded, or be grafted into the discovered tree), or nil when that leaves a parent
+// without members, which is then taken too.
+func withoutTaken(want *topologyv1alpha1.HyperNode, taken map[string]bool) *topologyv1alpha1.HyperNode {
+	kept := want.Spec.Members[:0:0]
+	for _, m := range want.Spec.Members {
+		if m.Type == topologyv1alpha1.MemberTypeHyperNode && m.Selector.ExactMatch != nil && taken[m.Selector.ExactMatch.Name] {
 			continue
 		}
-		kept := want.Spec.Members[:0:0]
-		for _, m := range want.Spec.Members {
-			if m.Type == topologyv1alpha1.MemberTypeHyperNode && m.Selector.ExactMatch != nil && gone[m.Selector.ExactMatch.Name] {
-				continue
-			}
-			kept = append(kept, m)
-		}
-		if len(kept) == 0 {
-			gone[want.Name] = true
-			continue
-		}
-		if len(kept) != len(want.Spec.Members) {
-			want = want.DeepCopy()
-			want.Spec.Members = kept
-		}
-		out = append(out, want)
+		kept = append(kept, m)
 	}
-	return out
+	switch {
+	case len(kept) == len(want.Spec.Members):
+		return want
+	case len(kept) == 0:
+		taken[want.Name] = true
+		return nil
+	}
+	want = want.DeepCopy()
+	want.Spec.Members = kept
+	return want
 }
 
 // duplicateName returns a name that two wanted HyperNodes share, or "".
