@@ -10,7 +10,6 @@ package label
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -180,12 +179,35 @@ func (t Type) Discover(nodes []*v1.Node) ([]*topologyv1alpha1.HyperNode, []sourc
 		}
 	}
 
+	// Names by values alone, unless two paths of different levels would share one (the spine
+	// 1 of a node and the leaf 1 of a node without a spine label): then by keys and values.
+	plainNames := map[string]int{}
+	var count func(p *pathNode)
+	count = func(p *pathNode) {
+		plainNames[t.pathName(p, "", false)]++
+		if len(p.children) > 0 && p.direct > 0 {
+			plainNames[t.pathName(p, t.noLevelSuffix(next[p.levels[len(p.levels)-1]]), false)]++
+		}
+		for _, c := range p.children {
+			count(c)
+		}
+	}
+	for _, c := range root.children {
+		count(c)
+	}
+	name := func(p *pathNode, suffix string) string {
+		plain := t.pathName(p, suffix, false)
+		if plainNames[plain] > 1 {
+			return t.pathName(p, suffix, true)
+		}
+		return plain
+	}
+
 	var out []*topologyv1alpha1.HyperNode
 	var emit func(p *pathNode) string
 	emit = func(p *pathNode) string {
 		level := p.levels[len(p.levels)-1]
-		components := t.nameComponents(p.levels, p.values, used)
-		hn := t.hyperNode(source.Name(t.Prefix, components...), tier[level], t.Levels[level].TierName, t.describe(p.levels, p.values))
+		hn := t.hyperNode(name(p, ""), tier[level], t.Levels[level].TierName, t.describe(p.levels, p.values))
 		if len(p.children) == 0 {
 			hn.Spec.Members = []topologyv1alpha1.MemberSpec{t.selectNodes(p, used)}
 			out = append(out, hn)
@@ -200,9 +222,7 @@ func (t Type) Discover(nodes []*v1.Node) ([]*topologyv1alpha1.HyperNode, []sourc
 			// Its last component is its parent's, marked with a byte no label value holds:
 			// a path of its own, named after the parent ("leaf-3-no-nvlink-<hash>").
 			below := next[level]
-			values := append([]string(nil), components...)
-			values[len(values)-1] += "\x00no-" + t.Levels[below].TierName
-			w := t.hyperNode(source.Name(t.Prefix, values...), tier[below], "",
+			w := t.hyperNode(name(p, t.noLevelSuffix(below)), tier[below], "",
 				t.describe(p.levels, p.values)+","+t.Levels[below].Key+" (none)")
 			w.Spec.Members = []topologyv1alpha1.MemberSpec{t.selectNodes(p, used)}
 			out = append(out, w)
@@ -271,21 +291,27 @@ func (t Type) selectNodes(p *pathNode, used []int) topologyv1alpha1.MemberSpec {
 }
 
 // describe renders a path as its label pairs, for the path annotation.
-// nameComponents returns what a path's HyperNode is named after: its label values when the
-// path holds every used level from the top down to its own, else each value with its level's
-// key (marked with a byte no label value holds, so the name is hashed). Values alone would
-// name {spine=1} and {leaf=1}, nodes lacking the other label, alike.
-func (t Type) nameComponents(levels []int, values []string, used []int) []string {
-	if slices.Equal(levels, used[:min(len(levels), len(used))]) {
-		return values
+// pathName names a path's HyperNode after its label values (with keyed, each value with its
+// level's key, marked with a byte no label value holds, so the name is hashed), suffix added
+// to the last component.
+func (t Type) pathName(p *pathNode, suffix string, keyed bool) string {
+	components := append([]string(nil), p.values...)
+	if keyed {
+		for j, i := range p.levels {
+			components[j] = t.Levels[i].Key + "\x00" + components[j]
+		}
 	}
-	out := make([]string, len(values))
-	for j, i := range levels {
-		out[j] = t.Levels[i].Key + "\x00" + values[j]
-	}
-	return out
+	components[len(components)-1] += suffix
+	return source.Name(t.Prefix, components...)
 }
 
+// noLevelSuffix marks the HyperNode of a path's nodes that lack level below, next to the
+// path's HyperNodes: a path of its own, named after its parent ("leaf-3-no-nvlink-<hash>").
+func (t Type) noLevelSuffix(below int) string {
+	return "\x00no-" + t.Levels[below].TierName
+}
+
+// describe says what a path stands for, as key=value pairs.
 func (t Type) describe(levels []int, values []string) string {
 	parts := make([]string, len(levels))
 	for j, i := range levels {

@@ -162,7 +162,8 @@ networkTopologyTypes:
 }
 
 // TestPathsOfOtherLevelsGetOtherNames: a node with only the spine label and one with only the
-// leaf label, both valued "1", are two HyperNodes of two tiers with two names.
+// leaf label, both valued "1", are two HyperNodes of two tiers with two names (by keys and
+// values, since by values alone they would be one).
 func TestPathsOfOtherLevelsGetOtherNames(t *testing.T) {
 	nodes := []*v1.Node{node("a", "ex.com/spine=1"), node("b", "ex.com/leaf=1")}
 	s := newSource(t, `
@@ -175,7 +176,7 @@ networkTopologyTypes:
 `, nodes...)
 	res := discover(t, s)
 	want := []string{
-		`f.1 2 "spine" [{!ex.com/leaf,ex.com/spine=1}]`,
+		source.Name("f", "ex.com/spine\x001") + ` 2 "spine" [{!ex.com/leaf,ex.com/spine=1}]`,
 		source.Name("f", "ex.com/leaf\x001") + ` 1 "leaf" [{ex.com/leaf=1,!ex.com/spine}]`,
 	}
 	got := render(res.HyperNodes)
@@ -215,10 +216,8 @@ networkTopologyTypes:
 	if !strings.HasPrefix(wrapper, "f.l1-no-nvlink-") {
 		t.Errorf("the HyperNode of the nodes of l1 without nvlink is named %s, want f.l1-no-nvlink-<hash>", wrapper)
 	}
-	// Paths that skip a level are named after their levels' keys too (hashed): by values
-	// alone, {leaf=l7} would be named like a spine l7.
-	skipsLeaf := source.Name("f", "ex.com/spine\x00s1", "ex.com/nvl\x00d9")
-	noSpine := source.Name("f", "ex.com/leaf\x00l7")
+	// Paths that skip a level keep names by values while no other path has the same.
+	skipsLeaf, noSpine := "f.s1.d9", "f.l7"
 	want := []string{
 		noSpine + ` 2 "leaf" [{ex.com/leaf=l7,!ex.com/nvl,!ex.com/spine}]`,
 		`f.s1 3 "spine" [` + skipsLeaf + ` f.s1.l1]`,
