@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -40,15 +41,17 @@ type Source struct {
 	// last is the last good answer, kept so that a failure changes nothing and node changes
 	// are mapped without asking UFM again.
 	last *Fabric
-	// shrinks counts the answers in a row that lost more than half of last's hosts.
-	shrinks int
+	// shrinkingSince is when the answers began to lose more than half of last's hosts (zero
+	// while they do not); now is the clock (a fake one in tests).
+	shrinkingSince time.Time
+	now            func() time.Time
 }
 
-// shrinkConfirmations is how many answers in a row must lose more than half of the hosts
-// before one is applied: UFM restarting or rediscovering the fabric answers with part of it
-// for a while, and applying that would delete most of the tree. The runner retries a refused
-// answer after its back-off (5 s, 10 s, ...), so a real shrink is applied within a minute.
-const shrinkConfirmations = 3
+// shrinkHold is how long answers must keep losing more than half of the hosts before one is
+// applied: UFM restarting or rediscovering the fabric answers with part of it for minutes, and
+// applying that would delete most of the tree. The runner retries a refused answer after its
+// back-off (5 s, doubling), so a real shrink lands a few minutes late.
+const shrinkHold = 5 * time.Minute
 
 var _ source.Source = &Source{}
 
@@ -121,20 +124,31 @@ func (s *Source) Discover(ctx context.Context, refresh bool) (*source.Result, er
 }
 
 // checkShrinkLocked refuses an answer that lost more than half of the last good answer's
-// hosts until shrinkConfirmations such answers came in a row. s.mu must be held.
+// hosts until such answers have come for shrinkHold. s.mu must be held.
 func (s *Source) checkShrinkLocked(f *Fabric) error {
 	if s.last == nil || 2*len(f.HostLeaves) >= len(s.last.HostLeaves) {
-		s.shrinks = 0
+		s.shrinkingSince = time.Time{}
 		return nil
 	}
-	s.shrinks++
-	if s.shrinks >= shrinkConfirmations {
-		s.shrinks = 0
+	now := s.clock()
+	if s.shrinkingSince.IsZero() {
+		s.shrinkingSince = now
+	}
+	lasted := now.Sub(s.shrinkingSince)
+	if lasted >= shrinkHold {
+		s.shrinkingSince = time.Time{}
 		return nil
 	}
 	return source.Errorf(ReasonPartialAnswer,
-		"UFM reports %d hosts where its last answer had %d: taken for a partial answer (UFM restarting or rediscovering the fabric) and not applied until it comes %d times in a row (%d so far)",
-		len(f.HostLeaves), len(s.last.HostLeaves), shrinkConfirmations, s.shrinks)
+		"UFM reports %d hosts where its last answer had %d: taken for a partial answer (UFM restarting or rediscovering the fabric), applied only if the answers stay this small for %s (%s so far)",
+		len(f.HostLeaves), len(s.last.HostLeaves), shrinkHold, lasted.Round(time.Second))
+}
+
+func (s *Source) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 // build maps the fabric's hosts to nodes and builds the HyperNodes.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -334,23 +335,26 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestPartialAnswerNeedsConfirmation: an answer that lost more than half of the hosts (UFM
-// restarting) is refused, and the last good one kept, until it comes three times in a row; an
-// answer in between that does not shrink starts the count again.
+// restarting) is refused, and the last good one kept, until such answers have come for
+// shrinkHold; an answer in between that does not shrink starts the wait again.
 func TestPartialAnswerNeedsConfirmation(t *testing.T) {
 	f := newFixture(t, goodCredentials, ufmtest.Hosts(1, 2, 2)...)
 	f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
 	s := f.source(t, f.verified())
+	now := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
 	full, err := s.Discover(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	partial := func(wantErr string) {
+	partial := func(after time.Duration, wantErr string) {
 		t.Helper()
+		now = now.Add(after)
 		f.server.SetPorts(ufmtest.FatTree(1, 1, 1, 1, 0))
 		res, err := s.Discover(context.Background(), true)
 		if wantErr == "" {
 			if err != nil || len(res.HyperNodes) != 1 {
-				t.Fatalf("the confirmed answer: %v, %d HyperNodes; want it applied (one leaf)", err, len(res.HyperNodes))
+				t.Fatalf("the lasting answer: %v; want it applied (one leaf)", err)
 			}
 			return
 		}
@@ -362,13 +366,14 @@ func TestPartialAnswerNeedsConfirmation(t *testing.T) {
 			t.Fatalf("without refresh after a refused answer: %v; want the last good answer's %d HyperNodes", err, len(full.HyperNodes))
 		}
 	}
-	const refused = "UFM reports 1 hosts where its last answer had 4: taken for a partial answer (UFM restarting or rediscovering the fabric) and not applied until it comes 3 times in a row (%d so far)"
-	partial(fmt.Sprintf(refused, 1))
+	const refused = "UFM reports 1 hosts where its last answer had 4: taken for a partial answer (UFM restarting or rediscovering the fabric), applied only if the answers stay this small for 5m0s (%s so far)"
+	partial(0, fmt.Sprintf(refused, "0s"))
+	partial(4*time.Minute, fmt.Sprintf(refused, "4m0s"))
 	f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
 	if _, err := s.Discover(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	partial(fmt.Sprintf(refused, 1))
-	partial(fmt.Sprintf(refused, 2))
-	partial("")
+	partial(time.Minute, fmt.Sprintf(refused, "0s"))
+	partial(4*time.Minute, fmt.Sprintf(refused, "4m0s"))
+	partial(time.Minute, "")
 }
