@@ -76,13 +76,10 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 
-	run := func(ctx context.Context) {
-		if err := runControllers(ctx, o, kube, topo, meta, identity); err != nil && ctx.Err() == nil {
-			logger.Error(err, "The controllers stopped")
-		}
-	}
 	if !o.LeaderElect {
-		run(ctx)
+		if err := runControllers(ctx, o, kube, topo, meta, identity); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("the controllers stopped: %w", err)
+		}
 		return nil
 	}
 	lost := false
