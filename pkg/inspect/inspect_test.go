@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -487,5 +488,36 @@ func TestExplainVerdictBinPacks(t *testing.T) {
 	const want = "it fits now: the planner would place the 2 pending pods in b (tier 1)"
 	if e.Search == nil || e.Search.Verdict != want {
 		t.Errorf("verdict %+v, want %q", e.Search, want)
+	}
+}
+
+// TestExplainSoftGangShowsEveryTier: a soft gang may be placed up to the whole cluster, so
+// every tier is listed, the whole cluster last.
+func TestExplainSoftGangShowsEveryTier(t *testing.T) {
+	kube := []runtime.Object{gpuNode("a-n0"), gpuNode("a-n1"), gpuNode("b-n0"), gpuNode("b-n1")}
+	for i := range 6 {
+		kube = append(kube, memberPod("team-x", fmt.Sprintf("job-%d", i), "job", "", nil))
+	}
+	topology := []runtime.Object{
+		hntesting.MakeHyperNode("a").Tier(1).Nodes("a-n0", "a-n1").Obj(),
+		hntesting.MakeHyperNode("b").Tier(1).Nodes("b-n0", "b-n1").Obj(),
+		hntesting.MakeHyperNode("s").Tier(2).Children("a", "b").Obj(),
+	}
+	soft := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"soft","highestTierAllowed":1}`}
+	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
+		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(podGroup("team-x", "job", 6, soft))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.Explain("team-x", "job", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tiers []int
+	for _, tr := range e.Search.Tiers {
+		tiers = append(tiers, tr.Tier)
+	}
+	if diff := cmp.Diff([]int{1, 2, 3}, tiers); diff != "" {
+		t.Errorf("tiers listed (-want,+got):\n%s", diff)
 	}
 }

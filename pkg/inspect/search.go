@@ -113,7 +113,8 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 			in.demand, plural(in.demand, "pod", "pods"), plan.Domain, domainInfo.Tier)
 	}
 
-	// Tiers: the real tiers and the whole cluster, up to the allowed tier and one above.
+	// Tiers: the real tiers and the whole cluster, up to the allowed tier and one above (all
+	// of them for a soft gang, which the planner may place up to the whole cluster).
 	tiers := append(append([]int(nil), c.snap.Tiers()...), c.snap.RootTier())
 	for _, tier := range tiers {
 		allowed := tier <= maxTier || req.Soft
@@ -146,8 +147,8 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 		}
 		tr.Candidates = cands
 		report.Tiers = append(report.Tiers, tr)
-		if tier > maxTier {
-			break // one tier above the allowed one, for context
+		if tier > maxTier && !req.Soft {
+			break // one tier above the allowed one, for context; a soft gang may go up to the cluster
 		}
 	}
 	return report, nil
