@@ -49,8 +49,12 @@ type Cache struct {
 	// arrive in any order, and a parent listed before its children would otherwise be
 	// reported as missing members on every start.
 	quiet bool
-	// listeners are called after each change of the tree (OnChange).
+	// listeners are called after each change of the tree (OnChange). deliverMu orders the
+	// calls: the node and HyperNode informers change the tree concurrently, and a listener
+	// must never get a snapshot older than one it already got (delivered).
 	listeners []func(*Snapshot)
+	deliverMu sync.Mutex
+	delivered uint64
 }
 
 // NewCache returns a cache with an empty tree. Feed it with Run or with the Set/Delete
@@ -126,9 +130,21 @@ func (c *Cache) apply(update func(*Tree) []ProblemChange) {
 	listeners := c.listeners
 	c.mu.Unlock()
 	if snap.Generation() != before.Generation() {
-		for _, f := range listeners {
-			f(snap)
-		}
+		c.deliver(snap, listeners)
+	}
+}
+
+// deliver calls the listeners with snap unless they already got a newer snapshot.
+// Listeners must not change the cache.
+func (c *Cache) deliver(snap *Snapshot, listeners []func(*Snapshot)) {
+	c.deliverMu.Lock()
+	defer c.deliverMu.Unlock()
+	if snap.Generation() <= c.delivered {
+		return
+	}
+	c.delivered = snap.Generation()
+	for _, f := range listeners {
+		f(snap)
 	}
 }
 

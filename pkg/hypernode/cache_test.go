@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
@@ -82,5 +83,23 @@ func TestCacheEvents(t *testing.T) {
 	}
 	if got := c.Snapshot().Candidates(1); !cmp.Equal(got, []string{"s0", "s1"}) {
 		t.Errorf("tier 1 candidates after the fix = %v", got)
+	}
+}
+
+// TestListenersNeverGoBack: the node and HyperNode informers change the tree concurrently, so
+// a change's delivery may come after a later change's; the listeners then do not get the
+// older snapshot.
+func TestListenersNeverGoBack(t *testing.T) {
+	c := NewCache(klog.Background(), nil)
+	var got []uint64
+	c.OnChange(func(s *Snapshot) { got = append(got, s.Generation()) })
+	c.SetNode(st.MakeNode().Name("node-0").Obj())
+	older := c.Snapshot()
+	c.SetNode(st.MakeNode().Name("node-1").Obj())
+	newer := c.Snapshot()
+	// The older change's delivery, late.
+	c.deliver(older, c.listeners)
+	if diff := cmp.Diff([]uint64{older.Generation(), newer.Generation()}, got); diff != "" {
+		t.Errorf("generations delivered (-want,+got):\n%s", diff)
 	}
 }
