@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -519,5 +520,40 @@ func TestExplainSoftGangShowsEveryTier(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int{1, 2, 3}, tiers); diff != "" {
 		t.Errorf("tiers listed (-want,+got):\n%s", diff)
+	}
+}
+
+// TestExplainShapesThatDoNotFitTogether: two workers that each fill a node and a launcher:
+// each shape counted alone fits the leaf, packed together they do not, and the candidate
+// says so instead of "has room".
+func TestExplainShapesThatDoNotFitTogether(t *testing.T) {
+	eightCPU := func(n *v1.Node) { n.Status.Allocatable[v1.ResourceCPU] = resource.MustParse("8") }
+	request := func(p *v1.Pod, gpu, cpu string) *v1.Pod {
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{
+			"nvidia.com/gpu": resource.MustParse(gpu), v1.ResourceCPU: resource.MustParse(cpu)}}
+		return p
+	}
+	kube := []runtime.Object{gpuNode("a-n0", eightCPU), gpuNode("a-n1", eightCPU),
+		request(memberPod("team-x", "job-0", "job", "", nil), "8", "8"),
+		request(memberPod("team-x", "job-1", "job", "", nil), "8", "8"),
+		request(memberPod("team-x", "job-launcher", "job", "", nil), "0", "1"),
+	}
+	topology := []runtime.Object{hntesting.MakeHyperNode("a").Tier(1).Nodes("a-n0", "a-n1").Obj()}
+	tier1 := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}
+	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
+		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(podGroup("team-x", "job", 3, tier1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := c.Explain("team-x", "job", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.Search.Tiers[0].Candidates[0]
+	if got.Name != "a" || got.Fits || !strings.HasPrefix(got.Reason, "room for each shape counted alone, but the 3 pods (") {
+		t.Errorf("candidate %+v; want a, not fitting, room for each shape alone but not together", got)
+	}
+	if e.Search.Fits {
+		t.Errorf("verdict %q: the planner placed shapes that do not fit together", e.Search.Verdict)
 	}
 }

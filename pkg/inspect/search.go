@@ -232,6 +232,12 @@ func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map
 			r.Reason = "has room, but its tier is above the allowed one"
 		case plan != nil && plan.Domain == name:
 			r.Reason = "has room: the planner picks it"
+		case in.shapes != "" && plan == nil:
+			// Each shape counted alone is an upper bound: packed together they do not fit.
+			r.Fits = false
+			r.Reason = fmt.Sprintf("room for each shape counted alone, but the %d pods (%s) do not fit together (see the planner below)", in.demand, in.shapes)
+		case in.shapes != "":
+			r.Reason = "has room, each shape counted alone"
 		case aboveAllowed:
 			r.Reason = "has room (soft: used only if no allowed tier has)"
 		default:
