@@ -63,6 +63,29 @@ func BenchmarkPlanSubGroups(b *testing.B) {
 	}
 }
 
+// BenchmarkPlanSmallSubGroups plans a job of 8 pods as 2 sub-groups of 4 (each hard at tier
+// 1, the job hard at tier 2) on the 10,000 nodes: every leaf can hold it, and with sub-groups
+// every fitting candidate of the tier is scored.
+func BenchmarkPlanSmallSubGroups(b *testing.B) {
+	tree, capacity := bigCluster()
+	pending := pods(8)
+	subGroups := []SubGroup{
+		{ID: "tp-0", Policy: "tp", Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pending[:4]},
+		{ID: "tp-1", Policy: "tp", Constraint: "hard topology (tier<=1)", MaxTier: 1, Pending: pending[4:]},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		plan, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pending,
+			Nodes: capacity, Strategy: BinPack, Weights: []float64{1}, PodRequest: []float64{8}, SubGroups: subGroups})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if plan.Tier != 1 || len(plan.PodLeaf) != 8 {
+			b.Fatalf("plan in %s (tier %d) for %d pods", plan.Domain, plan.Tier, len(plan.PodLeaf))
+		}
+	}
+}
+
 // bigCluster is 10,000 nodes of one 8-GPU member each: leaves of 32 nodes (tier 1), two
 // spines of 160 leaves (tier 2), one core (tier 3).
 func bigCluster() (*hypernode.Snapshot, map[string]Node) {

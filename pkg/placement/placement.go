@@ -148,6 +148,16 @@ type planner struct {
 	// a job with sub-groups asks for them once per sub-group.
 	sums   map[string]resourceSums
 	inside map[domainTier][]string
+	// candidateRank is each tier's candidates' positions in Candidates (candidatesIn).
+	candidateRank map[int]map[string]int
+	// undo, while place tries a domain, records the capacities it changes, to restore them.
+	undo *[]capacityUndo
+}
+
+// capacityUndo is a capacity before place changed it.
+type capacityUndo struct {
+	key   string
+	value int
 }
 
 // Make plans the pending members, or explains why it cannot.

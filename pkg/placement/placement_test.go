@@ -260,3 +260,30 @@ func TestMakeNothingPending(t *testing.T) {
 		t.Errorf("plan (-want,+got):\n%s", diff)
 	}
 }
+
+// TestCandidatesInWalksTheSubtree: the candidates of a tier inside a domain, found by walking
+// the domain's subtree, are those whose lowest common ancestor with the domain is the domain,
+// in Candidates' order, for every domain and tier of the test trees.
+func TestCandidatesInWalksTheSubtree(t *testing.T) {
+	big, _ := bigCluster()
+	for name, tree := range map[string]*hypernode.Snapshot{"seed001": seed001(), "seed003": seed003(), "named": namedTree(), "big": big} {
+		p := &planner{req: Request{Tree: tree}}
+		domains := []string{hypernode.VirtualRootName}
+		for _, tier := range tree.Tiers() {
+			domains = append(domains, tree.Candidates(tier)...)
+		}
+		for _, domain := range domains {
+			for _, tier := range append(tree.Tiers(), tree.RootTier()) {
+				want := []string{}
+				for _, h := range tree.Candidates(tier) {
+					if lca, ok := tree.LCA(h, domain); ok && lca == domain {
+						want = append(want, h)
+					}
+				}
+				if diff := cmp.Diff(want, p.candidatesIn(domain, tier)); diff != "" {
+					t.Errorf("%s: candidates of tier %d in %s (-by LCA,+by walk):\n%s", name, tier, domain, diff)
+				}
+			}
+		}
+	}
+}

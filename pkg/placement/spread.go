@@ -15,11 +15,16 @@ func (p *planner) place(domain string, tier int) (*Plan, float64, string) {
 	if len(p.req.SubGroups) == 0 {
 		return p.assign(domain, tier), 0, ""
 	}
-	saved := make(map[string]int, len(p.capacity))
-	for k, v := range p.capacity {
-		saved[k] = v
-	}
-	defer func() { p.capacity = saved }()
+	// Capacities are restored from a journal of what changed, not a copy of every HyperNode's:
+	// with sub-groups, place runs for every fitting candidate of a tier.
+	var undo []capacityUndo
+	p.undo = &undo
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			p.capacity[undo[i].key] = undo[i].value
+		}
+		p.undo = nil
+	}()
 	plan := &Plan{Domain: domain, Tier: tier, PodLeaf: map[string]string{}, LeafPods: map[string][]string{}}
 	total := 0.0
 	inSubGroup := map[string]bool{}
@@ -92,18 +97,43 @@ func (p *planner) subGroupHome(domain string, sg SubGroup) (string, float64, boo
 }
 
 // candidatesIn returns the candidates of a tier inside domain (domain itself included when
-// it is of that tier), in Candidates' order.
+// it is of that tier), in Candidates' order. It walks domain's subtree: O(its size), not
+// O(the tier's candidates), since with sub-groups it runs for every candidate of a tier.
 func (p *planner) candidatesIn(domain string, tier int) []string {
 	key := domainTier{domain, tier}
 	if out, ok := p.inside[key]; ok {
 		return out
 	}
+	rank := p.candidateRank[tier]
+	if rank == nil {
+		cands := p.req.Tree.Candidates(tier)
+		rank = make(map[string]int, len(cands))
+		for i, h := range cands {
+			rank[h] = i
+		}
+		if p.candidateRank == nil {
+			p.candidateRank = map[int]map[string]int{}
+		}
+		p.candidateRank[tier] = rank
+	}
 	out := []string{}
-	for _, h := range p.req.Tree.Candidates(tier) {
-		if lca, ok := p.req.Tree.LCA(h, domain); ok && lca == domain {
-			out = append(out, h)
+	var walk func(h string)
+	walk = func(h string) {
+		info, ok := p.req.Tree.HyperNode(h)
+		switch {
+		case !ok || info.Tier < tier:
+		case info.Tier == tier:
+			if _, candidate := rank[h]; candidate {
+				out = append(out, h)
+			}
+		default:
+			for _, c := range info.Children {
+				walk(c)
+			}
 		}
 	}
+	walk(domain)
+	sort.Slice(out, func(i, j int) bool { return rank[out[i]] < rank[out[j]] })
 	if p.inside == nil {
 		p.inside = map[domainTier][]string{}
 	}
@@ -135,14 +165,22 @@ func (p *planner) fill(plan *Plan, home string, pods []string) {
 // consume takes n slots of a leaf (and of its ancestors up to the virtual root).
 func (p *planner) consume(leaf string, n int) {
 	if leaf == LooseLeaf {
-		p.capacity[looseKey] -= n
-		p.capacity[hypernode.VirtualRootName] -= n
+		p.take(looseKey, n)
+		p.take(hypernode.VirtualRootName, n)
 		return
 	}
-	p.capacity[leaf] -= n
+	p.take(leaf, n)
 	for _, a := range p.req.Tree.Ancestors(leaf) {
-		p.capacity[a] -= n
+		p.take(a, n)
 	}
+}
+
+// take takes n slots of one capacity, noting its value first while place tries a domain.
+func (p *planner) take(key string, n int) {
+	if p.undo != nil {
+		*p.undo = append(*p.undo, capacityUndo{key, p.capacity[key]})
+	}
+	p.capacity[key] -= n
 }
 
 func firstN(s []string, n int) []string {
