@@ -86,6 +86,32 @@ func BenchmarkPlanSmallSubGroups(b *testing.B) {
 	}
 }
 
+// BenchmarkPlanOneOfABigGang plans the replacement of one member of a 5,000-pod gang whose
+// 4,999 others are placed (a pod that failed and came back), hard at tier 2.
+func BenchmarkPlanOneOfABigGang(b *testing.B) {
+	tree, capacity := bigCluster()
+	nodes := tree.Nodes(hypernode.VirtualRootName)
+	placed := nodes[:4999]
+	free := map[string]Node{}
+	for n, c := range capacity {
+		free[n] = c
+	}
+	for _, n := range placed {
+		free[n] = Node{Capacity: 0, Used: []float64{8}, Allocatable: []float64{8}}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		plan, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(1), Placed: placed,
+			Nodes: free, Strategy: BinPack, Weights: []float64{1}, PodRequest: []float64{8}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(plan.PodLeaf) != 1 {
+			b.Fatalf("plan for %d pods", len(plan.PodLeaf))
+		}
+	}
+}
+
 // bigCluster is 10,000 nodes of one 8-GPU member each: leaves of 32 nodes (tier 1), two
 // spines of 160 leaves (tier 2), one core (tier 3).
 func bigCluster() (*hypernode.Snapshot, map[string]Node) {

@@ -148,8 +148,10 @@ type planner struct {
 	// a job with sub-groups asks for them once per sub-group.
 	sums   map[string]resourceSums
 	inside map[domainTier][]string
-	// candidateRank is each tier's candidates' positions in Candidates (candidatesIn).
+	// candidateRank is each tier's candidates' positions in Candidates (candidatesIn);
+	// placedCounts the placed members below each HyperNode (placedBelow).
 	candidateRank map[int]map[string]int
+	placedCounts  map[string]int
 	// undo, while place tries a domain, records the capacities it changes, to restore them.
 	undo *[]capacityUndo
 }

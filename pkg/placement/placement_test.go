@@ -287,3 +287,29 @@ func TestCandidatesInWalksTheSubtree(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacedBelowCountsLikeCountInside: the per-plan counts of placed members below each
+// HyperNode equal counting them one by one, for every HyperNode of the test trees.
+func TestPlacedBelowCountsLikeCountInside(t *testing.T) {
+	big, _ := bigCluster()
+	for name, tree := range map[string]*hypernode.Snapshot{"seed001": seed001(), "seed003": seed003(), "big": big} {
+		nodes := tree.Nodes(hypernode.VirtualRootName)
+		var placed []string
+		for i, n := range nodes {
+			if i%3 != 1 {
+				placed = append(placed, n)
+			}
+		}
+		placed = append(placed, "no-such-node")
+		p := &planner{req: Request{Tree: tree, Placed: placed}}
+		hns := []string{hypernode.VirtualRootName}
+		for _, tier := range tree.Tiers() {
+			hns = append(hns, tree.Candidates(tier)...)
+		}
+		for _, h := range hns {
+			if got, want := p.placedBelow(h), countInside(tree, placed, h); got != want {
+				t.Errorf("%s: %d placed below %s, want %d", name, got, h, want)
+			}
+		}
+	}
+}

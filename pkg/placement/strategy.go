@@ -44,7 +44,7 @@ func (p *planner) rankBy(cands []candidate, score func(candidate) float64) []str
 // placedInside counts the gang's members below HyperNode name: the placed ones, and those
 // a mixed packing planned so far.
 func (p *planner) placedInside(name string) int {
-	count := countInside(p.req.Tree, p.req.Placed, name)
+	count := p.placedBelow(name)
 	for leaf, n := range p.planning {
 		if leaf == LooseLeaf {
 			continue
@@ -138,4 +138,26 @@ func (p *planner) score(name string, demand int) float64 {
 		return -float64(p.capacity[name] - demand)
 	}
 	return p.binPackScore(name, demand)
+}
+
+// placedBelow counts the placed members below HyperNode name, from counts made once per plan
+// (each member's leaf and its ancestors): ranking every child of a spine around 5,000 placed
+// members must not walk them all per child.
+func (p *planner) placedBelow(name string) int {
+	if p.placedCounts == nil {
+		perLeaf := map[string]int{}
+		for _, n := range p.req.Placed {
+			if leaf, ok := p.req.Tree.LeafOf(n); ok {
+				perLeaf[leaf]++
+			}
+		}
+		p.placedCounts = make(map[string]int, 2*len(perLeaf))
+		for leaf, c := range perLeaf {
+			p.placedCounts[leaf] += c
+			for _, a := range p.req.Tree.Ancestors(leaf) {
+				p.placedCounts[a] += c
+			}
+		}
+	}
+	return p.placedCounts[name]
 }
