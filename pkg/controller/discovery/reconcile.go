@@ -107,6 +107,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, sourceName string, wanted []
 				other, err = r.client.TopologyV1alpha1().HyperNodes().Get(ctx, want.Name, metav1.GetOptions{})
 			}
 			if err != nil {
+				taken[want.Name] = true // whose it is is unknown: no parent may claim it
 				errs = append(errs, fmt.Errorf("reading HyperNode %s: %w", want.Name, err))
 				continue
 			}

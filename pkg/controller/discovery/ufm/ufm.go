@@ -42,16 +42,22 @@ type Source struct {
 	// are mapped without asking UFM again.
 	last *Fabric
 	// shrinkingSince is when the answers began to lose more than half of last's hosts (zero
-	// while they do not); now is the clock (a fake one in tests).
+	// while they do not), shrinks how many such answers came since; now is the clock (a fake
+	// one in tests).
 	shrinkingSince time.Time
+	shrinks        int
 	now            func() time.Time
 }
 
-// shrinkHold is how long answers must keep losing more than half of the hosts before one is
+// shrinkHold and shrinkAnswers are how long, and in how many answers in a row without a
+// failure between them, the answers must keep losing more than half of the hosts before one is
 // applied: UFM restarting or rediscovering the fabric answers with part of it for minutes, and
 // applying that would delete most of the tree. The runner retries a refused answer after its
 // back-off (5 s, doubling), so a real shrink lands a few minutes late.
-const shrinkHold = 5 * time.Minute
+const (
+	shrinkHold    = 5 * time.Minute
+	shrinkAnswers = 3
+)
 
 var _ source.Source = &Source{}
 
@@ -96,10 +102,12 @@ func (s *Source) Discover(ctx context.Context, refresh bool) (*source.Result, er
 	f := s.last
 	if refresh {
 		ports, err := s.fetch(ctx)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			f, err = NewFabric(ports)
 		}
-		if f, err = NewFabric(ports); err != nil {
+		if err != nil {
+			// A run of partial answers must be unbroken: one after an outage starts anew.
+			s.shrinkingSince, s.shrinks = time.Time{}, 0
 			return nil, err
 		}
 	} else if f == nil {
@@ -124,19 +132,21 @@ func (s *Source) Discover(ctx context.Context, refresh bool) (*source.Result, er
 }
 
 // checkShrinkLocked refuses an answer that lost more than half of the last good answer's
-// hosts until such answers have come for shrinkHold. s.mu must be held.
+// hosts until such answers have come for shrinkHold, at least shrinkAnswers of them. s.mu
+// must be held.
 func (s *Source) checkShrinkLocked(f *Fabric) error {
 	if s.last == nil || 2*len(f.HostLeaves) >= len(s.last.HostLeaves) {
-		s.shrinkingSince = time.Time{}
+		s.shrinkingSince, s.shrinks = time.Time{}, 0
 		return nil
 	}
 	now := s.clock()
 	if s.shrinkingSince.IsZero() {
 		s.shrinkingSince = now
 	}
+	s.shrinks++
 	lasted := now.Sub(s.shrinkingSince)
-	if lasted >= shrinkHold {
-		s.shrinkingSince = time.Time{}
+	if lasted >= shrinkHold && s.shrinks >= shrinkAnswers {
+		s.shrinkingSince, s.shrinks = time.Time{}, 0
 		return nil
 	}
 	return source.Errorf(ReasonPartialAnswer,

@@ -376,4 +376,20 @@ func TestPartialAnswerNeedsConfirmation(t *testing.T) {
 	partial(time.Minute, fmt.Sprintf(refused, "0s"))
 	partial(4*time.Minute, fmt.Sprintf(refused, "4m0s"))
 	partial(time.Minute, "")
+
+	// Three partial answers within two minutes are not enough, nor one after an outage.
+	f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
+	if _, err := s.Discover(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	partial(time.Minute, fmt.Sprintf(refused, "0s"))
+	partial(time.Minute, fmt.Sprintf(refused, "1m0s"))
+	partial(time.Minute, fmt.Sprintf(refused, "2m0s"))
+	f.server.SetStatus(http.StatusInternalServerError)
+	now = now.Add(5 * time.Minute)
+	if _, err := s.Discover(context.Background(), true); source.ReasonOf(err) != ReasonHTTPError {
+		t.Fatalf("UFM down: %v, want %s", err, ReasonHTTPError)
+	}
+	f.server.SetStatus(http.StatusOK)
+	partial(time.Minute, fmt.Sprintf(refused, "0s"))
 }
