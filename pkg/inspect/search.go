@@ -130,8 +130,8 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 				tr.TierName = info.TierName
 			}
 			cand := c.candidate(name, capacity[name], in, unusable, report.PlacedIn, allowed, tier > maxTier, plan)
-			if cand.Fits && allowed && plan == nil && len(subGroups) > 0 {
-				cand.Reason = "has room for the job, not for its sub-groups (see the planner below)"
+			if capacity[name] >= in.demand && c.holdsPlaced(name, report.PlacedIn) && allowed && plan == nil && len(subGroups) > 0 {
+				cand.Fits, cand.Reason = true, "has room for the job, not for its sub-groups (see the planner below)"
 			}
 			cands = append(cands, cand)
 		}
@@ -219,11 +219,9 @@ func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
 func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map[string]string, placedIn string,
 	allowed, aboveAllowed bool, plan *placement.Plan) CandidateReport {
 	r := CandidateReport{Name: name, Holds: min(holds, in.demand), Needs: in.demand}
-	if placedIn != "" {
-		if lca, ok := c.snap.LCA(name, placedIn); !ok || lca != name {
-			r.Reason = fmt.Sprintf("does not contain the bound members (they span %s)", placedIn)
-			return r
-		}
+	if !c.holdsPlaced(name, placedIn) {
+		r.Reason = fmt.Sprintf("does not contain the bound members (they span %s)", placedIn)
+		return r
 	}
 	if holds >= in.demand {
 		r.Fits = true
@@ -232,14 +230,14 @@ func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map
 			r.Reason = "has room, but its tier is above the allowed one"
 		case plan != nil && plan.Domain == name:
 			r.Reason = "has room: the planner picks it"
+		case aboveAllowed:
+			r.Reason = "has room (soft: used only if no allowed tier has)"
 		case in.shapes != "" && plan == nil:
 			// Each shape counted alone is an upper bound: packed together they do not fit.
 			r.Fits = false
 			r.Reason = fmt.Sprintf("room for each shape counted alone, but the %d pods (%s) do not fit together (see the planner below)", in.demand, in.shapes)
 		case in.shapes != "":
 			r.Reason = "has room, each shape counted alone"
-		case aboveAllowed:
-			r.Reason = "has room (soft: used only if no allowed tier has)"
 		default:
 			r.Reason = "has room"
 		}
@@ -251,6 +249,16 @@ func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map
 	}
 	r.Reason = c.shortfall(name, holds, in, unusable)
 	return r
+}
+
+// holdsPlaced reports whether the HyperNode holds the bound members, which span placedIn
+// ("" when none is bound).
+func (c *Cluster) holdsPlaced(name, placedIn string) bool {
+	if placedIn == "" {
+		return true
+	}
+	lca, ok := c.snap.LCA(name, placedIn)
+	return ok && lca == name
 }
 
 // describeShapes lists shapes as "2 x cpu=4,nvidia.com/gpu=8, 1 x cpu=1".

@@ -10,6 +10,7 @@ package label
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -195,9 +196,11 @@ func (t Type) Discover(nodes []*v1.Node) ([]*topologyv1alpha1.HyperNode, []sourc
 	for _, c := range root.children {
 		count(c)
 	}
+	// The path that holds every used level from the top keeps its plain name (it is the one
+	// that was there first, in all likelihood): only the others move.
 	name := func(p *pathNode, suffix string) string {
 		plain := t.pathName(p, suffix, false)
-		if plainNames[plain] > 1 {
+		if plainNames[plain] > 1 && !slices.Equal(p.levels, used[:min(len(p.levels), len(used))]) {
 			return t.pathName(p, suffix, true)
 		}
 		return plain

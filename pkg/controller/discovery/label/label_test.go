@@ -162,8 +162,9 @@ networkTopologyTypes:
 }
 
 // TestPathsOfOtherLevelsGetOtherNames: a node with only the spine label and one with only the
-// leaf label, both valued "1", are two HyperNodes of two tiers with two names (by keys and
-// values, since by values alone they would be one).
+// leaf label, both valued "1", are two HyperNodes of two tiers with two names: by values alone
+// they would be one, so the path that skips the spine level is named by keys and values, and
+// the spine keeps its name.
 func TestPathsOfOtherLevelsGetOtherNames(t *testing.T) {
 	nodes := []*v1.Node{node("a", "ex.com/spine=1"), node("b", "ex.com/leaf=1")}
 	s := newSource(t, `
@@ -176,7 +177,7 @@ networkTopologyTypes:
 `, nodes...)
 	res := discover(t, s)
 	want := []string{
-		source.Name("f", "ex.com/spine\x001") + ` 2 "spine" [{!ex.com/leaf,ex.com/spine=1}]`,
+		`f.1 2 "spine" [{!ex.com/leaf,ex.com/spine=1}]`,
 		source.Name("f", "ex.com/leaf\x001") + ` 1 "leaf" [{ex.com/leaf=1,!ex.com/spine}]`,
 	}
 	got := render(res.HyperNodes)
