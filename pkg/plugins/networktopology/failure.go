@@ -127,6 +127,11 @@ func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, pod *v1.Pod, stat
 	p.failuresRecorded++
 	p.mu.Unlock()
 	p.registry.HoldForRetry(key, pod.UID)
+	if p.cache.Snapshot().Generation() != tree.Generation() {
+		// The tree changed while the plan was made, and its listener (treeChanged) ran before
+		// this failure existed: nothing else would retry the gang on the new tree.
+		p.activateRetried(klog.Background(), []podgroup.Key{key})
+	}
 }
 
 // treeChanged retries the gangs whose last plan failed on an older tree. kube-scheduler's

@@ -276,3 +276,21 @@ func TestElasticFailureWaitsForItsMinimum(t *testing.T) {
 		t.Errorf("a failure %s old answered again: %v", failureMaxAge, status)
 	}
 }
+
+// TestFailureOnAnOlderTreeRetries: a plan made on a tree that changed before its failure was
+// recorded retries the gang at once; the tree's listener ran before the failure existed.
+func TestFailureOnAnOlderTreeRetries(t *testing.T) {
+	e := newPlanEnv(t, map[string]int{"big": 3})
+	key := podgroup.Key{Namespace: "ns", Name: "big"}
+	older := e.cache.Snapshot()
+	e.cache.SetHyperNode(hntesting.MakeHyperNode("spine").Tier(2).Children("s0", "s1").Obj())
+	e.activated.mu.Lock()
+	e.activated.calls = nil
+	e.activated.mu.Unlock()
+	e.plugin.recordFailure(key, e.pod("big", 0), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "no room"), older, e.registry.Info(key), nil)
+	e.activated.mu.Lock()
+	defer e.activated.mu.Unlock()
+	if diff := cmp.Diff([][]string{{"big-0"}}, e.activated.calls); diff != "" {
+		t.Errorf("activations (-want,+got):\n%s", diff)
+	}
+}
