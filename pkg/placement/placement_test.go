@@ -261,12 +261,28 @@ func TestMakeNothingPending(t *testing.T) {
 	}
 }
 
+// skippingTree has a core (tier 3) over a spine (tier 2) and a leaf straight below it (a
+// skipped tier), and an excluded leaf (its regular expression does not compile).
+func skippingTree() *hypernode.Snapshot {
+	nodes := map[string]labels.Set{}
+	for _, n := range []string{"a0", "a1", "b0", "b1", "x0"} {
+		nodes[n] = labels.Set{}
+	}
+	return hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
+		hntesting.MakeHyperNode("leaf-a").Tier(1).Nodes("a0", "a1").Obj(),
+		hntesting.MakeHyperNode("leaf-b").Tier(1).Nodes("b0", "b1").Obj(),
+		hntesting.MakeHyperNode("bad").Tier(1).NodeRegex("x(").Obj(),
+		hntesting.MakeHyperNode("spine").Tier(2).Children("leaf-a").Obj(),
+		hntesting.MakeHyperNode("core").Tier(3).Children("spine", "leaf-b", "bad").Obj(),
+	}).Snapshot()
+}
+
 // TestCandidatesInWalksTheSubtree: the candidates of a tier inside a domain, found by walking
 // the domain's subtree, are those whose lowest common ancestor with the domain is the domain,
 // in Candidates' order, for every domain and tier of the test trees.
 func TestCandidatesInWalksTheSubtree(t *testing.T) {
 	big, _ := bigCluster()
-	for name, tree := range map[string]*hypernode.Snapshot{"seed001": seed001(), "seed003": seed003(), "named": namedTree(), "big": big} {
+	for name, tree := range map[string]*hypernode.Snapshot{"seed001": seed001(), "seed003": seed003(), "named": namedTree(), "big": big, "skipping": skippingTree()} {
 		p := &planner{req: Request{Tree: tree}}
 		domains := []string{hypernode.VirtualRootName}
 		for _, tier := range tree.Tiers() {
@@ -292,7 +308,7 @@ func TestCandidatesInWalksTheSubtree(t *testing.T) {
 // HyperNode equal counting them one by one, for every HyperNode of the test trees.
 func TestPlacedBelowCountsLikeCountInside(t *testing.T) {
 	big, _ := bigCluster()
-	for name, tree := range map[string]*hypernode.Snapshot{"seed001": seed001(), "seed003": seed003(), "big": big} {
+	for name, tree := range map[string]*hypernode.Snapshot{"seed001": seed001(), "seed003": seed003(), "big": big, "skipping": skippingTree()} {
 		nodes := tree.Nodes(hypernode.VirtualRootName)
 		var placed []string
 		for i, n := range nodes {
