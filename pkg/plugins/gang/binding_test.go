@@ -183,11 +183,7 @@ func TestBindSlots(t *testing.T) {
 func TestBatchBindsThroughSlots(t *testing.T) {
 	e := newEnv(t, 60)
 	e.plugin.binds = newBindSlots(2)
-	e.podGroup("train", 3, nil)
-	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
-	for _, p := range pods {
-		e.registry.SetPod(nil, p)
-	}
+	pods := e.gangOfThree(3)
 	for i, p := range pods {
 		want := fwk.Wait
 		if i == len(pods)-1 {

@@ -45,11 +45,7 @@ func TestMinResources(t *testing.T) {
 // records an Event for it.
 func TestMemberHeldBehindTheBlocker(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 3, nil)
-	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
-	for _, p := range pods {
-		e.registry.SetPod(nil, p)
-	}
+	pods := e.gangOfThree(3)
 	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}
@@ -80,11 +76,7 @@ func TestMemberHeldBehindTheBlocker(t *testing.T) {
 // minMember placed is told the gang runs without it; nothing is rejected or reported.
 func TestExtraMemberOfARunningGang(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 2, nil)
-	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
-	for _, p := range pods {
-		e.registry.SetPod(nil, p)
-	}
+	pods := e.gangOfThree(2)
 	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}

@@ -104,6 +104,16 @@ func (e *env) podGroup(name string, minMember int32, timeout *int32) {
 	})
 }
 
+// gangOfThree creates the gang "train" with minMember and its members p0, p1 and p2.
+func (e *env) gangOfThree(minMember int32) []*v1.Pod {
+	e.podGroup("train", minMember, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	return pods
+}
+
 func member(name, group string) *v1.Pod {
 	return st.MakePod().Namespace(ns).Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, group).Obj()
 }

@@ -19,11 +19,7 @@ import (
 // once; the pending members are activated when the first one waits.
 func TestPermitAllOrNothing(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 3, nil)
-	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
-	for _, p := range pods {
-		e.registry.SetPod(nil, p)
-	}
+	pods := e.gangOfThree(3)
 	// The third member made the group ready: the registry's listener activated them all.
 	e.activator.mu.Lock()
 	if diff := cmp.Diff([]string{"team/p0", "team/p1", "team/p2"}, sorted(e.activator.activated)); diff != "" {
@@ -62,11 +58,7 @@ func TestPermitAllOrNothing(t *testing.T) {
 // once, with a message that names the gang and the member.
 func TestUnreserveRejectsWaitingSiblings(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 3, nil)
-	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
-	for _, p := range pods {
-		e.registry.SetPod(nil, p)
-	}
+	pods := e.gangOfThree(3)
 	for _, p := range pods[:2] {
 		e.reserveAndPermit(t, p)
 	}
