@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+	pluginnames "k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 )
 
 // Blocker is a member that fits no node of the cluster (a node selector no node matches, a
@@ -20,6 +22,14 @@ type Blocker struct {
 	Name string
 	// Reason says why it fits no node, e.g. "8 node(s) didn't match Pod's node affinity".
 	Reason string
+}
+
+// RefusedForGood reports whether a node's Filter status refuses a pod for a reason that only
+// a change of the node or of the pod can lift: unresolvable, and not required pod affinity,
+// which a pod that arrives meets (a sibling not placed yet, say). A member every node refuses
+// so fits no node.
+func RefusedForGood(st *fwk.Status) bool {
+	return st.Code() == fwk.UnschedulableAndUnresolvable && st.Plugin() != pluginnames.InterPodAffinity
 }
 
 // EventGangBlocked is the reason of the PodGroup Event that reports a blocker.
@@ -147,11 +157,7 @@ func (g *group) recheckBlockLocked() bool {
 // minMember of the others, and for each sub-group policy minSubGroups sub-groups that keep
 // subGroupSize members. O(sub-groups + out). r.mu must be held.
 func (g *group) canDoWithoutLocked(out sets.Set[types.UID]) bool {
-	minMember := 1
-	if g.podGroup != nil {
-		minMember = max(int(g.podGroup.Spec.MinMember), 1)
-	}
-	if len(g.members)-out.Len() < minMember {
+	if len(g.members)-out.Len() < max(g.minMember(), 1) {
 		return false
 	}
 	if len(g.subGroups) == 0 {

@@ -132,11 +132,16 @@ type Info struct {
 }
 
 // MinMember returns the PodGroup's minMember (at least 1), or 0 without a PodGroup.
-func (i Info) MinMember() int {
-	if i.PodGroup == nil {
+func (i Info) MinMember() int { return minMemberOf(i.PodGroup) }
+
+// minMember is Info.MinMember for g. r.mu must be held.
+func (g *group) minMember() int { return minMemberOf(g.podGroup) }
+
+func minMemberOf(pg *schedulingv1alpha1.PodGroup) int {
+	if pg == nil {
 		return 0
 	}
-	return max(int(i.PodGroup.Spec.MinMember), 1)
+	return max(int(pg.Spec.MinMember), 1)
 }
 
 // Policy returns the group's sub-group policy of that name.
@@ -441,7 +446,7 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	if !known || reassign {
 		g.assignSubGroupLocked(pod.UID, pod)
 	}
-	reachedMinMember := !known && g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
+	reachedMinMember := !known && len(g.members) == g.minMember()
 	if !known {
 		g.newMemberFitsNowhereLocked(pod)
 	}

@@ -14,7 +14,7 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	}
 	r.mu.Lock()
 	g := r.groupLocked(key)
-	reachedMinMember := false
+	notify := false
 	if _, known := g.members[pod.UID]; !known && pod.DeletionTimestamp == nil {
 		// Reserved before this registry saw the pod (kube-scheduler's queue and the
 		// registry get pod events through different handlers): a member from now on, so
@@ -29,8 +29,8 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 		g.assignSubGroupLocked(pod.UID, pod)
 		// Its event will find it known: the members held back below minMember hear it now,
 		// and a block the job no longer needs (one more member) is lifted now.
-		reachedMinMember = g.podGroup != nil && len(g.members) == max(int(g.podGroup.Spec.MinMember), 1)
-		reachedMinMember = g.recheckBlockLocked() || reachedMinMember
+		notify = len(g.members) == g.minMember()
+		notify = g.recheckBlockLocked() || notify
 	} else if !g.bound.Has(pod.UID) {
 		done := g.track(pod.UID)
 		g.assumed[pod.UID] = nodeName
@@ -39,17 +39,19 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	// A blocker that reserved fits a node after all: the gang is no longer blocked, and the
 	// members its Permit activates must not be refused for it (the node change that made it
 	// fit may reach kube-scheduler's queue before this registry).
-	unblocked := g.blocker != nil && g.blocker.UID == pod.UID && g.unblockLocked()
+	if g.blocker != nil && g.blocker.UID == pod.UID {
+		notify = g.unblockLocked() || notify
+	}
 	if g.formerBlocker == pod.UID {
 		g.formerBlocker = "" // its Permit activates the members held for it
 	}
 	if g.fitNowhere.Has(pod.UID) {
 		// It fits after all, and so does its shape (a sibling of the blocker's, say).
 		g.shapeFitsLocked(pod)
-		unblocked = g.recheckBlockLocked() || unblocked
+		notify = g.recheckBlockLocked() || notify
 	}
 	r.mu.Unlock()
-	if unblocked || reachedMinMember {
+	if notify {
 		r.notify(key, false)
 	}
 }

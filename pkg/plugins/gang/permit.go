@@ -149,13 +149,11 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 			allow = append(allow, wp)
 		}
 	})
+	// The batch is every member of the round the quorum counts (this one among them), not
+	// only those allowed: one no longer waiting was rejected (preempted, deleted) and its
+	// Unreserve has not run yet; in the batch, that Unreserve fails it and nobody binds below
+	// minMember.
 	batched := sets.New(pod.UID)
-	for _, wp := range allow {
-		batched.Insert(wp.GetPod().UID)
-	}
-	// A member of the round the quorum counts but that is no longer waiting was rejected
-	// (preempted, deleted) and its Unreserve has not run yet: it joins the batch, so that its
-	// Unreserve fails the batch and nobody binds below minMember.
 	for uid, p := range r.members {
 		if counted(p) {
 			batched.Insert(uid)

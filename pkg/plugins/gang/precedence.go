@@ -13,7 +13,6 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -246,12 +245,11 @@ func (g *Gang) fitsNowhere(statuses fwk.NodeToStatusReader) bool {
 	}
 	for _, ni := range nodes {
 		st := statuses.Get(ni.Node().Name)
-		if st == nil || st.Code() != fwk.UnschedulableAndUnresolvable {
+		if st == nil || !podgroup.RefusedForGood(st) {
 			return false
 		}
-		// No plugin: the node was left out by a PreFilter result (a plan), not tried. Required
-		// pod affinity is met by a pod that arrives (a sibling not placed yet), not a node.
-		if p := st.Plugin(); p == "" || p == Name || p == topologyPluginName || p == names.InterPodAffinity {
+		// No plugin: the node was left out by a PreFilter result (a plan), not tried.
+		if p := st.Plugin(); p == "" || p == Name || p == topologyPluginName {
 			return false
 		}
 	}

@@ -14,7 +14,6 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
@@ -337,9 +336,7 @@ func (p *NetworkTopologyAware) fitsSomewhere(ctx context.Context, pod *v1.Pod) (
 	reasons := make([][]string, len(nodes))
 	p.handle.Parallelizer().Until(ctx, len(nodes), func(i int) {
 		st := p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, nodes[i])
-		// Required pod affinity is met by a pod that arrives (a sibling not placed yet, say),
-		// not by a node change: that member may fit.
-		if st.IsSuccess() || st.Code() == fwk.Unschedulable || st.Plugin() == names.InterPodAffinity {
+		if st.IsSuccess() || !podgroup.RefusedForGood(st) {
 			fits.Store(true)
 			cancel()
 			return
