@@ -117,14 +117,10 @@ func (p *NetworkTopologyAware) answersLocked(plan *gangPlan, tree *hypernode.Sna
 	if _, ok := plan.podLeaf[pod]; !ok && !plan.deferred.Has(pod) {
 		return false
 	}
-	if plan.deferred.Has(pod) && plan.pending() == 0 {
+	if plan.deferred.Has(pod) && plan.pending() == 0 && !p.waitsForRoomLocked(plan, tree) {
 		// Every planned member has its place: plan the deferred sub-groups now, around them;
 		// once, while nothing that can make room happens.
-		freed := max(p.roomFreedAll, p.roomFreed[plan.roomArea])
-		if !plan.waitsForRoom || freed > plan.roomEpoch || plan.generation != tree.Generation() ||
-			time.Since(plan.made) >= leftOutReuse {
-			return false
-		}
+		return false
 	}
 	for leaf, info := range plan.leafInfos {
 		if now, _ := tree.HyperNode(leaf); now != info {

@@ -4,6 +4,8 @@ package networktopology
 // changes free room there, and when a left-out member or a failed gang is worth waking.
 
 import (
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
@@ -35,9 +37,11 @@ func (p *NetworkTopologyAware) plannedMemberGone(pod *v1.Pod) {
 		return
 	}
 	p.mu.Lock()
-	plan := p.plans[key]
-	_, planned := plan.podLeafOf(pod.Name)
-	gone := planned && !plan.reserved.Has(pod.Name)
+	gone := false
+	if plan := p.plans[key]; plan != nil {
+		_, planned := plan.podLeaf[pod.Name]
+		gone = planned && !plan.reserved.Has(pod.Name)
+	}
 	p.mu.Unlock()
 	if gone {
 		logger := klog.Background()
@@ -46,13 +50,14 @@ func (p *NetworkTopologyAware) plannedMemberGone(pod *v1.Pod) {
 	}
 }
 
-// podLeafOf returns the leaf the plan places member in (false without a plan or a place).
-func (g *gangPlan) podLeafOf(member string) (string, bool) {
-	if g == nil {
-		return "", false
-	}
-	leaf, ok := g.podLeaf[member]
-	return leaf, ok
+// waitsForRoomLocked reports whether a plan that places nobody still answers the members it
+// leaves out: nothing that can make room in its room area happened since it was made (read
+// before planning), the tree is the same, and it is younger than leftOutReuse. p.mu must be
+// held.
+func (p *NetworkTopologyAware) waitsForRoomLocked(plan *gangPlan, tree *hypernode.Snapshot) bool {
+	freed := max(p.roomFreedAll, p.roomFreed[plan.roomArea])
+	return plan.waitsForRoom && freed <= plan.roomEpoch && plan.generation == tree.Generation() &&
+		time.Since(plan.made) < leftOutReuse
 }
 
 // roomArea is where a job with placed members may grow: their lowest common HyperNode's
@@ -111,7 +116,7 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger, leaves []str
 	for k := range p.deferring {
 		// A plan that places nobody and keeps answering (room freed outside its area) stays
 		// deferring: a later release inside its area must still wake it.
-		if plan := p.plans[k]; plan == nil || !plan.waitsForRoom || !p.answersLocked(plan, tree, anyDeferred(plan), plan.revision) {
+		if plan := p.plans[k]; plan == nil || !p.waitsForRoomLocked(plan, tree) {
 			p.deferring.Delete(k)
 			keys = append(keys, k)
 		}
@@ -124,14 +129,6 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger, leaves []str
 	}
 	p.mu.Unlock()
 	p.activateRetried(logger, keys)
-}
-
-// anyDeferred returns one member the plan leaves out ("" when none).
-func anyDeferred(plan *gangPlan) string {
-	for name := range plan.deferred {
-		return name
-	}
-	return ""
 }
 
 // chainOfLeaves returns the virtual root and every given leaf with its ancestors; nil (every
