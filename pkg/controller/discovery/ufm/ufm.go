@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/config"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
@@ -42,11 +43,10 @@ type Source struct {
 	// are mapped without asking UFM again.
 	last *Fabric
 	// shrinkingSince is when the answers began to lose more than half of last's hosts (zero
-	// while they do not), shrinks how many such answers came since; now is the clock (a fake
-	// one in tests).
+	// while they do not), shrinks how many such answers came since.
 	shrinkingSince time.Time
 	shrinks        int
-	now            func() time.Time
+	clock          clock.PassiveClock
 }
 
 // shrinkHold and shrinkAnswers are how long, and in how many answers in a row without a
@@ -75,6 +75,7 @@ func New(entry config.Entry, env source.Env) (source.Source, field.ErrorList) {
 		settings: s,
 		env:      env,
 		client:   &http.Client{Transport: transport, Timeout: s.timeout},
+		clock:    clock.RealClock{},
 	}, nil
 }
 
@@ -139,7 +140,7 @@ func (s *Source) checkShrinkLocked(f *Fabric) error {
 		s.shrinkingSince, s.shrinks = time.Time{}, 0
 		return nil
 	}
-	now := s.clock()
+	now := s.clock.Now()
 	if s.shrinkingSince.IsZero() {
 		s.shrinkingSince = now
 	}
@@ -150,15 +151,8 @@ func (s *Source) checkShrinkLocked(f *Fabric) error {
 		return nil
 	}
 	return source.Errorf(ReasonPartialAnswer,
-		"UFM reports %d hosts where its last answer had %d: taken for a partial answer (UFM restarting or rediscovering the fabric), applied only if the answers stay this small for %s (%s so far)",
-		len(f.HostLeaves), len(s.last.HostLeaves), shrinkHold, lasted.Round(time.Second))
-}
-
-func (s *Source) clock() time.Time {
-	if s.now != nil {
-		return s.now()
-	}
-	return time.Now()
+		"UFM reports %d hosts where its last answer had %d: taken for a partial answer (UFM restarting or rediscovering the fabric), applied only if such answers come for %s, %d of them in a row (%s and %d so far)",
+		len(f.HostLeaves), len(s.last.HostLeaves), shrinkHold, shrinkAnswers, lasted.Round(time.Second), s.shrinks)
 }
 
 // build maps the fabric's hosts to nodes and builds the HyperNodes.

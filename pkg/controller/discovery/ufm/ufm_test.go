@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/config"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
@@ -336,60 +337,74 @@ func TestConfigErrors(t *testing.T) {
 
 // TestPartialAnswerNeedsConfirmation: an answer that lost more than half of the hosts (UFM
 // restarting) is refused, and the last good one kept, until such answers have come for
-// shrinkHold; an answer in between that does not shrink starts the wait again.
+// shrinkHold, shrinkAnswers of them in a row; an answer in between that does not shrink, or a
+// failed fetch, starts the wait again.
 func TestPartialAnswerNeedsConfirmation(t *testing.T) {
 	f := newFixture(t, goodCredentials, ufmtest.Hosts(1, 2, 2)...)
 	f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
 	s := f.source(t, f.verified())
-	now := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
-	s.now = func() time.Time { return now }
+	clock := testingclock.NewFakePassiveClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
+	s.clock = clock
 	full, err := s.Discover(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	partial := func(after time.Duration, wantErr string) {
+	good := func() {
 		t.Helper()
-		now = now.Add(after)
+		f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
+		if _, err := s.Discover(context.Background(), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// partial serves an answer with one host of four after the given time; so far ("" when
+	// the answer must be applied) is the wait and the count the refusal reports.
+	partial := func(after time.Duration, soFar string) {
+		t.Helper()
+		clock.SetTime(clock.Now().Add(after))
 		f.server.SetPorts(ufmtest.FatTree(1, 1, 1, 1, 0))
 		res, err := s.Discover(context.Background(), true)
-		if wantErr == "" {
+		if soFar == "" {
 			if err != nil || len(res.HyperNodes) != 1 {
 				t.Fatalf("the lasting answer: %v; want it applied (one leaf)", err)
 			}
 			return
 		}
-		if source.ReasonOf(err) != ReasonPartialAnswer || err.Error() != wantErr {
-			t.Fatalf("a partial answer: %v (%s); want %s %q", err, source.ReasonOf(err), ReasonPartialAnswer, wantErr)
+		want := "UFM reports 1 hosts where its last answer had 4: taken for a partial answer (UFM restarting or rediscovering the fabric), " +
+			"applied only if such answers come for 5m0s, 3 of them in a row (" + soFar + " so far)"
+		if source.ReasonOf(err) != ReasonPartialAnswer || err.Error() != want {
+			t.Fatalf("a partial answer: %v (%s); want %s %q", err, source.ReasonOf(err), ReasonPartialAnswer, want)
 		}
 		// The last good answer still maps node changes.
 		if again, err := s.Discover(context.Background(), false); err != nil || len(again.HyperNodes) != len(full.HyperNodes) {
 			t.Fatalf("without refresh after a refused answer: %v; want the last good answer's %d HyperNodes", err, len(full.HyperNodes))
 		}
 	}
-	const refused = "UFM reports 1 hosts where its last answer had 4: taken for a partial answer (UFM restarting or rediscovering the fabric), applied only if the answers stay this small for 5m0s (%s so far)"
-	partial(0, fmt.Sprintf(refused, "0s"))
-	partial(4*time.Minute, fmt.Sprintf(refused, "4m0s"))
-	f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
-	if _, err := s.Discover(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	partial(time.Minute, fmt.Sprintf(refused, "0s"))
-	partial(4*time.Minute, fmt.Sprintf(refused, "4m0s"))
+	partial(0, "0s and 1")
+	partial(4*time.Minute, "4m0s and 2")
+	good()
+	partial(time.Minute, "0s and 1")
+	partial(4*time.Minute, "4m0s and 2")
 	partial(time.Minute, "")
 
-	// Three partial answers within two minutes are not enough, nor one after an outage.
-	f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
-	if _, err := s.Discover(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	partial(time.Minute, fmt.Sprintf(refused, "0s"))
-	partial(time.Minute, fmt.Sprintf(refused, "1m0s"))
-	partial(time.Minute, fmt.Sprintf(refused, "2m0s"))
+	// Three within two minutes are not enough, nor two over six minutes.
+	good()
+	partial(time.Minute, "0s and 1")
+	partial(time.Minute, "1m0s and 2")
+	partial(time.Minute, "2m0s and 3")
+	good()
+	partial(time.Minute, "0s and 1")
+	partial(6*time.Minute, "6m0s and 2")
+	partial(time.Minute, "")
+
+	// One after an outage starts anew.
+	good()
+	partial(time.Minute, "0s and 1")
+	partial(time.Minute, "1m0s and 2")
 	f.server.SetStatus(http.StatusInternalServerError)
-	now = now.Add(5 * time.Minute)
+	clock.SetTime(clock.Now().Add(5 * time.Minute))
 	if _, err := s.Discover(context.Background(), true); source.ReasonOf(err) != ReasonHTTPError {
 		t.Fatalf("UFM down: %v, want %s", err, ReasonHTTPError)
 	}
 	f.server.SetStatus(http.StatusOK)
-	partial(time.Minute, fmt.Sprintf(refused, "0s"))
+	partial(time.Minute, "0s and 1")
 }
