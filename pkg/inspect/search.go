@@ -32,34 +32,10 @@ type searchInput struct {
 // binPackResources are the resources of the default bin-pack weights, in their order.
 var binPackResources = []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
 
-// binPackUsage returns a node's requested and allocatable binPackResources, in the units the
-// scheduler's plugin uses (milli-CPU, bytes).
+// binPackUsage returns a node's requested and allocatable binPackResources.
 func (c *Cluster) binPackUsage(name string) (used, alloc []float64) {
 	n := c.nodes[name]
-	used, alloc = make([]float64, len(binPackResources)), make([]float64, len(binPackResources))
-	for i, r := range binPackResources {
-		requested, allocatable := n.requested[r], n.node.Status.Allocatable[r]
-		if r == v1.ResourceCPU {
-			used[i], alloc[i] = float64(requested.MilliValue()), float64(allocatable.MilliValue())
-		} else {
-			used[i], alloc[i] = float64(requested.Value()), float64(allocatable.Value())
-		}
-	}
-	return used, alloc
-}
-
-// binPackRequest returns a member's binPackResources requests.
-func binPackRequest(request v1.ResourceList) []float64 {
-	out := make([]float64, len(binPackResources))
-	for i, r := range binPackResources {
-		q := request[r]
-		if r == v1.ResourceCPU {
-			out[i] = float64(q.MilliValue())
-		} else {
-			out[i] = float64(q.Value())
-		}
-	}
-	return out
+	return placement.Amounts(n.requested, binPackResources), placement.Amounts(n.node.Status.Allocatable, binPackResources)
 }
 
 // search builds the SearchReport of the pending members, of the given shapes.
@@ -90,7 +66,7 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 	// (a scheduler configured otherwise may pick another candidate of the same tier).
 	req.Nodes, req.Strategy = nodes, placement.BinPack
 	req.Weights = []float64{float64(configv1.DefaultBinPackCPUWeight), float64(configv1.DefaultBinPackMemoryWeight)}
-	req.PodRequest = binPackRequest(in.request)
+	req.PodRequest = placement.Amounts(in.request, binPackResources)
 	if len(shapes) > 1 {
 		// Members of several shapes: planned shape by shape as the scheduler does, with
 		// requests standing in for its Filter plugins.

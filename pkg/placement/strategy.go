@@ -2,6 +2,8 @@ package placement
 
 import (
 	"sort"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // rank orders candidates by the strategy, then the tie-breaks, best first.
@@ -160,4 +162,20 @@ func (p *planner) placedBelow(name string) int {
 		}
 	}
 	return p.placedCounts[name]
+}
+
+// Amounts returns the quantities of resources in list, in the units BinPack weighs them in
+// (milli-CPU, else the resource's own unit): what Request.PodRequest and Node.Used and
+// Allocatable hold.
+func Amounts(list v1.ResourceList, resources []v1.ResourceName) []float64 {
+	out := make([]float64, len(resources))
+	for i, r := range resources {
+		q := list[r]
+		if r == v1.ResourceCPU {
+			out[i] = float64(q.MilliValue())
+		} else {
+			out[i] = float64(q.Value())
+		}
+	}
+	return out
 }

@@ -304,17 +304,7 @@ func (p *NetworkTopologyAware) usage(ni fwk.NodeInfo) (used, alloc []float64) {
 
 // podRequest returns a pod's weighted resource requests.
 func (p *NetworkTopologyAware) podRequest(pod *v1.Pod) []float64 {
-	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	out := make([]float64, len(p.resources))
-	for i, r := range p.resources {
-		q := reqs[r]
-		if r == v1.ResourceCPU {
-			out[i] = float64(q.MilliValue())
-		} else {
-			out[i] = float64(q.Value())
-		}
-	}
-	return out
+	return placement.Amounts(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), p.resources)
 }
 
 // fitsSomewhere runs the Filter plugins for pod on every node of the cluster, as if it were
