@@ -16,6 +16,30 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
+// gangWithUnmatchedMember starts the scheduler on two nodes of one leaf and creates the gang
+// "train" of three pods (minMember, the constraint annotation if any) whose train-2 selects a
+// label no node has; it returns the pods' names.
+func gangWithUnmatchedMember(t *testing.T, annotation string, minMember int32) (*topoEnv, []string) {
+	t.Helper()
+	e := newTopoEnv(t, nodesWithCPU("4", "node-0", "node-1"), nil,
+		hntesting.MakeHyperNode("leaf").Tier(1).Nodes("node-0", "node-1").Obj())
+	startScheduler(t, nil)
+	var annotations map[string]string
+	if annotation != "" {
+		annotations = map[string]string{podgroup.NetworkTopologyAnnotation: annotation}
+	}
+	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, util.PodGroup(e.ns, "train", minMember, annotations)); err != nil {
+		t.Fatal(err)
+	}
+	pods := util.GangPods(e.ns, "train", plugins.SchedulerName, "1", 3)
+	pods[2].Spec.NodeSelector = map[string]string{"accelerator": "h100"}
+	names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, names
+}
+
 // TestGangBlockedByMemberThatFitsNoNode: a member whose node selector no node matches blocks
 // its gang (plain, and placed by topology): the PodGroup says which member and why, the other
 // members wait with that reason instead of reserving and being rejected in a loop, and
@@ -29,23 +53,7 @@ func TestGangBlockedByMemberThatFitsNoNode(t *testing.T) {
 		{name: "hard tier 1", annotation: `{"mode":"hard","highestTierAllowed":1}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newTopoEnv(t, nodesWithCPU("4", "node-0", "node-1"), nil,
-				hntesting.MakeHyperNode("leaf").Tier(1).Nodes("node-0", "node-1").Obj())
-			startScheduler(t, nil)
-			var annotations map[string]string
-			if tc.annotation != "" {
-				annotations = map[string]string{podgroup.NetworkTopologyAnnotation: tc.annotation}
-			}
-			pg := util.PodGroup(e.ns, "train", 3, annotations)
-			if err := util.CreatePodGroup(context.Background(), e.c.scheduling, pg); err != nil {
-				t.Fatal(err)
-			}
-			pods := util.GangPods(e.ns, "train", plugins.SchedulerName, "1", 3)
-			pods[2].Spec.NodeSelector = map[string]string{"accelerator": "h100"}
-			names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e, names := gangWithUnmatchedMember(t, tc.annotation, 3)
 			created, err := e.c.scheduling.SchedulingV1alpha1().PodGroups(e.ns).Get(context.Background(), "train", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -103,22 +111,7 @@ func TestElasticGangRunsWithoutAMemberThatFitsNoNode(t *testing.T) {
 			why: "/train: member train-2 fits no node (2 node(s) didn't match Pod's node affinity/selector); the gang can run without it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newTopoEnv(t, nodesWithCPU("4", "node-0", "node-1"), nil,
-				hntesting.MakeHyperNode("leaf").Tier(1).Nodes("node-0", "node-1").Obj())
-			startScheduler(t, nil)
-			var annotations map[string]string
-			if tc.annotation != "" {
-				annotations = map[string]string{podgroup.NetworkTopologyAnnotation: tc.annotation}
-			}
-			if err := util.CreatePodGroup(context.Background(), e.c.scheduling, util.PodGroup(e.ns, "train", 2, annotations)); err != nil {
-				t.Fatal(err)
-			}
-			pods := util.GangPods(e.ns, "train", plugins.SchedulerName, "1", 3)
-			pods[2].Spec.NodeSelector = map[string]string{"accelerator": "h100"}
-			names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e, names := gangWithUnmatchedMember(t, tc.annotation, 2)
 			got := e.waitBound(names[:2])
 			if len(got) != 2 {
 				t.Fatalf("placements %v: want train-0 and train-1 bound", got)
