@@ -162,7 +162,7 @@ func runControllers(ctx context.Context, o *Options, kube kubernetes.Interface, 
 		Namespace: o.Namespace,
 		ConfigMap: o.ConfigMap,
 		Client:    topo,
-		Env:       source.Env{Nodes: nodes.Lister(), Secrets: kube.CoreV1(), Namespace: o.Namespace},
+		Env:       source.Env{Nodes: nodes.Lister(), Secrets: kube.CoreV1(), Namespace: o.Namespace, HyperNodes: hyperNodes.Lister()},
 		Events:    events,
 	}, configMaps.Core().V1().ConfigMaps(), nodes, hyperNodes)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	topologylisters "github.com/hypernode-dev/hypernode-scheduler/pkg/client/listers/topology/v1alpha1"
 )
 
 // Label marks the HyperNodes a discovery source owns: its value is the source's name
@@ -64,6 +65,9 @@ type Env struct {
 	Secrets corev1client.SecretsGetter
 	// Namespace is the controller's namespace, the default namespace of a secretRef.
 	Namespace string
+	// HyperNodes lists the HyperNodes in the cluster, so that a source's first answer after
+	// a start can be compared with the tree it built before (nil: nothing to compare with).
+	HyperNodes topologylisters.HyperNodeLister
 }
 
 // Error is a failed discovery with the Event reason that names its kind, so that each kind

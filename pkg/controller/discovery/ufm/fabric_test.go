@@ -239,9 +239,9 @@ func TestHostMapping(t *testing.T) {
 	for _, n := range []string{"gpu-01", "gpu-02", "gpu-03", "twin", "TWIN"} {
 		nodes = append(nodes, st.MakeNode().Name(n).Obj())
 	}
-	res, err := (&Source{}).build(f, nodes)
-	if err != nil {
-		t.Fatal(err)
+	res, matched, err := (&Source{}).build(f, nodes)
+	if err != nil || matched != 3 {
+		t.Fatalf("build: %d hosts matched, %v; want 3", matched, err)
 	}
 	if diff := cmp.Diff([]string{"ufm-leaf.leaf-a 1 leaf [gpu-01 gpu-02 gpu-03]"}, render(res.HyperNodes)); diff != "" {
 		t.Errorf("HyperNodes (-want,+got):\n%s", diff)
@@ -252,7 +252,7 @@ func TestHostMapping(t *testing.T) {
 	}
 
 	// No host at all matches: an error, never an empty tree.
-	_, err = (&Source{}).build(f, []*v1.Node{st.MakeNode().Name("other").Obj()})
+	_, _, err = (&Source{}).build(f, []*v1.Node{st.MakeNode().Name("other").Obj()})
 	if err == nil || !strings.Contains(err.Error(), "none of the 6 hosts UFM reports") {
 		t.Errorf("build with no matching node: error %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/config"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
 )
@@ -118,12 +119,12 @@ func (s *Source) Discover(ctx context.Context, refresh bool) (*source.Result, er
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	res, err := s.build(f, nodes)
+	res, matched, err := s.build(f, nodes)
 	if err != nil {
 		return nil, err
 	}
 	if refresh {
-		if err := s.checkShrinkLocked(f); err != nil {
+		if err := s.checkShrinkLocked(f, matched, nodes); err != nil {
 			return nil, err
 		}
 	}
@@ -132,11 +133,21 @@ func (s *Source) Discover(ctx context.Context, refresh bool) (*source.Result, er
 	return res, nil
 }
 
-// checkShrinkLocked refuses an answer that lost more than half of the last good answer's
-// hosts until such answers have come for shrinkHold, at least shrinkAnswers of them. s.mu
-// must be held.
-func (s *Source) checkShrinkLocked(f *Fabric) error {
-	if s.last == nil || 2*len(f.HostLeaves) >= len(s.last.HostLeaves) {
+// checkShrinkLocked refuses an answer that lost more than half of what the source knew until
+// such answers have come for shrinkHold, at least shrinkAnswers of them: more than half of the
+// last good answer's hosts, or, for the first answer since the controller started, more than
+// half of the nodes that the HyperNodes the source owns hold (matched counts the answer's
+// hosts that are nodes). s.mu must be held.
+func (s *Source) checkShrinkLocked(f *Fabric, matched int, nodes []*v1.Node) error {
+	have, had, what := len(f.HostLeaves), 0, ""
+	if s.last != nil {
+		had, what = len(s.last.HostLeaves), "hosts where its last answer had"
+	} else if owned, err := s.ownedNodes(nodes); err != nil {
+		return err
+	} else {
+		have, had, what = matched, owned, "hosts that are nodes where the HyperNodes it built before this start hold"
+	}
+	if 2*have >= had {
 		s.shrinkingSince, s.shrinks = time.Time{}, 0
 		return nil
 	}
@@ -151,12 +162,38 @@ func (s *Source) checkShrinkLocked(f *Fabric) error {
 		return nil
 	}
 	return source.Errorf(ReasonPartialAnswer,
-		"UFM reports %d hosts where its last answer had %d: taken for a partial answer (UFM restarting or rediscovering the fabric), applied only if such answers come for %s, %d of them in a row (%s and %d so far)",
-		len(f.HostLeaves), len(s.last.HostLeaves), shrinkHold, shrinkAnswers, lasted.Round(time.Second), s.shrinks)
+		"UFM reports %d %s %d: taken for a partial answer (UFM restarting or rediscovering the fabric), applied only if such answers come for %s, %d of them in a row (%s and %d so far)",
+		have, what, had, shrinkHold, shrinkAnswers, lasted.Round(time.Second), s.shrinks)
 }
 
-// build maps the fabric's hosts to nodes and builds the HyperNodes.
-func (s *Source) build(f *Fabric, nodes []*v1.Node) (*source.Result, error) {
+// ownedNodes counts the existing nodes that the HyperNodes this source owns name as members:
+// what the tree held before the controller started (0 without a HyperNode lister).
+func (s *Source) ownedNodes(nodes []*v1.Node) (int, error) {
+	if s.env.HyperNodes == nil {
+		return 0, nil
+	}
+	owned, err := s.env.HyperNodes.List(labels.SelectorFromSet(labels.Set{source.Label: SourceName}))
+	if err != nil {
+		return 0, fmt.Errorf("listing HyperNodes: %w", err)
+	}
+	exists := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		exists[n.Name] = true
+	}
+	held := map[string]bool{}
+	for _, hn := range owned {
+		for _, m := range hn.Spec.Members {
+			if m.Type == topologyv1alpha1.MemberTypeNode && m.Selector.ExactMatch != nil && exists[m.Selector.ExactMatch.Name] {
+				held[m.Selector.ExactMatch.Name] = true
+			}
+		}
+	}
+	return len(held), nil
+}
+
+// build maps the fabric's hosts to nodes and builds the HyperNodes; matched is how many hosts
+// are nodes.
+func (s *Source) build(f *Fabric, nodes []*v1.Node) (res *source.Result, matched int, err error) {
 	hosts := sortedKeys(f.HostLeaves)
 	nodeOf := mapHosts(hosts, nodes)
 	var unmatched []string
@@ -166,10 +203,10 @@ func (s *Source) build(f *Fabric, nodes []*v1.Node) (*source.Result, error) {
 		}
 	}
 	if len(unmatched) == len(hosts) {
-		return nil, source.Errorf(ReasonNoHostMatched, "none of the %d hosts UFM reports (%s) is the name of a Node, exactly or ignoring case",
+		return nil, 0, source.Errorf(ReasonNoHostMatched, "none of the %d hosts UFM reports (%s) is the name of a Node, exactly or ignoring case",
 			len(unmatched), examples(unmatched))
 	}
-	res := &source.Result{HyperNodes: f.HyperNodes(func(h string) (string, bool) {
+	res = &source.Result{HyperNodes: f.HyperNodes(func(h string) (string, bool) {
 		n, ok := nodeOf[h]
 		return n, ok
 	})}
@@ -178,7 +215,7 @@ func (s *Source) build(f *Fabric, nodes []*v1.Node) (*source.Result, error) {
 			"ufm: %d of %d hosts match no Node, exactly or ignoring case (%s); they are left out of the HyperNodes",
 			len(unmatched), len(hosts), examples(unmatched))})
 	}
-	return res, nil
+	return res, len(hosts) - len(unmatched), nil
 }
 
 // mapHosts maps UFM host names to Node names: exactly; else ignoring case, when exactly one

@@ -13,12 +13,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
+	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	topologylisters "github.com/hypernode-dev/hypernode-scheduler/pkg/client/listers/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/config"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/ufm/ufmtest"
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 )
 
 const (
@@ -407,4 +411,70 @@ func TestPartialAnswerNeedsConfirmation(t *testing.T) {
 	}
 	f.server.SetStatus(http.StatusOK)
 	partial(time.Minute, "0s and 1")
+}
+
+// TestFirstAnswerComparedWithTheOwnedTree: the first answer after a start has no last answer,
+// so it is compared with the nodes the HyperNodes the source owns hold: one that matches fewer
+// than half of them is refused like any partial answer, and applied once such answers last.
+// Nodes that no longer exist and HyperNodes of other sources do not count.
+func TestFirstAnswerComparedWithTheOwnedTree(t *testing.T) {
+	nodes := append(ufmtest.Hosts(1, 2, 2), "other-0", "other-1", "other-2")
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, hn := range []*topologyv1alpha1.HyperNode{
+		hntesting.MakeHyperNode("leaf-0-0").Tier(1).Label(source.Label, SourceName).Nodes("host-0-0-0", "host-0-0-1").Obj(),
+		hntesting.MakeHyperNode("leaf-0-1").Tier(1).Label(source.Label, SourceName).Nodes("host-0-1-0", "host-0-1-1", "deleted-node").Obj(),
+		hntesting.MakeHyperNode("spine-0").Tier(2).Label(source.Label, SourceName).Children("leaf-0-0", "leaf-0-1").Obj(),
+		hntesting.MakeHyperNode("rack-other").Tier(1).Label(source.Label, "label").Nodes("other-0", "other-1", "other-2").Obj(),
+	} {
+		if err := indexer.Add(hn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		lists bool // the source may list HyperNodes
+		// leaves and hosts per leaf of the first answers
+		leaves, hosts int
+		refused       bool
+	}{
+		{name: "one of four held nodes: refused", lists: true, leaves: 1, hosts: 1, refused: true},
+		{name: "two of four: applied", lists: true, leaves: 1, hosts: 2},
+		{name: "nothing to compare with: applied", leaves: 1, hosts: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, goodCredentials, nodes...)
+			if tc.lists {
+				f.env.HyperNodes = topologylisters.NewHyperNodeLister(indexer)
+			}
+			f.server.SetPorts(ufmtest.FatTree(1, tc.leaves, tc.hosts, 1, 0))
+			s := f.source(t, f.verified())
+			clock := testingclock.NewFakePassiveClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
+			s.clock = clock
+			if !tc.refused {
+				if res, err := s.Discover(context.Background(), true); err != nil || len(res.HyperNodes) != 1 {
+					t.Fatalf("first answer: %v; want it applied (one leaf)", err)
+				}
+				return
+			}
+			for i, after := range []time.Duration{0, 4 * time.Minute, time.Minute} {
+				clock.SetTime(clock.Now().Add(after))
+				res, err := s.Discover(context.Background(), true)
+				if i == 2 {
+					if err != nil || len(res.HyperNodes) != 1 {
+						t.Fatalf("the lasting answer: %v; want it applied (one leaf)", err)
+					}
+					return
+				}
+				want := fmt.Sprintf("UFM reports 1 hosts that are nodes where the HyperNodes it built before this start hold 4: taken for a partial answer (UFM restarting or rediscovering the fabric), "+
+					"applied only if such answers come for 5m0s, 3 of them in a row (%s and %d so far)", []string{"0s", "4m0s"}[i], i+1)
+				if source.ReasonOf(err) != ReasonPartialAnswer || err.Error() != want {
+					t.Fatalf("answer %d: %v (%s); want %s %q", i+1, err, source.ReasonOf(err), ReasonPartialAnswer, want)
+				}
+				// Nothing to rebuild from: the tree stays as it is.
+				if _, err := s.Discover(context.Background(), false); err != source.ErrNoAnswerYet {
+					t.Fatalf("without refresh after a refused first answer: %v, want %v", err, source.ErrNoAnswerYet)
+				}
+			}
+		})
+	}
 }
