@@ -215,26 +215,15 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 		result, err = placement.Make(req)
 	}
 	p.lastSimulated.Store(int64(simulated))
-	// A job that needs fewer sub-groups than it has (minSubGroups, minMember) is planned with
-	// as many whole sub-groups as fit, dropping them from the last in order; the members of
-	// the dropped ones wait for room (Gang keeps them all or nothing).
+	// A job that can run with fewer members than it has (sub-groups it can do without, an
+	// elastic gang) is planned with as many as fit; the others wait for room (Gang keeps them
+	// all or nothing).
 	original := req
 	var deferred []string
-	if err != nil && len(req.SubGroups) > 0 {
-		var retried *placement.Plan
-		if retried, req, deferred, err = placement.RetryWithoutSubGroups(req, err, gang.Info, gang.SubGroups); err == nil {
-			result = retried
-		}
-	}
-	if unsat := (*placement.Unsatisfiable)(nil); errors.As(err, &unsat) && len(req.SubGroups) == 0 {
-		// An elastic gang (more members than minMember) runs with the first members in rank
-		// order that fit; the others wait for room, like deferred sub-groups.
-		if partial, kept, partialErr := elasticPlan(req, info.MinMember()-len(placedNodes)); partial != nil {
-			result, err = partial, nil
-			deferred = append(deferred, req.Pending[kept:]...)
-			req = withPending(req, req.Pending[:kept], 0)
-		} else if partialErr != nil {
-			err = partialErr
+	if err != nil {
+		var fallback *placement.Plan
+		if fallback, req, deferred, err = placement.Fallback(req, err, gang.Info, gang.SubGroups, len(placedNodes)); err == nil {
+			result = fallback
 		}
 	}
 	var yielded []string
@@ -376,41 +365,6 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 			"gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room in %s; retrying", key, strings.Join(yielded, ", "), result.Domain))
 	}
 	return plan, nil
-}
-
-// elasticPlan plans the most members, in rank order, that fit when not all pending ones do:
-// at least need (the members minMember still lacks, at least one) and fewer than all. It
-// returns the plan and how many members it holds; or no plan and, when even need members do
-// not fit, the error that says so (it names the gang's real minimum); or neither when the
-// gang is not elastic.
-func elasticPlan(req placement.Request, need int) (*placement.Plan, int, error) {
-	need = max(need, 1)
-	if need >= len(req.Pending) {
-		return nil, 0, nil
-	}
-	best, err := placement.Make(withPending(req, req.Pending[:need], 0))
-	if err != nil {
-		return nil, 0, err
-	}
-	// Fitting is monotone in the number of members (fewer members never need more room):
-	// search for the largest count that fits.
-	kept, lo, hi := need, need+1, len(req.Pending)-1
-	for lo <= hi {
-		mid := (lo + hi) / 2
-		if plan, err := placement.Make(withPending(req, req.Pending[:mid], 0)); err == nil {
-			best, kept, lo = plan, mid, mid+1
-		} else {
-			hi = mid - 1
-		}
-	}
-	return best, kept, nil
-}
-
-// withPending returns req with only the given pending members and its first n sub-groups.
-func withPending(req placement.Request, pending []string, n int) placement.Request {
-	req.Pending = pending
-	req.SubGroups = req.SubGroups[:n]
-	return req
 }
 
 // forget drops what the plugin keeps for a gang whose PodGroup was deleted; promises its plan
