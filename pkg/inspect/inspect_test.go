@@ -557,3 +557,91 @@ func TestExplainShapesThatDoNotFitTogether(t *testing.T) {
 		t.Errorf("verdict %q: the planner placed shapes that do not fit together", e.Search.Verdict)
 	}
 }
+
+// TestExplainRunsTheSchedulersFallbacks: a job that can run with fewer members than it has is
+// explained as the scheduler plans it, with the members it can do without left to wait: an
+// elastic gang with as many members as fit, a job of sub-groups without those minSubGroups
+// lets it drop. The candidate the planner picks says for how many pods.
+func TestExplainRunsTheSchedulersFallbacks(t *testing.T) {
+	kube, topology, scheduling := testObjects()
+	for i := range 5 {
+		kube = append(kube, memberPod("team-d", fmt.Sprintf("elastic-%d", i), "elastic", "",
+			map[string]string{podgroup.RankAnnotation: fmt.Sprint(i)}))
+	}
+	for i := range 9 {
+		kube = append(kube, memberPod("team-d", fmt.Sprintf("stages-%d", i), "stages", "",
+			map[string]string{"stage": fmt.Sprint(i / 3)}))
+	}
+	scheduling = append(scheduling,
+		podGroup("team-d", "elastic", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}),
+		podGroup("team-d", "stages", 3, map[string]string{
+			podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`,
+			podgroup.SubGroupPolicyAnnotation:  `[{"name":"stage","subGroupSize":3,"minSubGroups":1,"matchLabelKeys":["stage"],"networkTopology":{"mode":"hard","highestTierAllowed":1}}]`,
+		}))
+	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
+		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(scheduling...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Now = now
+	for _, tc := range []struct {
+		podGroup string
+		want     []string // the search's lines, from the first tier to the verdict
+		deferred int
+	}{
+		{podGroup: "elastic", deferred: 1, want: []string{
+			"  tier 1 (leaf), allowed:",
+			"    s2  4/5  the planner picks it for 4 of the 5 pods; the rest wait for room",
+			"    s1  3/5  free nvidia.com/gpu 12, 4 per pod",
+			"    s3  2/5  free nvidia.com/gpu 8, 4 per pod; 1 node: cordoned",
+			"    (+1 more)",
+			"  tier 2 (spine), above the allowed tier 1, not used:",
+			"    s5  5/5  has room, but its tier is above the allowed one",
+			"    s4  4/5  free nvidia.com/gpu 16, 4 per pod",
+			"  nodes that take no member: loose-0 (not ready), s3-n0 (cordoned)",
+			"  planner on this data: it fits now without all its members: the planner would",
+			"    place 4 of the 5 pending pods in s2 (tier 1); the remaining 1 waits for room",
+			"    (the gang runs with its minMember 3)",
+		}},
+		// One sub-group of three fits in a leaf of either spine, two in none.
+		{podGroup: "stages", deferred: 6, want: []string{
+			"  tier 1 (leaf), allowed:",
+			"    s2  4/9  free nvidia.com/gpu 16, 4 per pod",
+			"    s1  3/9  the planner picks it for 3 of the 9 pods; the rest wait for room",
+			"    s3  2/9  free nvidia.com/gpu 8, 4 per pod; 1 node: cordoned",
+			"    (+1 more)",
+			"  tier 2 (spine), allowed:",
+			"    s5  6/9  free nvidia.com/gpu 24, 4 per pod; 1 node: cordoned",
+			"    s4  4/9  free nvidia.com/gpu 16, 4 per pod",
+			"  tier 3 (core), above the allowed tier 2, not used:",
+			"    s6  9/9  has room, but its tier is above the allowed one",
+			"  nodes that take no member: loose-0 (not ready), s3-n0 (cordoned)",
+			"  planner on this data: it fits now without all its members: the planner would",
+			"    place 3 of the 9 pending pods in s1 (tier 1); the remaining 6 wait for room:",
+			"    the job runs without sub-groups stage-1, stage-2 (its minMember and",
+			"    minSubGroups allow it)",
+		}},
+	} {
+		t.Run(tc.podGroup, func(t *testing.T) {
+			e, err := c.Explain("team-d", tc.podGroup, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Search == nil || !e.Search.Fits || e.Search.Deferred != tc.deferred {
+				t.Fatalf("search %+v: want it to fit with %d pods deferred", e.Search, tc.deferred)
+			}
+			var buf bytes.Buffer
+			if err := WriteExplanation(&buf, e); err != nil {
+				t.Fatal(err)
+			}
+			out := buf.String()
+			from, to := strings.Index(out, "  tier 1"), strings.Index(out, "  (the scheduler also runs")
+			if from < 0 || to < from {
+				t.Fatalf("no search in:\n%s", out)
+			}
+			if diff := cmp.Diff(lines(tc.want...), out[from:to]); diff != "" {
+				t.Errorf("search (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -162,6 +162,9 @@ type SearchReport struct {
 	Verdict string `json:"verdict"`
 	// Fits is true when the planner finds a place on this data.
 	Fits bool `json:"fits"`
+	// Deferred counts the pending members that place leaves out to wait for room, because
+	// the job can run without them (an elastic gang, sub-groups beyond minSubGroups).
+	Deferred int `json:"deferred,omitempty"`
 }
 
 // TierReport is the best candidates of one tier.

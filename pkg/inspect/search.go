@@ -76,6 +76,12 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 	capacity := placement.Capacities(req)
 	report.PlacedIn = placement.LowestCommon(c.snap, req.Placed)
 	plan, planErr := placement.Make(req)
+	var planned placement.Request
+	var deferred []string
+	if planErr != nil {
+		// What the scheduler does next for a job that can run with fewer members.
+		plan, planned, deferred, planErr = placement.Fallback(req, planErr, gang.Info, gang.SubGroups, len(req.Placed))
+	}
 	if planErr != nil {
 		var unsat *placement.Unsatisfiable
 		if !errors.As(planErr, &unsat) {
@@ -83,10 +89,14 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 		}
 		report.Verdict = unsat.Message
 	} else {
-		report.Fits = true
+		report.Fits, report.Deferred = true, len(deferred)
 		domainInfo, _ := c.snap.HyperNode(plan.Domain)
 		report.Verdict = fmt.Sprintf("it fits now: the planner would place the %d pending %s in %s (tier %d)",
 			in.demand, plural(in.demand, "pod", "pods"), plan.Domain, domainInfo.Tier)
+		if len(deferred) > 0 {
+			report.Verdict = fmt.Sprintf("it fits now without all its members: the planner would place %d of the %d pending pods in %s (tier %d); %s",
+				in.demand-len(deferred), in.demand, plan.Domain, domainInfo.Tier, leftOut(req, planned, len(deferred), gang.Info.MinMember()))
+		}
 	}
 
 	// Tiers: the real tiers and the whole cluster, up to the allowed tier and one above (all
@@ -105,7 +115,7 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 			if tr.TierName == "" {
 				tr.TierName = info.TierName
 			}
-			cand := c.candidate(name, capacity[name], in, unusable, report.PlacedIn, allowed, tier > maxTier, plan)
+			cand := c.candidate(name, capacity[name], in, unusable, report.PlacedIn, allowed, tier > maxTier, plan, in.demand-len(deferred))
 			if capacity[name] >= in.demand && c.holdsPlaced(name, report.PlacedIn) && allowed && plan == nil && len(subGroups) > 0 {
 				cand.Fits, cand.Reason = true, "has room for the job, not for its sub-groups (see the planner below)"
 			}
@@ -192,11 +202,18 @@ func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
 }
 
 // candidate reports one HyperNode (or the whole cluster) of a tier.
+// planned is how many pending members the plan places (fewer than in.demand when the job
+// runs without some).
 func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map[string]string, placedIn string,
-	allowed, aboveAllowed bool, plan *placement.Plan) CandidateReport {
+	allowed, aboveAllowed bool, plan *placement.Plan, planned int) CandidateReport {
 	r := CandidateReport{Name: name, Holds: min(holds, in.demand), Needs: in.demand}
 	if !c.holdsPlaced(name, placedIn) {
 		r.Reason = fmt.Sprintf("does not contain the bound members (they span %s)", placedIn)
+		return r
+	}
+	if plan != nil && plan.Domain == name && planned < in.demand {
+		r.Fits = holds >= in.demand
+		r.Reason = fmt.Sprintf("the planner picks it for %d of the %d pods; the rest wait for room", planned, in.demand)
 		return r
 	}
 	if holds >= in.demand {
@@ -225,6 +242,20 @@ func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map
 	}
 	r.Reason = c.shortfall(name, holds, in, unusable)
 	return r
+}
+
+// leftOut says which pending members a plan of the request planned leaves out of req's, and
+// why the job may run without them.
+func leftOut(req, planned placement.Request, n, minMember int) string {
+	if len(planned.SubGroups) < len(req.SubGroups) {
+		var ids []string
+		for _, sg := range req.SubGroups[len(planned.SubGroups):] {
+			ids = append(ids, sg.ID)
+		}
+		return fmt.Sprintf("the remaining %d %s for room: the job runs without %s %s (its minMember and minSubGroups allow it)",
+			n, plural(n, "waits", "wait"), plural(len(ids), "sub-group", "sub-groups"), listWithMore(ids, 5))
+	}
+	return fmt.Sprintf("the remaining %d %s for room (the gang runs with its minMember %d)", n, plural(n, "waits", "wait"), minMember)
 }
 
 // holdsPlaced reports whether the HyperNode holds the bound members, which span placedIn
