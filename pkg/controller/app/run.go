@@ -46,7 +46,6 @@ var ErrLeadershipLost = errors.New("lost the leader-election Lease")
 
 // Run runs the controller until ctx ends.
 func Run(ctx context.Context, o *Options) error {
-	logger := klog.FromContext(ctx)
 	config, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("API client configuration: %w", err)
@@ -77,24 +76,38 @@ func Run(ctx context.Context, o *Options) error {
 	}
 
 	if !o.LeaderElect {
-		if err := runControllers(ctx, o, kube, topo, meta, identity); err != nil && ctx.Err() == nil {
-			return fmt.Errorf("the controllers stopped: %w", err)
+		err := runControllers(ctx, o, kube, topo, meta, identity)
+		if ctx.Err() != nil {
+			return nil
 		}
-		return nil
+		if err == nil {
+			err = errors.New("they returned without an error")
+		}
+		return fmt.Errorf("the controllers stopped: %w", err)
 	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: LeaseName},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+	return lead(ctx, o, lock, watchdog, func(ctx context.Context) error {
+		return runControllers(ctx, o, kube, topo, meta, identity)
+	})
+}
+
+// lead runs the controllers (run) while this replica holds the Lease. Controllers that stop
+// while it leads, with an error or without, give the Lease up and end the process (it
+// restarts): a leader that renews its Lease and does nothing would keep every other replica
+// out.
+func lead(ctx context.Context, o *Options, lock resourcelock.Interface, watchdog *leaderelection.HealthzAdaptor, run func(context.Context) error) error {
+	logger := klog.FromContext(ctx)
+	identity := lock.Identity()
 	lost := false
-	// Controllers that stop while this replica leads give the Lease up and end the process
-	// (it restarts): a leader that renews its Lease and does nothing would keep every other
-	// replica out.
 	leading, stopLeading := context.WithCancel(ctx)
 	defer stopLeading()
 	failed := make(chan error, 1)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: LeaseName},
-			Client:     kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-		},
+		Lock:            lock,
 		LeaseDuration:   o.LeaseDuration,
 		RenewDeadline:   o.RenewDeadline,
 		RetryPeriod:     o.RetryPeriod,
@@ -104,10 +117,15 @@ func Run(ctx context.Context, o *Options) error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				logger.Info("Leading", "lease", klog.KRef(o.Namespace, LeaseName), "identity", identity)
-				if err := runControllers(ctx, o, kube, topo, meta, identity); err != nil && ctx.Err() == nil {
-					failed <- err
-					stopLeading()
+				err := run(ctx)
+				if ctx.Err() != nil {
+					return // the Lease was lost or the process is stopping
 				}
+				if err == nil {
+					err = errors.New("they returned without an error")
+				}
+				failed <- err
+				stopLeading()
 			},
 			OnStoppedLeading: func() {
 				if ctx.Err() == nil {
@@ -124,7 +142,9 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	watchdog.SetLeaderElection(le)
+	if watchdog != nil {
+		watchdog.SetLeaderElection(le)
+	}
 	le.Run(leading)
 	select {
 	case err := <-failed:
