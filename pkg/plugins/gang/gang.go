@@ -86,6 +86,8 @@ type Gang struct {
 	// rejecters counts that work in flight (rejectWhenWaiting).
 	ctx       context.Context
 	rejecters sync.WaitGroup
+	// startup holds members met before the registry synced (startup.go).
+	startup *startupGate
 }
 
 var (
@@ -132,6 +134,7 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 		ctx:           ctx,
 	}
 	g.conditions.Run(ctx)
+	g.watchStartup(ctx, registry.HasSynced, maxStartupWait)
 	go func() {
 		// Rounds' deadlines must not outlive the scheduler.
 		<-ctx.Done()
@@ -179,6 +182,10 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return nil
+	}
+	if g.startup.hold(pod) {
+		// No condition, no Event: the registry's answer may be stale for a moment.
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, startupMessage)
 	}
 	info := g.registry.Info(key)
 	var msg string

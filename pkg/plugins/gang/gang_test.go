@@ -248,13 +248,7 @@ func (e *env) partitionedJob(policy string, minMember, size, perPartition int) [
 // minMember activates nobody.
 func TestHeldBackMembersLookAgainWhenThePodGroupAppears(t *testing.T) {
 	e := newEnv(t, 60)
-	activated := func() []string {
-		e.activator.mu.Lock()
-		defer e.activator.mu.Unlock()
-		got := sorted(e.activator.activated)
-		e.activator.activated = nil
-		return got
-	}
+	activated := func() []string { return sorted(activatedNow(e)) }
 	e.registry.SetPod(nil, member("p0", "train"))
 	if got := activated(); len(got) != 0 {
 		t.Errorf("activated before the PodGroup exists: %v", got)
