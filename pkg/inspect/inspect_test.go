@@ -572,7 +572,15 @@ func TestExplainRunsTheSchedulersFallbacks(t *testing.T) {
 		kube = append(kube, memberPod("team-d", fmt.Sprintf("stages-%d", i), "stages", "",
 			map[string]string{"stage": fmt.Sprint(i / 3)}))
 	}
+	for i := range 6 {
+		kube = append(kube, memberPod("team-d", fmt.Sprintf("halves-%d", i), "halves", "",
+			map[string]string{"half": fmt.Sprint(i / 3)}))
+	}
 	scheduling = append(scheduling,
+		podGroup("team-d", "halves", 3, map[string]string{
+			podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`,
+			podgroup.SubGroupPolicyAnnotation:  `[{"name":"half","subGroupSize":3,"minSubGroups":1,"matchLabelKeys":["half"],"networkTopology":{"mode":"hard","highestTierAllowed":1}}]`,
+		}),
 		podGroup("team-d", "elastic", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}),
 		podGroup("team-d", "stages", 3, map[string]string{
 			podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`,
@@ -604,6 +612,25 @@ func TestExplainRunsTheSchedulersFallbacks(t *testing.T) {
 			"    (the gang runs with its minMember 3)",
 		}},
 		// One sub-group of three fits in a leaf of either spine, two in none.
+		// s5 holds the six pods counted alone, not their two sub-groups.
+		{podGroup: "halves", deferred: 3, want: []string{
+			"  tier 1 (leaf), allowed:",
+			"    s2  4/6  free nvidia.com/gpu 16, 4 per pod",
+			"    s1  3/6  the planner picks it for 3 of the 6 pods; the rest wait for room",
+			"    s3  2/6  free nvidia.com/gpu 8, 4 per pod; 1 node: cordoned",
+			"    (+1 more)",
+			"  tier 2 (spine), allowed:",
+			"    s5  6/6  has room for the job, not for its sub-groups (see the planner",
+			"             below)",
+			"    s4  4/6  free nvidia.com/gpu 16, 4 per pod",
+			"  tier 3 (core), above the allowed tier 2, not used:",
+			"    s6  6/6  has room, but its tier is above the allowed one",
+			"  nodes that take no member: loose-0 (not ready), s3-n0 (cordoned)",
+			"  planner on this data: it fits now without all its members: the planner would",
+			"    place 3 of the 6 pending pods in s1 (tier 1); the remaining 3 wait for room:",
+			"    the job runs without sub-group half-1 (its minMember and minSubGroups allow",
+			"    it)",
+		}},
 		{podGroup: "stages", deferred: 6, want: []string{
 			"  tier 1 (leaf), allowed:",
 			"    s2  4/9  free nvidia.com/gpu 16, 4 per pod",
@@ -629,6 +656,13 @@ func TestExplainRunsTheSchedulersFallbacks(t *testing.T) {
 			}
 			if e.Search == nil || !e.Search.Fits || e.Search.Deferred != tc.deferred {
 				t.Fatalf("search %+v: want it to fit with %d pods deferred", e.Search, tc.deferred)
+			}
+			for _, tier := range e.Search.Tiers {
+				for _, cand := range tier.Candidates {
+					if strings.HasPrefix(cand.Reason, "the planner picks it") && !cand.Fits {
+						t.Errorf("the picked candidate %s does not fit in the JSON", cand.Name)
+					}
+				}
 			}
 			var buf bytes.Buffer
 			if err := WriteExplanation(&buf, e); err != nil {

@@ -27,6 +27,17 @@ type searchInput struct {
 	affinity nodeaffinity.RequiredNodeAffinity
 	// shapes describes the pending members' shapes when they differ ("" otherwise).
 	shapes string
+	// subGroups is true when the members form sub-groups.
+	subGroups bool
+}
+
+// planOutcome is the planner's answer on the search's data.
+type planOutcome struct {
+	// plan is nil when the planner places nothing; whole is true when it places every
+	// pending member, planned counts those it places.
+	plan    *placement.Plan
+	whole   bool
+	planned int
 }
 
 // binPackResources are the resources of the default bin-pack weights, in their order.
@@ -47,7 +58,8 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 	if err != nil {
 		return nil, err
 	}
-	maxTier, subGroups := req.MaxTier, req.SubGroups
+	maxTier := req.MaxTier
+	in.subGroups = len(req.SubGroups) > 0
 
 	report := &SearchReport{Demand: in.demand, MaxTier: maxTier, Soft: req.Soft}
 	nodes := map[string]placement.Node{}
@@ -76,11 +88,13 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 	capacity := placement.Capacities(req)
 	report.PlacedIn = placement.LowestCommon(c.snap, req.Placed)
 	plan, planErr := placement.Make(req)
+	outcome := planOutcome{plan: plan, whole: planErr == nil, planned: in.demand}
 	var planned placement.Request
 	var deferred []string
 	if planErr != nil {
 		// What the scheduler does next for a job that can run with fewer members.
 		plan, planned, deferred, planErr = placement.Fallback(req, planErr, gang.Info, gang.SubGroups, len(req.Placed))
+		outcome.plan, outcome.planned = plan, in.demand-len(deferred)
 	}
 	if planErr != nil {
 		var unsat *placement.Unsatisfiable
@@ -95,7 +109,7 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 			in.demand, plural(in.demand, "pod", "pods"), plan.Domain, domainInfo.Tier)
 		if len(deferred) > 0 {
 			report.Verdict = fmt.Sprintf("it fits now without all its members: the planner would place %d of the %d pending pods in %s (tier %d); %s",
-				in.demand-len(deferred), in.demand, plan.Domain, domainInfo.Tier, leftOut(req, planned, len(deferred), gang.Info.MinMember()))
+				outcome.planned, in.demand, plan.Domain, domainInfo.Tier, leftOut(req, planned, len(deferred), gang.Info.MinMember()))
 		}
 	}
 
@@ -115,11 +129,7 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 			if tr.TierName == "" {
 				tr.TierName = info.TierName
 			}
-			cand := c.candidate(name, capacity[name], in, unusable, report.PlacedIn, allowed, tier > maxTier, plan, in.demand-len(deferred))
-			if capacity[name] >= in.demand && c.holdsPlaced(name, report.PlacedIn) && allowed && plan == nil && len(subGroups) > 0 {
-				cand.Fits, cand.Reason = true, "has room for the job, not for its sub-groups (see the planner below)"
-			}
-			cands = append(cands, cand)
+			cands = append(cands, c.candidate(name, capacity[name], in, unusable, report.PlacedIn, allowed, tier > maxTier, outcome))
 		}
 		sort.SliceStable(cands, func(i, j int) bool {
 			if cands[i].Holds != cands[j].Holds {
@@ -202,18 +212,24 @@ func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
 }
 
 // candidate reports one HyperNode (or the whole cluster) of a tier.
-// planned is how many pending members the plan places (fewer than in.demand when the job
-// runs without some).
 func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map[string]string, placedIn string,
-	allowed, aboveAllowed bool, plan *placement.Plan, planned int) CandidateReport {
+	allowed, aboveAllowed bool, outcome planOutcome) CandidateReport {
 	r := CandidateReport{Name: name, Holds: min(holds, in.demand), Needs: in.demand}
 	if !c.holdsPlaced(name, placedIn) {
 		r.Reason = fmt.Sprintf("does not contain the bound members (they span %s)", placedIn)
 		return r
 	}
-	if plan != nil && plan.Domain == name && planned < in.demand {
-		r.Fits = holds >= in.demand
-		r.Reason = fmt.Sprintf("the planner picks it for %d of the %d pods; the rest wait for room", planned, in.demand)
+	if outcome.plan != nil && outcome.plan.Domain == name {
+		r.Fits = true
+		switch {
+		case outcome.whole:
+			r.Reason = "has room: the planner picks it"
+		case holds >= in.demand:
+			// Counted alone the pods fit; their sub-groups or shapes packed together do not.
+			r.Reason = fmt.Sprintf("room for the %d pods counted alone, but the planner fits %d of them here (see below); the rest wait for room", in.demand, outcome.planned)
+		default:
+			r.Reason = fmt.Sprintf("the planner picks it for %d of the %d pods; the rest wait for room", outcome.planned, in.demand)
+		}
 		return r
 	}
 	if holds >= in.demand {
@@ -221,11 +237,11 @@ func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map
 		switch {
 		case !allowed:
 			r.Reason = "has room, but its tier is above the allowed one"
-		case plan != nil && plan.Domain == name:
-			r.Reason = "has room: the planner picks it"
+		case in.subGroups && !outcome.whole:
+			r.Reason = "has room for the job, not for its sub-groups (see the planner below)"
 		case aboveAllowed:
 			r.Reason = "has room (soft: used only if no allowed tier has)"
-		case in.shapes != "" && plan == nil:
+		case in.shapes != "" && !outcome.whole:
 			// Each shape counted alone is an upper bound: packed together they do not fit.
 			r.Fits = false
 			r.Reason = fmt.Sprintf("room for each shape counted alone, but the %d pods (%s) do not fit together (see the planner below)", in.demand, in.shapes)
@@ -244,18 +260,25 @@ func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map
 	return r
 }
 
-// leftOut says which pending members a plan of the request planned leaves out of req's, and
-// why the job may run without them.
+// leftOut says which pending members a plan of the request planned leaves out of req's (n of
+// them), and why the job may run without them.
 func leftOut(req, planned placement.Request, n, minMember int) string {
-	if len(planned.SubGroups) < len(req.SubGroups) {
-		var ids []string
-		for _, sg := range req.SubGroups[len(planned.SubGroups):] {
-			ids = append(ids, sg.ID)
-		}
-		return fmt.Sprintf("the remaining %d %s for room: the job runs without %s %s (its minMember and minSubGroups allow it)",
-			n, plural(n, "waits", "wait"), plural(len(ids), "sub-group", "sub-groups"), listWithMore(ids, 5))
+	if len(planned.SubGroups) == len(req.SubGroups) {
+		return fmt.Sprintf("the remaining %d %s for room (the gang runs with its minMember %d)", n, plural(n, "waits", "wait"), minMember)
 	}
-	return fmt.Sprintf("the remaining %d %s for room (the gang runs with its minMember %d)", n, plural(n, "waits", "wait"), minMember)
+	var ids []string
+	inDropped := 0
+	for _, sg := range req.SubGroups[len(planned.SubGroups):] {
+		ids = append(ids, sg.ID)
+		inDropped += len(sg.Pending)
+	}
+	out := fmt.Sprintf("the remaining %d %s for room: the job runs without %s %s (its minMember and minSubGroups allow it)",
+		n, plural(n, "waits", "wait"), plural(len(ids), "sub-group", "sub-groups"), listWithMore(ids, 5))
+	if trimmed := n - inDropped; trimmed > 0 {
+		// Every sub-group left out was not enough: the elastic fallback trimmed the rest.
+		out += fmt.Sprintf(", and without %d of its other pods (minMember %d)", trimmed, minMember)
+	}
+	return out
 }
 
 // holdsPlaced reports whether the HyperNode holds the bound members, which span placedIn
