@@ -12,7 +12,9 @@ package ufm
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -135,17 +137,26 @@ func (s *Source) Discover(ctx context.Context, refresh bool) (*source.Result, er
 
 // checkShrinkLocked refuses an answer that lost more than half of what the source knew until
 // such answers have come for shrinkHold, at least shrinkAnswers of them: more than half of the
-// last good answer's hosts, or, for the first answer since the controller started, more than
-// half of the nodes that the HyperNodes the source owns hold (matched counts the answer's
-// hosts that are nodes). s.mu must be held.
-func (s *Source) checkShrinkLocked(f *Fabric, matched int, nodes []*v1.Node) error {
-	have, had, what := len(f.HostLeaves), 0, ""
+// last good answer's hosts, or, for the first answer since this source started (the
+// controller's start, or a change of its configuration entry), more than half of the nodes
+// that the HyperNodes the source owns hold (matched are the nodes the answer's hosts map to).
+// s.mu must be held.
+func (s *Source) checkShrinkLocked(f *Fabric, matched []string, nodes []*v1.Node) error {
+	var have, had int
+	var what string
 	if s.last != nil {
-		had, what = len(s.last.HostLeaves), "hosts where its last answer had"
-	} else if owned, err := s.ownedNodes(nodes); err != nil {
+		have, had = len(f.HostLeaves), len(s.last.HostLeaves)
+		what = fmt.Sprintf("%d hosts where its last answer had %d", have, had)
+	} else if held, err := s.heldNodes(nodes); err != nil {
 		return err
 	} else {
-		have, had, what = matched, owned, "hosts that are nodes where the HyperNodes it built before this start hold"
+		have, had = 0, len(held)
+		for _, n := range matched {
+			if held[n] {
+				have++
+			}
+		}
+		what = fmt.Sprintf("%d of the %d nodes that the HyperNodes it built before this source started hold", have, had)
 	}
 	if 2*have >= had {
 		s.shrinkingSince, s.shrinks = time.Time{}, 0
@@ -162,19 +173,19 @@ func (s *Source) checkShrinkLocked(f *Fabric, matched int, nodes []*v1.Node) err
 		return nil
 	}
 	return source.Errorf(ReasonPartialAnswer,
-		"UFM reports %d %s %d: taken for a partial answer (UFM restarting or rediscovering the fabric), applied only if such answers come for %s, %d of them in a row (%s and %d so far)",
-		have, what, had, shrinkHold, shrinkAnswers, lasted.Round(time.Second), s.shrinks)
+		"UFM reports %s: taken for a partial answer (UFM restarting or rediscovering the fabric), applied only if such answers come for %s, %d of them in a row (%s and %d so far)",
+		what, shrinkHold, shrinkAnswers, lasted.Round(time.Second), s.shrinks)
 }
 
-// ownedNodes counts the existing nodes that the HyperNodes this source owns name as members:
-// what the tree held before the controller started (0 without a HyperNode lister).
-func (s *Source) ownedNodes(nodes []*v1.Node) (int, error) {
+// heldNodes are the existing nodes that the HyperNodes this source owns name as members:
+// what the tree held before this source started (none without a HyperNode lister).
+func (s *Source) heldNodes(nodes []*v1.Node) (map[string]bool, error) {
 	if s.env.HyperNodes == nil {
-		return 0, nil
+		return nil, nil
 	}
 	owned, err := s.env.HyperNodes.List(labels.SelectorFromSet(labels.Set{source.Label: SourceName}))
 	if err != nil {
-		return 0, fmt.Errorf("listing HyperNodes: %w", err)
+		return nil, fmt.Errorf("listing HyperNodes: %w", err)
 	}
 	exists := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
@@ -188,12 +199,12 @@ func (s *Source) ownedNodes(nodes []*v1.Node) (int, error) {
 			}
 		}
 	}
-	return len(held), nil
+	return held, nil
 }
 
-// build maps the fabric's hosts to nodes and builds the HyperNodes; matched is how many hosts
-// are nodes.
-func (s *Source) build(f *Fabric, nodes []*v1.Node) (res *source.Result, matched int, err error) {
+// build maps the fabric's hosts to nodes and builds the HyperNodes; matched are the nodes its
+// hosts map to.
+func (s *Source) build(f *Fabric, nodes []*v1.Node) (res *source.Result, matched []string, err error) {
 	hosts := sortedKeys(f.HostLeaves)
 	nodeOf := mapHosts(hosts, nodes)
 	var unmatched []string
@@ -203,7 +214,7 @@ func (s *Source) build(f *Fabric, nodes []*v1.Node) (res *source.Result, matched
 		}
 	}
 	if len(unmatched) == len(hosts) {
-		return nil, 0, source.Errorf(ReasonNoHostMatched, "none of the %d hosts UFM reports (%s) is the name of a Node, exactly or ignoring case",
+		return nil, nil, source.Errorf(ReasonNoHostMatched, "none of the %d hosts UFM reports (%s) is the name of a Node, exactly or ignoring case",
 			len(unmatched), examples(unmatched))
 	}
 	res = &source.Result{HyperNodes: f.HyperNodes(func(h string) (string, bool) {
@@ -215,7 +226,7 @@ func (s *Source) build(f *Fabric, nodes []*v1.Node) (res *source.Result, matched
 			"ufm: %d of %d hosts match no Node, exactly or ignoring case (%s); they are left out of the HyperNodes",
 			len(unmatched), len(hosts), examples(unmatched))})
 	}
-	return res, len(hosts) - len(unmatched), nil
+	return res, slices.Collect(maps.Values(nodeOf)), nil
 }
 
 // mapHosts maps UFM host names to Node names: exactly; else ignoring case, when exactly one
