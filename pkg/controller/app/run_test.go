@@ -33,13 +33,12 @@ func leaseTest(t *testing.T) (context.Context, *kubefake.Clientset, *resourceloc
 	return ctx, kube, lock, o
 }
 
-func holder(t *testing.T, ctx context.Context, kube *kubefake.Clientset, namespace string) string {
-	t.Helper()
+func holder(ctx context.Context, kube *kubefake.Clientset, namespace string) (string, error) {
 	lease, err := kube.CoordinationV1().Leases(namespace).Get(ctx, LeaseName, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return ptr.Deref(lease.Spec.HolderIdentity, "")
+	return ptr.Deref(lease.Spec.HolderIdentity, ""), nil
 }
 
 // TestControllersThatStopReleaseTheLease: controllers that stop while this replica leads,
@@ -59,8 +58,9 @@ func TestControllersThatStopReleaseTheLease(t *testing.T) {
 			ran := 0
 			err := lead(ctx, o, lock, nil, func(ctx context.Context) error {
 				ran++
-				if h := holder(t, ctx, kube, o.Namespace); h != "replica-a" {
-					t.Errorf("running the controllers while the Lease is held by %q", h)
+				// Not t.Fatal: this runs in the leader elector's goroutine.
+				if h, err := holder(ctx, kube, o.Namespace); err != nil || h != "replica-a" {
+					t.Errorf("running the controllers while the Lease is held by %q (%v)", h, err)
 				}
 				return tc.runErr
 			})
@@ -70,8 +70,8 @@ func TestControllersThatStopReleaseTheLease(t *testing.T) {
 			if ran != 1 {
 				t.Errorf("the controllers ran %d times, want 1", ran)
 			}
-			if h := holder(t, ctx, kube, o.Namespace); h != "" {
-				t.Errorf("Lease held by %q after the controllers stopped, want it released", h)
+			if h, err := holder(ctx, kube, o.Namespace); err != nil || h != "" {
+				t.Errorf("Lease held by %q (%v) after the controllers stopped, want it released", h, err)
 			}
 		})
 	}
@@ -109,7 +109,7 @@ func TestLostLeaseEndsLead(t *testing.T) {
 	if !errors.Is(err, ErrLeadershipLost) {
 		t.Fatalf("lead: %v, want %v", err, ErrLeadershipLost)
 	}
-	if h := holder(t, ctx, kube, o.Namespace); h != "replica-b" {
-		t.Errorf("Lease held by %q, want replica-b's to stay", h)
+	if h, err := holder(ctx, kube, o.Namespace); err != nil || h != "replica-b" {
+		t.Errorf("Lease held by %q (%v), want replica-b's to stay", h, err)
 	}
 }

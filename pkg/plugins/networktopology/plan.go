@@ -241,7 +241,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 			wholeCluster := req.Soft || req.MaxTier >= tree.RootTier()
 			// The fewest members the job can run with (an elastic gang's, or a job's without
 			// the sub-groups it can do without): room that holds them may help it.
-			need := min(len(names), max(info.MinMember()-len(placedNodes), 1))
+			need := min(len(names), max(gang.Info.MinMember()-len(placedNodes), 1))
 			var possible sets.Set[string]
 			fitsNowhere, blocked := "", false
 			if len(shapes) > 1 {
