@@ -129,3 +129,47 @@ func TestDecodeIsStrict(t *testing.T) {
 		t.Errorf("error %q does not mention %q", err, want)
 	}
 }
+
+// TestUserGuideProfileIsTheShippedOne: the profile docs/user-guide.md tells users to copy
+// enables the plugins at the same extension points, in the same order, as the shipped
+// config.yaml (its optional queue sort aside): an order the shipped profile relies on and the
+// copy lacks would bring back the race it prevents.
+func TestUserGuideProfileIsTheShippedOne(t *testing.T) {
+	guide, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "user-guide.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(guide)
+	if i := strings.Index(section, "## Custom configurations"); i >= 0 {
+		section = section[i:]
+	} else {
+		t.Fatal(`docs/user-guide.md has no "## Custom configurations" section`)
+	}
+	start := strings.Index(section, "```yaml\n")
+	end := strings.Index(section[start+8:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("no YAML block in the Custom configurations section")
+	}
+	shipped, err := os.ReadFile(filepath.Join("..", "..", "..", "manifests", "scheduler", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugins := func(name, yaml string) *schedconfig.Plugins {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		logger, _ := ktesting.NewTestContext(t)
+		cfg, err := options.LoadConfigFromFile(logger, path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		p := cfg.Profiles[0].Plugins
+		p.QueueSort = schedconfig.PluginSet{}
+		return p
+	}
+	if diff := cmp.Diff(plugins("config.yaml", string(shipped)), plugins("guide.yaml", section[start+8:start+8+end])); diff != "" {
+		t.Errorf("the user guide's profile (-shipped,+guide):\n%s", diff)
+	}
+}
