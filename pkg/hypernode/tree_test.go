@@ -245,6 +245,15 @@ func TestValidation(t *testing.T) {
 			wantNodeCounts: map[string]int{"s6": 8},
 		},
 		{
+			// Volcano's API allows a HyperNode without members: it holds no node and is no
+			// problem.
+			name:           "a HyperNode without members",
+			hyperNodes:     append(seed001(), hntesting.MakeHyperNode("empty").Tier(1).Obj()),
+			wantProblems:   map[string][]Problem{},
+			wantCandidates: map[int][]string{1: {"empty", "s0", "s1", "s2", "s3"}, 2: {"s4", "s5"}, 3: {"s6"}},
+			wantNodeCounts: map[string]int{"empty": 0, "s6": 8},
+		},
+		{
 			name:       "a HyperNode claimed by two parents",
 			hyperNodes: append(seed001(), hntesting.MakeHyperNode("s7").Tier(2).Children("s3").Obj()),
 			wantProblems: map[string][]Problem{

@@ -52,13 +52,16 @@ type HyperNodeSpec struct {
 
 	// TierName is a human-readable name of the tier (for example "leaf" or "spine"). Jobs may
 	// name their highest allowed tier by it; every HyperNode of one tierName must share a tier.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	TierName string `json:"tierName,omitempty"`
 
-	// Members are the nodes or HyperNodes that this HyperNode contains.
+	// Members are the nodes or HyperNodes that this HyperNode contains. Optional, as in
+	// Volcano's API: a HyperNode without members holds no node.
 	// +kubebuilder:validation:MinItems=1
 	// +listType=atomic
-	Members []MemberSpec `json:"members"`
+	// +optional
+	Members []MemberSpec `json:"members,omitempty"`
 }
 
 // MemberSpec is one member of a HyperNode: a selector for nodes, or the name of a child HyperNode.
