@@ -611,7 +611,6 @@ func TestExplainRunsTheSchedulersFallbacks(t *testing.T) {
 			"    place 4 of the 5 pending pods in s2 (tier 1); the remaining 1 waits for room",
 			"    (the gang runs with its minMember 3)",
 		}},
-		// One sub-group of three fits in a leaf of either spine, two in none.
 		// s5 holds the six pods counted alone, not their two sub-groups.
 		{podGroup: "halves", deferred: 3, want: []string{
 			"  tier 1 (leaf), allowed:",
@@ -631,6 +630,7 @@ func TestExplainRunsTheSchedulersFallbacks(t *testing.T) {
 			"    the job runs without sub-group half-1 (its minMember and minSubGroups allow",
 			"    it)",
 		}},
+		// One sub-group of three fits in a leaf of either spine, two in none.
 		{podGroup: "stages", deferred: 6, want: []string{
 			"  tier 1 (leaf), allowed:",
 			"    s2  4/9  free nvidia.com/gpu 16, 4 per pod",
