@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 	resourcehelper "k8s.io/component-helpers/resource"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
@@ -87,54 +89,53 @@ func Load(ctx context.Context, c Clients) (*Cluster, error) {
 	return LoadWith(ctx, c, LoadOptions{})
 }
 
-// LoadWith is Load with options.
+// LoadWith is Load with options. Lists are read in pages, as kubectl does, so that a large
+// cluster is not one response of a gigabyte; managed fields are dropped as pages arrive.
 func LoadWith(ctx context.Context, c Clients, opts LoadOptions) (*Cluster, error) {
 	cl := &Cluster{Now: time.Now()}
-	hns, err := c.Topology.TopologyV1alpha1().HyperNodes().List(ctx, metav1.ListOptions{})
+	err := eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+		return c.Topology.TopologyV1alpha1().HyperNodes().List(ctx, o)
+	}, func(hn *topologyv1alpha1.HyperNode) { cl.HyperNodes = append(cl.HyperNodes, hn) })
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, ErrHyperNodeCRDMissing
 		}
 		return nil, fmt.Errorf("listing HyperNodes: %w", err)
 	}
-	for i := range hns.Items {
-		cl.HyperNodes = append(cl.HyperNodes, &hns.Items[i])
-	}
-	nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	err = eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+		return c.Kube.CoreV1().Nodes().List(ctx, o)
+	}, func(n *v1.Node) { cl.Nodes = append(cl.Nodes, n) })
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	for i := range nodes.Items {
-		cl.Nodes = append(cl.Nodes, &nodes.Items[i])
-	}
-	pods, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	err = eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+		return c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+	}, func(p *v1.Pod) { cl.Pods = append(cl.Pods, p) })
 	if err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
-	for i := range pods.Items {
-		cl.Pods = append(cl.Pods, &pods.Items[i])
-	}
-	pgs, err := c.Scheduling.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	err = eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+		return c.Scheduling.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, o)
+	}, func(pg *schedulingv1alpha1.PodGroup) { cl.PodGroups = append(cl.PodGroups, pg) })
 	switch {
 	case apierrors.IsNotFound(err):
 		// The tree is still useful without PodGroups: occupants come from the pods' labels.
 		cl.Warnings = append(cl.Warnings, "the PodGroup CRD (podgroups.scheduling.x-k8s.io) is not installed")
+	case apierrors.IsForbidden(err):
+		// So is it for a user who may not read PodGroups; explain then finds none.
+		cl.PodGroups = nil
+		cl.Warnings = append(cl.Warnings, fmt.Sprintf("PodGroups could not be read: %v", err))
 	case err != nil:
 		return nil, fmt.Errorf("listing PodGroups: %w", err)
-	default:
-		for i := range pgs.Items {
-			cl.PodGroups = append(cl.PodGroups, &pgs.Items[i])
-		}
 	}
 	if !opts.SkipEvents {
-		events, err := c.Kube.CoreV1().Events(opts.EventNamespace).List(ctx, metav1.ListOptions{})
+		err := eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+			return c.Kube.CoreV1().Events(opts.EventNamespace).List(ctx, o)
+		}, func(e *v1.Event) { cl.Events = append(cl.Events, e) })
 		if err != nil {
 			// Events are context; a user who may not read them still gets the analysis.
+			cl.Events = nil
 			cl.Warnings = append(cl.Warnings, fmt.Sprintf("Events could not be read: %v", err))
-		} else {
-			for i := range events.Items {
-				cl.Events = append(cl.Events, &events.Items[i])
-			}
 		}
 	}
 	cl.index()
@@ -253,4 +254,21 @@ func sortedNames[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// eachItem lists in pages of the pager's default size and hands each item, without its
+// managed fields, to add.
+func eachItem[T any, PT interface {
+	*T
+	metav1.Object
+}](ctx context.Context, list func(metav1.ListOptions) (runtime.Object, error), add func(PT)) error {
+	return pager.New(pager.SimplePageFunc(list)).EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		item, ok := obj.(PT)
+		if !ok {
+			return fmt.Errorf("listed a %T", obj)
+		}
+		item.SetManagedFields(nil)
+		add(item)
+		return nil
+	})
 }

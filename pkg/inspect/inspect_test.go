@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -14,10 +16,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
@@ -677,5 +681,109 @@ func TestExplainRunsTheSchedulersFallbacks(t *testing.T) {
 				t.Errorf("search (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestLoadReadsInPages: every list is read in pages (a large cluster is not one response),
+// each item kept without its managed fields; a user who may not list PodGroups still gets the
+// tree, with a warning.
+func TestLoadReadsInPages(t *testing.T) {
+	kube, topology, scheduling := testObjects()
+	for i := range 1200 {
+		p := memberPod("team-e", fmt.Sprintf("plain-%04d", i), "", "", nil)
+		delete(p.Labels, schedulingv1alpha1.PodGroupLabel)
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+		kube = append(kube, p)
+	}
+	kubeClient := kubefake.NewClientset(kube...)
+	var limits []int64
+	// The fake API ignores Limit and Continue: serve the pods in pages as an apiserver does.
+	kubeClient.PrependReactor("list", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		opts := action.(k8stesting.ListActionImpl).ListOptions
+		limits = append(limits, opts.Limit)
+		all, err := kubeClient.Tracker().List(v1.SchemeGroupVersion.WithResource("pods"), v1.SchemeGroupVersion.WithKind("Pod"), "")
+		if err != nil {
+			return true, nil, err
+		}
+		items := all.(*v1.PodList).Items
+		sort.Slice(items, func(i, j int) bool { return items[i].Namespace+"/"+items[i].Name < items[j].Namespace+"/"+items[j].Name })
+		start := 0
+		if opts.Continue != "" {
+			start, _ = strconv.Atoi(opts.Continue)
+		}
+		end := min(start+int(opts.Limit), len(items))
+		page := &v1.PodList{Items: items[start:end]}
+		if end < len(items) {
+			page.Continue = strconv.Itoa(end)
+		}
+		return true, page, nil
+	})
+	forbidden := schedfake.NewSimpleClientset(scheduling...)
+	forbidden.PrependReactor("list", "podgroups", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "scheduling.x-k8s.io", Resource: "podgroups"}, "", errors.New("RBAC: access denied"))
+	})
+	c, err := Load(context.Background(), Clients{Kube: kubeClient, Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: forbidden})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if diff := cmp.Diff([]int64{500, 500, 500}, limits); diff != "" {
+		t.Errorf("pod list pages' limits (-want,+got):\n%s", diff)
+	}
+	pods := 0
+	for _, o := range kube {
+		if _, ok := o.(*v1.Pod); ok {
+			pods++
+		}
+	}
+	if len(c.Pods) != pods {
+		t.Errorf("%d pods loaded, want %d", len(c.Pods), pods)
+	}
+	for _, p := range c.Pods {
+		if p.ManagedFields != nil {
+			t.Fatalf("pod %s kept its managed fields", p.Name)
+		}
+	}
+	want := []string{`PodGroups could not be read: podgroups.scheduling.x-k8s.io is forbidden: RBAC: access denied`}
+	if diff := cmp.Diff(want, c.Warnings); diff != "" {
+		t.Errorf("warnings (-want,+got):\n%s", diff)
+	}
+}
+
+// TestExplainSaysWhatHoldsTheMembersBack: members the scheduler keeps out of scheduling (too
+// few for minMember, a member without its sub-group label) are not called placeable, whatever
+// the capacity: the verdict is the scheduler's reason.
+func TestExplainSaysWhatHoldsTheMembersBack(t *testing.T) {
+	kube, topology, scheduling := testObjects()
+	for i := range 3 {
+		kube = append(kube, memberPod("team-f", fmt.Sprintf("short-%d", i), "short", "", nil))
+	}
+	for i := range 3 {
+		labels := map[string]string{"part": "0"}
+		if i == 2 {
+			labels = nil
+		}
+		kube = append(kube, memberPod("team-f", fmt.Sprintf("unlabelled-%d", i), "unlabelled", "", labels))
+	}
+	scheduling = append(scheduling,
+		podGroup("team-f", "short", 4, nil),
+		podGroup("team-f", "unlabelled", 3, map[string]string{
+			podgroup.SubGroupPolicyAnnotation: `[{"name":"part","subGroupSize":3,"matchLabelKeys":["part"]}]`,
+		}))
+	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
+		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(scheduling...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"short":      "the scheduler holds the members back before it plans: waiting for PodGroup team-f/short to have 4 members (minMember); 3 exist",
+		"unlabelled": `the scheduler holds the members back before it plans: PodGroup team-f/unlabelled: member unlabelled-2: sub-group policy "part" needs its label(s) part, which it does not have`,
+	} {
+		e, err := c.Explain("team-f", name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Search == nil || e.Search.Fits || e.Search.Verdict != want {
+			t.Errorf("%s: search %+v, want it not to fit with the verdict %q", name, e.Search, want)
+		}
 	}
 }
