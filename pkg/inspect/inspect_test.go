@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -706,7 +708,9 @@ func TestLoadReadsInPages(t *testing.T) {
 			return true, nil, err
 		}
 		items := all.(*v1.PodList).Items
-		sort.Slice(items, func(i, j int) bool { return items[i].Namespace+"/"+items[i].Name < items[j].Namespace+"/"+items[j].Name })
+		sort.Slice(items, func(i, j int) bool {
+			return items[i].Namespace+"/"+items[i].Name < items[j].Namespace+"/"+items[j].Name
+		})
 		start := 0
 		if opts.Continue != "" {
 			start, _ = strconv.Atoi(opts.Continue)
@@ -785,5 +789,39 @@ func TestExplainSaysWhatHoldsTheMembersBack(t *testing.T) {
 		if e.Search == nil || e.Search.Fits || e.Search.Verdict != want {
 			t.Errorf("%s: search %+v, want it not to fit with the verdict %q", name, e.Search, want)
 		}
+	}
+}
+
+// TestExplainLeavesOutEventsOfEarlierObjects: Events of an earlier PodGroup or pod of the same
+// name (deleted and created again) are not the scheduler's words about this one.
+func TestExplainLeavesOutEventsOfEarlierObjects(t *testing.T) {
+	kube, topology, scheduling := testObjects()
+	pod := memberPod("team-g", "again-0", "again", "", nil)
+	pod.UID = "pod-new"
+	pg := podGroup("team-g", "again", 1, nil)
+	pg.UID = "pg-new"
+	withUID := func(e *v1.Event, uid types.UID) *v1.Event { e.InvolvedObject.UID = uid; return e }
+	kube = append(kube, pod,
+		withUID(event("team-g", "e1", "PodGroup", "again", v1.EventTypeWarning, "TopologyUnsatisfiable", "about the earlier PodGroup", time.Hour, 1), "pg-old"),
+		withUID(event("team-g", "e2", "PodGroup", "again", v1.EventTypeNormal, "GangWaiting", "about this PodGroup", time.Minute, 1), "pg-new"),
+		withUID(event("team-g", "e3", "Pod", "again-0", v1.EventTypeWarning, "FailedScheduling", "about the earlier pod", time.Hour, 1), "pod-old"),
+		withUID(event("team-g", "e4", "Pod", "again-0", v1.EventTypeWarning, "FailedScheduling", "about this pod", 2*time.Minute, 1), "pod-new"),
+		event("team-g", "e5", "Pod", "again-0", v1.EventTypeNormal, "Nominated", "without a UID", 3*time.Minute, 1))
+	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
+		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(append(scheduling, pg)...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Now = now
+	e, err := c.Explain("team-g", "again", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range e.Scheduler.Events {
+		got = append(got, ev.Message)
+	}
+	if diff := cmp.Diff([]string{"about this PodGroup", "about this pod", "without a UID"}, got); diff != "" {
+		t.Errorf("Events (-want,+got):\n%s", diff)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -18,12 +18,14 @@ func (c *Cluster) schedulerView(namespace, name string, gang podgroup.Gang) Sche
 	type condKey struct{ reason, message string }
 	byCond := map[condKey][]string{}
 	var condOrder []condKey
-	memberNames := sets.New[string]()
+	// The UIDs tell the Events of these objects from those of earlier ones of the same names
+	// (a PodGroup deleted and created again, the pods of an Indexed Job).
+	memberUIDs := map[string]types.UID{}
 	for _, m := range gang.Placed {
-		memberNames.Insert(m.Pod.Name)
+		memberUIDs[m.Pod.Name] = m.Pod.UID
 	}
 	for _, m := range gang.Pending {
-		memberNames.Insert(m.Pod.Name)
+		memberUIDs[m.Pod.Name] = m.Pod.UID
 		for _, cond := range m.Pod.Status.Conditions {
 			if cond.Type != v1.PodScheduled || cond.Status != v1.ConditionFalse {
 				continue
@@ -44,7 +46,19 @@ func (c *Cluster) schedulerView(namespace, name string, gang podgroup.Gang) Sche
 		if obj.Namespace != namespace {
 			continue
 		}
-		if !(obj.Kind == "PodGroup" && obj.Name == name) && !(obj.Kind == "Pod" && memberNames.Has(obj.Name)) {
+		var uid types.UID
+		switch {
+		case obj.Kind == "PodGroup" && obj.Name == name && gang.Info.PodGroup != nil:
+			uid = gang.Info.PodGroup.UID
+		case obj.Kind == "Pod":
+			var member bool
+			if uid, member = memberUIDs[obj.Name]; !member {
+				continue
+			}
+		default:
+			continue
+		}
+		if obj.UID != "" && uid != "" && obj.UID != uid {
 			continue
 		}
 		if obj.Kind == "Pod" && ev.Reason == "Scheduled" {
