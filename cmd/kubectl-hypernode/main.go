@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
@@ -80,7 +81,19 @@ PodGroup (gang) is placed or why it is pending.
 
 The capacity figures are for one resource (--resource): by default nvidia.com/gpu
 (or amd.com/gpu) when a node offers it, otherwise cpu.`,
-		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl hypernode"},
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl hypernode"},
+		// Without Args and RunE, cobra answers an unknown subcommand before our usage errors.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for \"kubectl hypernode\"", args[0])
+			if suggestions := cmd.SuggestionsFor(args[0]); len(suggestions) > 0 {
+				msg += fmt.Sprintf("; did you mean %s?", strings.Join(suggestions, " or "))
+			}
+			return usageError{errors.New(msg)}
+		},
 		SilenceUsage:      true,
 		SilenceErrors:     true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},

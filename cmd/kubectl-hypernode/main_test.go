@@ -69,9 +69,10 @@ func TestCommandLine(t *testing.T) {
 		args       []string
 		crdMissing bool
 		wantCode   int
-		// wantOut is a prefix of the standard output; wantErr the whole standard error.
-		wantOut string
-		wantErr string
+		// wantOut is a prefix of the standard output, wantInOut a part of it; wantErr the whole
+		// standard error.
+		wantOut, wantInOut string
+		wantErr            string
 	}{
 		{name: "tree", args: []string{"tree"}, wantCode: 0,
 			wantOut: "Resource cpu. NODES: usable/total (usable: ready and not cordoned). FREE:\n"},
@@ -90,6 +91,12 @@ func TestCommandLine(t *testing.T) {
 			wantErr: "error: --output must be text or json, not \"yaml\"\nSee 'kubectl hypernode --help'.\n"},
 		{name: "unknown flag", args: []string{"tree", "--bogus"}, wantCode: 2,
 			wantErr: "error: unknown flag: --bogus\nSee 'kubectl hypernode --help'.\n"},
+		{name: "mistyped command", args: []string{"tre"}, wantCode: 2,
+			wantErr: "error: unknown command \"tre\" for \"kubectl hypernode\"; did you mean tree?\nSee 'kubectl hypernode --help'.\n"},
+		{name: "no command", args: nil, wantCode: 0, wantOut: "Show the HyperNode network tree"},
+		{name: "mistyped resource", args: []string{"tree", "--resource", "gpu", "-o", "json"}, wantCode: 0,
+			wantOut:   "{\n  \"resource\": \"gpu\",",
+			wantInOut: `"no node has gpu in its allocatable: every capacity figure for it is 0 (check --resource)"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,6 +108,9 @@ func TestCommandLine(t *testing.T) {
 			}
 			if !strings.HasPrefix(out.String(), tc.wantOut) {
 				t.Errorf("stdout does not start with %q:\n%s", tc.wantOut, out.String())
+			}
+			if !strings.Contains(out.String(), tc.wantInOut) {
+				t.Errorf("stdout does not contain %q:\n%s", tc.wantInOut, out.String())
 			}
 			if diff := cmp.Diff(tc.wantErr, errOut.String()); diff != "" {
 				t.Errorf("stderr (-want,+got):\n%s", diff)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -235,6 +236,20 @@ func (c *Cluster) DefaultResource() v1.ResourceName {
 		}
 	}
 	return v1.ResourceCPU
+}
+
+// warningsFor returns the read's warnings, and one when no node offers res: a mistyped
+// --resource would otherwise show zeros everywhere without a word.
+func (c *Cluster) warningsFor(res v1.ResourceName) []string {
+	for _, n := range c.Nodes {
+		if _, ok := n.Status.Allocatable[res]; ok {
+			return c.Warnings
+		}
+	}
+	if len(c.Nodes) == 0 {
+		return c.Warnings
+	}
+	return append(slices.Clip(c.Warnings), fmt.Sprintf("no node has %s in its allocatable: every capacity figure for it is 0 (check --resource)", res))
 }
 
 // podGroupOf returns the PodGroup key (namespace/name) of a pod, or "".

@@ -34,7 +34,7 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 	}
 	key := namespace + "/" + name
 	e := Explanation{PodGroup: key, Resource: string(res), Phase: string(pg.Status.Phase),
-		MinMember: pg.Spec.MinMember, Warnings: c.Warnings}
+		MinMember: pg.Spec.MinMember, Warnings: c.warningsFor(res)}
 
 	// The gang and its constraints, read exactly as the scheduler's registry reads them.
 	gang := podgroup.NewGang(pg, c.liveMembers(namespace, name, &e.Members))

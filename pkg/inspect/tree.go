@@ -167,7 +167,7 @@ func (c *Cluster) Tree(res v1.ResourceName) TreeReport {
 	sort.Strings(allNodes)
 	c.fillCapacity(&root, allNodes, res)
 
-	report := TreeReport{Resource: string(res), Root: root, Warnings: c.Warnings}
+	report := TreeReport{Resource: string(res), Root: root, Warnings: c.warningsFor(res)}
 	selectedBy := map[string][]string{}
 	c.snap.RangeHyperNodes(func(info *hypernode.HyperNodeInfo) bool {
 		if info.Leaf && info.Excluded {
