@@ -163,7 +163,8 @@ func WriteTree(w io.Writer, r TreeReport) error {
 			walk(&r.Root.Children[i], 0)
 		}
 	}
-	if len(rows) == 0 {
+	if len(r.Root.Children) == 0 {
+		// The root row below is the whole cluster, one domain for every gang.
 		p.line("No HyperNodes.")
 	}
 
@@ -254,7 +255,8 @@ func WriteTree(w io.Writer, r TreeReport) error {
 	}
 	if len(r.NodesInNoHyperNode) > 0 {
 		p.line("")
-		p.wrap(fmt.Sprintf("Nodes in no HyperNode (%d): ", len(r.NodesInNoHyperNode)), "  ", strings.Join(r.NodesInNoHyperNode, ", "))
+		// Capped: a cluster not yet labelled has thousands (the JSON lists them all).
+		p.wrap(fmt.Sprintf("Nodes in no HyperNode (%d): ", len(r.NodesInNoHyperNode)), "  ", listWithMore(r.NodesInNoHyperNode, nodesShown))
 	}
 	if len(r.NodesInExcludedHyperNodes) > 0 {
 		p.line("")
@@ -262,10 +264,13 @@ func WriteTree(w io.Writer, r TreeReport) error {
 		for _, nl := range r.NodesInExcludedHyperNodes {
 			parts = append(parts, fmt.Sprintf("%s (%s)", nl.Node, strings.Join(nl.Leaves, ", ")))
 		}
-		p.wrap(fmt.Sprintf("Nodes only in excluded HyperNodes (%d): ", len(parts)), "  ", strings.Join(parts, ", "))
+		p.wrap(fmt.Sprintf("Nodes only in excluded HyperNodes (%d): ", len(parts)), "  ", listWithMore(parts, nodesShown))
 	}
 	return p.flush()
 }
+
+// nodesShown bounds the node names a line of the tree lists.
+const nodesShown = 20
 
 // listWithMore joins the first n items and counts the rest.
 func listWithMore(items []string, n int) string {

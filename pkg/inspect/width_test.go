@@ -120,6 +120,7 @@ func TestDefaultResourceWithoutGPUs(t *testing.T) {
 		"allocatable minus the requests of bound pods, on usable nodes. VALID: no problem",
 		"of its own. SOURCE: the discovery source that owns it (- if made by hand).",
 		"",
+		"No HyperNodes.",
 		"HYPERNODE  TIER  NODES  ALLOC  FREE  VALID  SOURCE",
 		"<cluster>  1       1/1     32    32",
 		"",
