@@ -3,6 +3,7 @@ package inspect
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -128,5 +129,31 @@ func TestDefaultResourceWithoutGPUs(t *testing.T) {
 	)
 	if diff := cmp.Diff(want, buf.String()); diff != "" {
 		t.Errorf("tree without HyperNodes (-want,+got):\n%s", diff)
+	}
+}
+
+// TestNodesInNoHyperNodeAreCapped: a cluster not yet labelled lists 20 node names and counts
+// the rest; the JSON keeps them all.
+func TestNodesInNoHyperNodeAreCapped(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 25 {
+		objs = append(objs, gpuNode(fmt.Sprintf("n%02d", i)))
+	}
+	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(objs...),
+		Topology: topologyfake.NewSimpleClientset(), Scheduling: schedfake.NewSimpleClientset()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := c.Tree("")
+	if len(report.NodesInNoHyperNode) != 25 {
+		t.Errorf("the report lists %d nodes in no HyperNode, want 25", len(report.NodesInNoHyperNode))
+	}
+	var buf bytes.Buffer
+	if err := WriteTree(&buf, report); err != nil {
+		t.Fatal(err)
+	}
+	want := "Nodes in no HyperNode (25): n00, n01, n02, n03, n04, n05, n06, n07, n08, n09,\n  n10, n11, n12, n13, n14, n15, n16, n17, n18, n19 (+5 more)\n"
+	if !strings.HasSuffix(buf.String(), want) {
+		t.Errorf("tree output does not end with\n%s\n%s", want, buf.String())
 	}
 }
