@@ -12,14 +12,17 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -63,6 +66,9 @@ type Cluster struct {
 	Pods       []*v1.Pod
 	PodGroups  []*schedulingv1alpha1.PodGroup
 	Events     []*v1.Event
+	// DeviceClasses tell which extended resources DRA provides (a node lacks them in its
+	// allocatable).
+	DeviceClasses []*resourcev1.DeviceClass
 	// Warnings are problems of the read that do not stop the reports (e.g. the PodGroup CRD
 	// is not installed, so no gang can be explained).
 	Warnings []string
@@ -72,6 +78,11 @@ type Cluster struct {
 	nodes map[string]*nodeState
 	// claimers maps a HyperNode name to the HyperNodes that list it as a member.
 	claimers map[string][]string
+	// draOnly are the extended resources a DeviceClass provides and no node has in its
+	// allocatable: requests cannot tell where they fit.
+	draOnly sets.Set[v1.ResourceName]
+	// deviceClassErr is why DeviceClasses could not be read (nil when they were).
+	deviceClassErr error
 }
 
 // nodeState is a node with what is bound to it.
@@ -129,6 +140,13 @@ func LoadWith(ctx context.Context, c Clients, opts LoadOptions) (*Cluster, error
 	case err != nil:
 		return nil, fmt.Errorf("listing PodGroups: %w", err)
 	}
+	err = eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+		return c.Kube.ResourceV1().DeviceClasses().List(ctx, o)
+	}, func(dc *resourcev1.DeviceClass) { cl.DeviceClasses = append(cl.DeviceClasses, dc) })
+	if err != nil && !apierrors.IsNotFound(err) {
+		// Only resources that DRA provides need them: explain warns when a request has one.
+		cl.DeviceClasses, cl.deviceClassErr = nil, err
+	}
 	if !opts.SkipEvents {
 		err := eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
 			return c.Kube.CoreV1().Events(opts.EventNamespace).List(ctx, o)
@@ -150,6 +168,19 @@ func (c *Cluster) index() {
 	for _, n := range c.Nodes {
 		nodeLabels[n.Name] = labels.Set(n.Labels)
 		c.nodes[n.Name] = &nodeState{node: n, unusable: unusableReason(n), requested: v1.ResourceList{}}
+	}
+	c.draOnly = sets.New[v1.ResourceName]()
+	for _, dc := range c.DeviceClasses {
+		name := v1.ResourceName(resourcev1.ResourceDeviceClassPrefix + dc.Name)
+		if dc.Spec.ExtendedResourceName != nil {
+			name = v1.ResourceName(*dc.Spec.ExtendedResourceName)
+		}
+		c.draOnly.Insert(name)
+	}
+	for _, n := range c.Nodes {
+		for r := range n.Status.Allocatable {
+			c.draOnly.Delete(r)
+		}
 	}
 	c.tree = hypernode.Build(nodeLabels, c.HyperNodes)
 	c.snap = c.tree.Snapshot()
@@ -236,6 +267,53 @@ func (c *Cluster) DefaultResource() v1.ResourceName {
 		}
 	}
 	return v1.ResourceCPU
+}
+
+// counted returns the request without the resources that only DRA provides (they are
+// allocated from ResourceSlices, which only the scheduler's simulation can judge), and their
+// names.
+func (c *Cluster) counted(request v1.ResourceList) (v1.ResourceList, []string) {
+	var dropped []string
+	out := v1.ResourceList{}
+	for r, q := range request {
+		if c.draOnly.Has(r) {
+			dropped = append(dropped, string(r))
+			continue
+		}
+		out[r] = q
+	}
+	sort.Strings(dropped)
+	return out, dropped
+}
+
+// draWarning warns, when DeviceClasses could not be read, about the requested extended
+// resources that no node has in its allocatable: DRA may provide them ("" otherwise).
+func (c *Cluster) draWarning(request v1.ResourceList) string {
+	if c.deviceClassErr == nil {
+		return ""
+	}
+	var absent []string
+	for r := range request {
+		if r == v1.ResourceCPU || r == v1.ResourceMemory || r == v1.ResourceEphemeralStorage || r == v1.ResourcePods {
+			continue
+		}
+		found := false
+		for _, n := range c.Nodes {
+			if _, ok := n.Status.Allocatable[r]; ok {
+				found = true
+				break
+			}
+		}
+		if !found {
+			absent = append(absent, string(r))
+		}
+	}
+	if len(absent) == 0 {
+		return ""
+	}
+	sort.Strings(absent)
+	return fmt.Sprintf("no node has %s in its allocatable, and DeviceClasses could not be read to tell whether DRA provides it (then its capacity figures are wrong): %v",
+		strings.Join(absent, ", "), c.deviceClassErr)
 }
 
 // warningsFor returns the read's warnings, and one when no node offers res: a mistyped

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -88,6 +89,9 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 	var shapeRequest v1.ResourceList
 	if shape != nil {
 		shapeRequest = podRequests(shape)
+		if w := c.draWarning(shapeRequest); w != "" {
+			e.Warnings = append(slices.Clip(e.Warnings), w)
+		}
 		e.RequestFrom = shape.Name
 		for _, r := range shownResources(res) {
 			if q, ok := shapeRequest[r]; ok {

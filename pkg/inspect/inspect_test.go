@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
@@ -823,5 +825,65 @@ func TestExplainLeavesOutEventsOfEarlierObjects(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"about this PodGroup", "about this pod", "without a UID"}, got); diff != "" {
 		t.Errorf("Events (-want,+got):\n%s", diff)
+	}
+}
+
+// TestExplainLeavesOutWhatDRAProvides: GPUs that a DeviceClass provides through DRA are in no
+// node's allocatable; capacity is counted from the other requests and the report says which
+// resource it left out. When DeviceClasses cannot be read, explain warns instead.
+func TestExplainLeavesOutWhatDRAProvides(t *testing.T) {
+	objects := func() []runtime.Object {
+		var objs []runtime.Object
+		for _, name := range []string{"d0", "d1"} {
+			n := gpuNode(name)
+			delete(n.Status.Allocatable, "nvidia.com/gpu")
+			objs = append(objs, n)
+		}
+		return append(objs, memberPod("team-h", "dra-0", "dra", "", nil), memberPod("team-h", "dra-1", "dra", "", nil))
+	}
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.nvidia.com"},
+		Spec: resourcev1.DeviceClassSpec{ExtendedResourceName: ptr.To("nvidia.com/gpu")}}
+	for _, tc := range []struct {
+		name       string
+		forbidden  bool
+		notCounted []string
+		holds      int
+		warning    string
+	}{
+		{name: "DeviceClasses read", notCounted: []string{"nvidia.com/gpu"}, holds: 2},
+		{name: "DeviceClasses forbidden", forbidden: true, holds: 0,
+			warning: "no node has nvidia.com/gpu in its allocatable, and DeviceClasses could not be read to tell whether DRA provides it (then its capacity figures are wrong): deviceclasses.resource.k8s.io is forbidden: RBAC"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := kubefake.NewClientset(append(objects(), class)...)
+			if tc.forbidden {
+				kube.PrependReactor("list", "deviceclasses", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "deviceclasses"}, "", errors.New("RBAC"))
+				})
+			}
+			c, err := Load(context.Background(), Clients{Kube: kube,
+				Topology:   topologyfake.NewSimpleClientset(hntesting.MakeHyperNode("leaf").Tier(1).Nodes("d0", "d1").Obj()),
+				Scheduling: schedfake.NewSimpleClientset(podGroup("team-h", "dra", 2, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := c.Explain("team-h", "dra", "cpu")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.notCounted, e.Search.NotCounted); diff != "" {
+				t.Errorf("not counted (-want,+got):\n%s", diff)
+			}
+			if got := e.Search.Tiers[0].Candidates[0].Holds; got != tc.holds {
+				t.Errorf("the leaf holds %d of the 2 pods, want %d", got, tc.holds)
+			}
+			var warnings []string
+			if tc.warning != "" {
+				warnings = []string{tc.warning}
+			}
+			if diff := cmp.Diff(warnings, e.Warnings); diff != "" {
+				t.Errorf("warnings (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -155,6 +155,9 @@ type SearchReport struct {
 	// contain ("" when none is bound).
 	PlacedIn string       `json:"placedIn,omitempty"`
 	Tiers    []TierReport `json:"tiers"`
+	// NotCounted are requested resources that only DRA provides: capacity leaves them out
+	// (the scheduler's DRA simulation decides where they fit).
+	NotCounted []string `json:"notCounted,omitempty"`
 	// UnusableNodes are the nodes that can take no member, with the reason.
 	UnusableNodes []NodeReason `json:"unusableNodes,omitempty"`
 	// Verdict is the planner's answer on this data: where it would place the members, or

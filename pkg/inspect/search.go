@@ -51,7 +51,8 @@ func (c *Cluster) binPackUsage(name string) (used, alloc []float64) {
 
 // search builds the SearchReport of the pending members, of the given shapes.
 func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.Gang, shapes []podgroup.Shape) (*SearchReport, error) {
-	in := searchInput{shape: shape, request: request, demand: len(gang.Pending), affinity: nodeaffinity.GetRequiredNodeAffinity(shape)}
+	counted, notCounted := c.counted(request)
+	in := searchInput{shape: shape, request: counted, demand: len(gang.Pending), affinity: nodeaffinity.GetRequiredNodeAffinity(shape)}
 	// The scheduler's own request: a plain gang is not placed by topology, but the question
 	// "where would it fit" has the answer of a soft gang.
 	req, err := placement.GangRequest(c.snap, gang)
@@ -61,7 +62,7 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 	maxTier := req.MaxTier
 	in.subGroups = len(req.SubGroups) > 0
 
-	report := &SearchReport{Demand: in.demand, MaxTier: maxTier, Soft: req.Soft}
+	report := &SearchReport{Demand: in.demand, MaxTier: maxTier, Soft: req.Soft, NotCounted: notCounted}
 	nodes := map[string]placement.Node{}
 	unusable := map[string]string{}
 	for _, n := range c.Nodes {
@@ -156,7 +157,8 @@ func (c *Cluster) shapeCapacities(shapes []podgroup.Shape) ([]placement.Shape, p
 	out := make([]placement.Shape, len(shapes))
 	inputs := make([]searchInput, len(shapes))
 	for i, s := range shapes {
-		in := searchInput{shape: s.Rep, request: podRequests(s.Rep), demand: len(s.Members), affinity: nodeaffinity.GetRequiredNodeAffinity(s.Rep)}
+		request, _ := c.counted(podRequests(s.Rep))
+		in := searchInput{shape: s.Rep, request: request, demand: len(s.Members), affinity: nodeaffinity.GetRequiredNodeAffinity(s.Rep)}
 		inputs[i] = in
 		out[i] = placement.Shape{Name: s.Name, Members: s.Members, Capacity: map[string]int{}}
 		for _, n := range c.Nodes {

@@ -442,6 +442,9 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 			}
 			p.wrap("  nodes that take no member: ", "    ", listWithMore(parts, 5))
 		}
+		if len(s.NotCounted) > 0 {
+			p.wrap("  not counted: ", "    ", strings.Join(s.NotCounted, ", ")+" (provided through DRA: only the scheduler's simulation knows where it fits)")
+		}
 		p.wrap("  planner on this data: ", "    ", s.Verdict)
 		p.wrap("  ", "    ", "(the scheduler also runs its other filters and keeps slots promised to other gangs; its own words follow)")
 	}
