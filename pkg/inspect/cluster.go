@@ -232,7 +232,9 @@ func terminal(p *v1.Pod) bool {
 // podRequests is what the scheduler accounts for a pod (init containers and overhead
 // included), plus one "pods" slot.
 func podRequests(p *v1.Pod) v1.ResourceList {
-	reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	// As kube-scheduler counts them with in-place resize on (the default since 1.35): a
+	// container being resized holds the larger of its new and its running resources.
+	reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true})
 	reqs[v1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return reqs
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
@@ -155,5 +156,23 @@ func TestNodesInNoHyperNodeAreCapped(t *testing.T) {
 	want := "Nodes in no HyperNode (25): n00, n01, n02, n03, n04, n05, n06, n07, n08, n09,\n  n10, n11, n12, n13, n14, n15, n16, n17, n18, n19 (+5 more)\n"
 	if !strings.HasSuffix(buf.String(), want) {
 		t.Errorf("tree output does not end with\n%s\n%s", want, buf.String())
+	}
+}
+
+// TestResizedPodHoldsTheLargerRequest: a bound pod whose downsize is not done yet holds the
+// larger of its new and its running requests, as kube-scheduler counts it.
+func TestResizedPodHoldsTheLargerRequest(t *testing.T) {
+	pod := memberPod("team-i", "resizing", "", "n0", nil)
+	pod.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("8")
+	pod.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "trainer", Resources: &v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("12")}}}}
+	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(gpuNode("n0"), pod),
+		Topology:   topologyfake.NewSimpleClientset(hntesting.MakeHyperNode("leaf").Tier(1).Nodes("n0").Obj()),
+		Scheduling: schedfake.NewSimpleClientset()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free := c.Tree(v1.ResourceCPU).Root.Free; free.Cmp(resource.MustParse("20")) != 0 {
+		t.Errorf("free cpu %s, want 20 (32 minus the running 12)", free.String())
 	}
 }
