@@ -93,7 +93,8 @@ func TestCommandLine(t *testing.T) {
 			wantErr: "error: unknown flag: --bogus\nSee 'kubectl hypernode --help'.\n"},
 		{name: "mistyped command", args: []string{"tre"}, wantCode: 2,
 			wantErr: "error: unknown command \"tre\" for \"kubectl hypernode\"; did you mean tree?\nSee 'kubectl hypernode --help'.\n"},
-		{name: "no command", args: nil, wantCode: 0, wantOut: "Show the HyperNode network tree"},
+		// Not nil: cobra would read os.Args, the test binary's flags.
+		{name: "no command", args: []string{}, wantCode: 0, wantOut: "Show the HyperNode network tree"},
 		{name: "mistyped resource", args: []string{"tree", "--resource", "gpu", "-o", "json"}, wantCode: 0,
 			wantOut:   "{\n  \"resource\": \"gpu\",",
 			wantInOut: `"no node has gpu in its allocatable: every capacity figure for it is 0 (check --resource)"`},

@@ -171,11 +171,11 @@ func (c *Cluster) index() {
 	}
 	c.draOnly = sets.New[v1.ResourceName]()
 	for _, dc := range c.DeviceClasses {
-		name := v1.ResourceName(resourcev1.ResourceDeviceClassPrefix + dc.Name)
+		// A class answers to its implicit name, and to its explicit one when it has one.
+		c.draOnly.Insert(v1.ResourceName(resourcev1.ResourceDeviceClassPrefix + dc.Name))
 		if dc.Spec.ExtendedResourceName != nil {
-			name = v1.ResourceName(*dc.Spec.ExtendedResourceName)
+			c.draOnly.Insert(v1.ResourceName(*dc.Spec.ExtendedResourceName))
 		}
-		c.draOnly.Insert(name)
 	}
 	for _, n := range c.Nodes {
 		for r := range n.Status.Allocatable {

@@ -116,7 +116,7 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 		}
 	}
 	if len(pending) > 0 && topologyErr == nil && policyErr == nil {
-		search, err := c.search(shape, shapeRequest, gang, shapes)
+		search, err := c.search(shape, shapeRequest, gang, shapes, heldBack(key, gang))
 		if err != nil {
 			if e.NetworkTopology == nil {
 				e.NetworkTopology = &ConstraintReport{}
@@ -127,11 +127,6 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 			if e.NetworkTopology != nil {
 				e.NetworkTopology.MaxTier = search.MaxTier
 			}
-			if held := heldBack(key, gang); held != "" {
-				// The planner's answer holds once the scheduler lets the members in.
-				search.Fits, search.Deferred = false, 0
-				search.Verdict = "the scheduler holds the members back before it plans: " + held
-			}
 		}
 	}
 	e.Scheduler = c.schedulerView(namespace, name, gang)
@@ -140,14 +135,15 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 
 // heldBack is why Gang's PreEnqueue keeps the gang's pending members out of scheduling, in
 // its words ("" when it lets them in).
+// In PreEnqueue's order: a member's sub-group problem before the member count.
 func heldBack(key string, gang podgroup.Gang) string {
-	if gang.Info.Members < gang.Info.MinMember() {
-		return fmt.Sprintf("waiting for PodGroup %s to have %d members (minMember); %d exist", key, gang.Info.MinMember(), gang.Info.Members)
-	}
 	for _, m := range gang.Pending {
 		if problem := podgroup.SubGroupMembershipProblem(gang.Info.SubGroupPolicies, m.Pod); problem != "" {
 			return fmt.Sprintf("PodGroup %s: member %s: %s", key, m.Pod.Name, problem)
 		}
+	}
+	if gang.Info.Members < gang.Info.MinMember() {
+		return fmt.Sprintf("waiting for PodGroup %s to have %d members (minMember); %d exist", key, gang.Info.MinMember(), gang.Info.Members)
 	}
 	return ""
 }

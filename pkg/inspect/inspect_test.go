@@ -789,7 +789,14 @@ func TestExplainSaysWhatHoldsTheMembersBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		if e.Search == nil || e.Search.Fits || e.Search.Verdict != want {
-			t.Errorf("%s: search %+v, want it not to fit with the verdict %q", name, e.Search, want)
+			t.Fatalf("%s: search %+v, want it not to fit with the verdict %q", name, e.Search, want)
+		}
+		for _, tier := range e.Search.Tiers {
+			for _, cand := range tier.Candidates {
+				if strings.Contains(cand.Reason, "planner picks") {
+					t.Errorf("%s: candidate %s: %q while the members are held back", name, cand.Name, cand.Reason)
+				}
+			}
 		}
 	}
 }
@@ -832,30 +839,44 @@ func TestExplainLeavesOutEventsOfEarlierObjects(t *testing.T) {
 // node's allocatable; capacity is counted from the other requests and the report says which
 // resource it left out. When DeviceClasses cannot be read, explain warns instead.
 func TestExplainLeavesOutWhatDRAProvides(t *testing.T) {
-	objects := func() []runtime.Object {
+	// objects are two nodes without GPUs in their allocatable and two members requesting
+	// 4 GPUs by the given name.
+	objects := func(gpu v1.ResourceName) []runtime.Object {
 		var objs []runtime.Object
 		for _, name := range []string{"d0", "d1"} {
 			n := gpuNode(name)
 			delete(n.Status.Allocatable, "nvidia.com/gpu")
 			objs = append(objs, n)
 		}
-		return append(objs, memberPod("team-h", "dra-0", "dra", "", nil), memberPod("team-h", "dra-1", "dra", "", nil))
+		for _, name := range []string{"dra-0", "dra-1"} {
+			p := memberPod("team-h", name, "dra", "", nil)
+			requests := p.Spec.Containers[0].Resources.Requests
+			delete(requests, "nvidia.com/gpu")
+			requests[gpu] = resource.MustParse("4")
+			p.Spec.Containers[0].Resources.Limits = v1.ResourceList{gpu: resource.MustParse("4")}
+			objs = append(objs, p)
+		}
+		return objs
 	}
 	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.nvidia.com"},
 		Spec: resourcev1.DeviceClassSpec{ExtendedResourceName: ptr.To("nvidia.com/gpu")}}
 	for _, tc := range []struct {
 		name       string
+		gpu        v1.ResourceName
 		forbidden  bool
 		notCounted []string
 		holds      int
 		warning    string
 	}{
-		{name: "DeviceClasses read", notCounted: []string{"nvidia.com/gpu"}, holds: 2},
-		{name: "DeviceClasses forbidden", forbidden: true, holds: 0,
+		{name: "DeviceClasses read", gpu: "nvidia.com/gpu", notCounted: []string{"nvidia.com/gpu"}, holds: 2},
+		// A class also answers to its implicit name.
+		{name: "the class's implicit name", gpu: "deviceclass.resource.kubernetes.io/gpu.nvidia.com",
+			notCounted: []string{"deviceclass.resource.kubernetes.io/gpu.nvidia.com"}, holds: 2},
+		{name: "DeviceClasses forbidden", gpu: "nvidia.com/gpu", forbidden: true, holds: 0,
 			warning: "no node has nvidia.com/gpu in its allocatable, and DeviceClasses could not be read to tell whether DRA provides it (then its capacity figures are wrong): deviceclasses.resource.k8s.io is forbidden: RBAC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			kube := kubefake.NewClientset(append(objects(), class)...)
+			kube := kubefake.NewClientset(append(objects(tc.gpu), class)...)
 			if tc.forbidden {
 				kube.PrependReactor("list", "deviceclasses", func(k8stesting.Action) (bool, runtime.Object, error) {
 					return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "deviceclasses"}, "", errors.New("RBAC"))

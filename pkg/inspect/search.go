@@ -49,8 +49,10 @@ func (c *Cluster) binPackUsage(name string) (used, alloc []float64) {
 	return placement.Amounts(n.requested, binPackResources), placement.Amounts(n.node.Status.Allocatable, binPackResources)
 }
 
-// search builds the SearchReport of the pending members, of the given shapes.
-func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.Gang, shapes []podgroup.Shape) (*SearchReport, error) {
+// search builds the SearchReport of the pending members, of the given shapes; held is why
+// the scheduler keeps them out of scheduling ("" when it does not): then no candidate is
+// picked and held is the verdict.
+func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.Gang, shapes []podgroup.Shape, held string) (*SearchReport, error) {
 	counted, notCounted := c.counted(request)
 	in := searchInput{shape: shape, request: counted, demand: len(gang.Pending), affinity: nodeaffinity.GetRequiredNodeAffinity(shape)}
 	// The scheduler's own request: a plain gang is not placed by topology, but the question
@@ -97,13 +99,18 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 		plan, planned, deferred, planErr = placement.Fallback(req, planErr, gang.Info, gang.SubGroups, len(req.Placed))
 		outcome.plan, outcome.planned = plan, in.demand-len(deferred)
 	}
-	if planErr != nil {
+	switch {
+	case held != "":
+		// The planner's answer holds only once the scheduler lets the members in.
+		outcome.plan = nil
+		report.Verdict = "the scheduler holds the members back before it plans: " + held
+	case planErr != nil:
 		var unsat *placement.Unsatisfiable
 		if !errors.As(planErr, &unsat) {
 			return nil, planErr
 		}
 		report.Verdict = unsat.Message
-	} else {
+	default:
 		report.Fits, report.Deferred = true, len(deferred)
 		domainInfo, _ := c.snap.HyperNode(plan.Domain)
 		report.Verdict = fmt.Sprintf("it fits now: the planner would place the %d pending %s in %s (tier %d)",

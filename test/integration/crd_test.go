@@ -25,14 +25,14 @@ func TestHyperNodeCRDValidation(t *testing.T) {
 		wantErrs []string
 	}{
 		{
-			name:      "no members",
-			hyperNode: hntesting.MakeHyperNode("no-members").Tier(1).Obj(),
-			wantErrs:  []string{`spec.members: Required value`},
+			// Optional, as in Volcano's API (an empty list is omitted by the client).
+			name:      "valid: no members",
+			hyperNode: &topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: "empty-members"}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: 1, Members: []topologyv1alpha1.MemberSpec{}}},
 		},
 		{
-			name:      "empty members list",
-			hyperNode: &topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{Name: "empty-members"}, Spec: topologyv1alpha1.HyperNodeSpec{Tier: 1, Members: []topologyv1alpha1.MemberSpec{}}},
-			wantErrs:  []string{`spec.members: Invalid value: 0: spec.members in body should have at least 1 items`},
+			name:      "tierName longer than 253 characters",
+			hyperNode: hntesting.MakeHyperNode("long-tier-name").Tier(1).TierName(strings.Repeat("t", 254)).Members(node("node-0")).Obj(),
+			wantErrs:  []string{`spec.tierName: Too long: may not be more than 253 bytes`},
 		},
 		{
 			name: "selector with no match",
@@ -133,6 +133,18 @@ func TestHyperNodeCRDValidation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHyperNodeCRDRejectsAnEmptyMembersList: members may be left out, but a list given must
+// hold one, as in Volcano's CRD. The typed client omits an empty list, so the body is raw.
+func TestHyperNodeCRDRejectsAnEmptyMembersList(t *testing.T) {
+	c := newClients(t)
+	body := []byte(`{"apiVersion":"topology.volcano.sh/v1alpha1","kind":"HyperNode","metadata":{"name":"empty-list"},"spec":{"tier":1,"members":[]}}`)
+	err := c.topology.TopologyV1alpha1().RESTClient().Post().Resource("hypernodes").Body(body).Do(context.Background()).Error()
+	want := `spec.members: Invalid value: 0: spec.members in body should have at least 1 items`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("creating a HyperNode with members: []: %v, want an error containing %q", err, want)
 	}
 }
 
