@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
@@ -116,7 +117,7 @@ The capacity figures are for one resource (--resource): by default nvidia.com/gp
 			if err := o.validate(); err != nil {
 				return err
 			}
-			cluster, err := o.load(cmd.Context(), newClients, inspect.LoadOptions{SkipEvents: true})
+			cluster, err := o.load(cmd.Context(), newClients, inspect.LoadOptions{SkipEvents: true, SkipPodGroups: true})
 			if err != nil {
 				return err
 			}
@@ -141,7 +142,8 @@ The capacity figures are for one resource (--resource): by default nvidia.com/gp
 			if err != nil {
 				return fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
 			}
-			cluster, err := o.load(cmd.Context(), newClients, inspect.LoadOptions{EventNamespace: namespace})
+			cluster, err := o.load(cmd.Context(), newClients, inspect.LoadOptions{EventNamespace: namespace,
+				PodGroup: &types.NamespacedName{Namespace: namespace, Name: args[0]}})
 			if err != nil {
 				return err
 			}

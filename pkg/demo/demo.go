@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
@@ -241,7 +242,9 @@ func PodKey(p *v1.Pod) string {
 
 // Report prints kubectl-hypernode's explanation of a job and returns it.
 func (r *Runner) Report(ctx context.Context, namespace, podGroup string) (inspect.Explanation, error) {
-	cluster, err := inspect.LoadWith(ctx, r.Clients, inspect.LoadOptions{EventNamespace: namespace})
+	// The same reads as kubectl hypernode explain.
+	cluster, err := inspect.LoadWith(ctx, r.Clients, inspect.LoadOptions{EventNamespace: namespace,
+		PodGroup: &types.NamespacedName{Namespace: namespace, Name: podGroup}})
 	if err != nil {
 		return inspect.Explanation{}, err
 	}
@@ -287,7 +290,7 @@ func Summary(res Result, e inspect.Explanation) string {
 
 // ReportTree prints kubectl-hypernode's tree.
 func (r *Runner) ReportTree(ctx context.Context) error {
-	cluster, err := inspect.LoadWith(ctx, r.Clients, inspect.LoadOptions{SkipEvents: true})
+	cluster, err := inspect.LoadWith(ctx, r.Clients, inspect.LoadOptions{SkipEvents: true, SkipPodGroups: true})
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
@@ -54,6 +55,11 @@ type LoadOptions struct {
 	EventNamespace string
 	// SkipEvents reads no Events at all (Tree needs none).
 	SkipEvents bool
+	// PodGroup, when set, reads only this PodGroup (Explain's) by Get, so that a user who may
+	// read the PodGroups of one namespace can explain theirs; SkipPodGroups reads none (Tree
+	// groups pods by their label and needs none).
+	PodGroup      *types.NamespacedName
+	SkipPodGroups bool
 }
 
 // Cluster is one read of everything the reports need. Tree and Explain never call the API:
@@ -126,19 +132,8 @@ func LoadWith(ctx context.Context, c Clients, opts LoadOptions) (*Cluster, error
 	if err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
-	err = eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
-		return c.Scheduling.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, o)
-	}, func(pg *schedulingv1alpha1.PodGroup) { cl.PodGroups = append(cl.PodGroups, pg) })
-	switch {
-	case apierrors.IsNotFound(err):
-		// The tree is still useful without PodGroups: occupants come from the pods' labels.
-		cl.Warnings = append(cl.Warnings, "the PodGroup CRD (podgroups.scheduling.x-k8s.io) is not installed")
-	case apierrors.IsForbidden(err):
-		// So is it for a user who may not read PodGroups; explain then finds none.
-		cl.PodGroups = nil
-		cl.Warnings = append(cl.Warnings, fmt.Sprintf("PodGroups could not be read: %v", err))
-	case err != nil:
-		return nil, fmt.Errorf("listing PodGroups: %w", err)
+	if err := cl.readPodGroups(ctx, c, opts); err != nil {
+		return nil, err
 	}
 	err = eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
 		return c.Kube.ResourceV1().DeviceClasses().List(ctx, o)
@@ -269,6 +264,43 @@ func (c *Cluster) DefaultResource() v1.ResourceName {
 		}
 	}
 	return v1.ResourceCPU
+}
+
+// readPodGroups reads the PodGroups opts asks for. A missing CRD or a forbidden read is a
+// warning: the tree needs no PodGroup, and explain then says it found none, and why.
+func (cl *Cluster) readPodGroups(ctx context.Context, c Clients, opts LoadOptions) error {
+	var err error
+	switch {
+	case opts.SkipPodGroups:
+		return nil
+	case opts.PodGroup != nil:
+		podGroups := c.Scheduling.SchedulingV1alpha1().PodGroups(opts.PodGroup.Namespace)
+		var pg *schedulingv1alpha1.PodGroup
+		if pg, err = podGroups.Get(ctx, opts.PodGroup.Name, metav1.GetOptions{}); err == nil {
+			cl.PodGroups = []*schedulingv1alpha1.PodGroup{pg}
+		} else if apierrors.IsNotFound(err) {
+			// The PodGroup is missing, or the CRD is: only a list can tell which.
+			if _, err = podGroups.List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+				return nil
+			}
+		}
+	default:
+		err = eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+			return c.Scheduling.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, o)
+		}, func(pg *schedulingv1alpha1.PodGroup) { cl.PodGroups = append(cl.PodGroups, pg) })
+	}
+	switch {
+	case err == nil:
+	case apierrors.IsNotFound(err):
+		cl.PodGroups = nil
+		cl.Warnings = append(cl.Warnings, "the PodGroup CRD (podgroups.scheduling.x-k8s.io) is not installed")
+	case apierrors.IsForbidden(err):
+		cl.PodGroups = nil
+		cl.Warnings = append(cl.Warnings, fmt.Sprintf("PodGroups could not be read: %v", err))
+	default:
+		return fmt.Errorf("reading PodGroups: %w", err)
+	}
+	return nil
 }
 
 // counted returns the request without the resources that only DRA provides (they are

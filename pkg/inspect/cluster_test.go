@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -120,5 +121,52 @@ func TestLoadReadsInPages(t *testing.T) {
 	want := []string{`PodGroups could not be read: podgroups.scheduling.x-k8s.io is forbidden: RBAC: access denied`}
 	if diff := cmp.Diff(want, c.Warnings); diff != "" {
 		t.Errorf("warnings (-want,+got):\n%s", diff)
+	}
+}
+
+// TestExplainReadsOnlyItsPodGroup: explain gets its one PodGroup (a user who may read one
+// namespace's PodGroups can explain theirs), tree reads none; a missing PodGroup and a missing
+// CRD are told apart.
+func TestExplainReadsOnlyItsPodGroup(t *testing.T) {
+	kube, topology, scheduling := testObjects()
+	for _, tc := range []struct {
+		name      string
+		opts      LoadOptions
+		crd       bool // the PodGroup CRD is served
+		wantCalls []string
+		wantErr   string // Explain's of team-a/big
+	}{
+		{name: "explain's PodGroup", crd: true, opts: LoadOptions{PodGroup: &types.NamespacedName{Namespace: "team-a", Name: "big"}},
+			wantCalls: []string{"get team-a"}},
+		{name: "a missing PodGroup", crd: true, opts: LoadOptions{PodGroup: &types.NamespacedName{Namespace: "team-a", Name: "nope"}},
+			wantCalls: []string{"get team-a", "list team-a"}, wantErr: "PodGroup not found: team-a/big"},
+		{name: "the CRD missing", opts: LoadOptions{PodGroup: &types.NamespacedName{Namespace: "team-a", Name: "big"}},
+			wantCalls: []string{"get team-a", "list team-a"},
+			wantErr:   "PodGroup not found: team-a/big (the PodGroup CRD (podgroups.scheduling.x-k8s.io) is not installed)"},
+		{name: "tree", crd: true, opts: LoadOptions{SkipPodGroups: true}, wantErr: "PodGroup not found: team-a/big"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := schedfake.NewSimpleClientset(scheduling...)
+			var calls []string
+			client.PrependReactor("*", "podgroups", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				calls = append(calls, action.GetVerb()+" "+action.GetNamespace())
+				if !tc.crd {
+					return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "podgroups"}, "")
+				}
+				return false, nil, nil
+			})
+			c, err := LoadWith(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
+				Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: client}, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantCalls, calls); diff != "" {
+				t.Errorf("PodGroup calls (-want,+got):\n%s", diff)
+			}
+			_, err = c.Explain("team-a", "big", "")
+			if got := fmt.Sprint(err); (tc.wantErr == "" && err != nil) || (tc.wantErr != "" && got != tc.wantErr) {
+				t.Errorf("Explain(team-a/big): %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }
