@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
@@ -137,6 +138,9 @@ The capacity figures are for one resource (--resource): by default nvidia.com/gp
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.validate(); err != nil {
 				return err
+			}
+			if problems := validation.IsDNS1123Subdomain(args[0]); len(problems) > 0 {
+				return usageError{fmt.Errorf("%q is not a PodGroup name: %s", args[0], strings.Join(problems, "; "))}
 			}
 			namespace, _, err := o.config.ToRawKubeConfigLoader().Namespace()
 			if err != nil {

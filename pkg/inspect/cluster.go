@@ -102,7 +102,8 @@ type nodeState struct {
 	pods      []*v1.Pod
 }
 
-// Load reads HyperNodes, Nodes, Pods, PodGroups and Events once.
+// Load reads HyperNodes, Nodes, Pods, every PodGroup and Events once (the library's default;
+// kubectl hypernode narrows the PodGroups and Events with LoadWith).
 func Load(ctx context.Context, c Clients) (*Cluster, error) {
 	return LoadWith(ctx, c, LoadOptions{})
 }
@@ -279,8 +280,9 @@ func (cl *Cluster) readPodGroups(ctx context.Context, c Clients, opts LoadOption
 		if pg, err = podGroups.Get(ctx, opts.PodGroup.Name, metav1.GetOptions{}); err == nil {
 			cl.PodGroups = []*schedulingv1alpha1.PodGroup{pg}
 		} else if apierrors.IsNotFound(err) {
-			// The PodGroup is missing, or the CRD is: only a list can tell which.
-			if _, err = podGroups.List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+			// The PodGroup is missing, or the CRD is: only a list can tell which. A user who
+			// may get but not list PodGroups gets "not found", the likelier answer.
+			if _, err = podGroups.List(ctx, metav1.ListOptions{Limit: 1}); err == nil || apierrors.IsForbidden(err) {
 				return nil
 			}
 		}

@@ -23,8 +23,6 @@ import (
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
 )
 
-// lines joins golden lines into the expected output.
-
 // notServed makes a fake clientset answer lists of a resource as an apiserver without the CRD.
 func notServed(resource string) k8stesting.ReactionFunc {
 	return func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -132,7 +130,8 @@ func TestExplainReadsOnlyItsPodGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		opts      LoadOptions
-		crd       bool // the PodGroup CRD is served
+		crd       bool   // the PodGroup CRD is served
+		forbid    string // the verb on PodGroups the user may not use
 		wantCalls []string
 		wantErr   string // Explain's of team-a/big
 	}{
@@ -143,6 +142,12 @@ func TestExplainReadsOnlyItsPodGroup(t *testing.T) {
 		{name: "the CRD missing", opts: LoadOptions{PodGroup: &types.NamespacedName{Namespace: "team-a", Name: "big"}},
 			wantCalls: []string{"get team-a", "list team-a"},
 			wantErr:   "PodGroup not found: team-a/big (the PodGroup CRD (podgroups.scheduling.x-k8s.io) is not installed)"},
+		// May get, may not list: a PodGroup not found is not a permission problem.
+		{name: "a missing PodGroup, list forbidden", crd: true, forbid: "list", opts: LoadOptions{PodGroup: &types.NamespacedName{Namespace: "team-a", Name: "nope"}},
+			wantCalls: []string{"get team-a", "list team-a"}, wantErr: "PodGroup not found: team-a/big"},
+		{name: "get forbidden", crd: true, forbid: "get", opts: LoadOptions{PodGroup: &types.NamespacedName{Namespace: "team-a", Name: "big"}},
+			wantCalls: []string{"get team-a"},
+			wantErr:   `PodGroup not found: team-a/big (PodGroups could not be read: podgroups.scheduling.x-k8s.io "big" is forbidden: RBAC)`},
 		{name: "tree", crd: true, opts: LoadOptions{SkipPodGroups: true}, wantErr: "PodGroup not found: team-a/big"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,8 +155,15 @@ func TestExplainReadsOnlyItsPodGroup(t *testing.T) {
 			var calls []string
 			client.PrependReactor("*", "podgroups", func(action k8stesting.Action) (bool, runtime.Object, error) {
 				calls = append(calls, action.GetVerb()+" "+action.GetNamespace())
-				if !tc.crd {
+				switch {
+				case !tc.crd:
 					return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "podgroups"}, "")
+				case action.GetVerb() == tc.forbid:
+					name := ""
+					if get, ok := action.(k8stesting.GetAction); ok {
+						name = get.GetName()
+					}
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "scheduling.x-k8s.io", Resource: "podgroups"}, name, errors.New("RBAC"))
 				}
 				return false, nil, nil
 			})

@@ -28,8 +28,6 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// lines joins golden lines into the expected output.
-
 // TestExplainSubGroupConstraintOnly: a gang whose only constraints are its sub-groups' is not
 // called a plain gang.
 func TestExplainSubGroupConstraintOnly(t *testing.T) {
