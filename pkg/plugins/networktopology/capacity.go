@@ -118,7 +118,7 @@ func (p *NetworkTopologyAware) planLazily(req placement.Request, simulate func(*
 // request, under the same cap.
 func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo, demand int) map[string]placement.Node {
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	draBacked := p.draBackedResources(reqs)
+	uncounted := p.uncountedResources(reqs, nodes)
 	out := make(map[string]placement.Node, len(nodes))
 	for _, ni := range nodes {
 		if ni.Node() == nil {
@@ -140,8 +140,9 @@ func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo,
 				free, want = allocatable.GetEphemeralStorage()-requested.GetEphemeralStorage(), q.Value()
 			default:
 				have := allocatable.GetScalarResources()[name]
-				if have == 0 && draBacked[name] {
-					// Not in allocatable because DRA provides it: only the simulation can tell.
+				if have == 0 && uncounted[name] {
+					// Not in allocatable because DRA or an extender provides it: only the
+					// simulation can tell.
 					continue
 				}
 				free, want = have-requested.GetScalarResources()[name], q.Value()
@@ -152,6 +153,34 @@ func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo,
 		}
 		node.Capacity = limit
 		out[ni.Node().Name] = node
+	}
+	return out
+}
+
+// uncountedResources returns the extended resources of reqs that bounds cannot count: those
+// a DeviceClass provides through DRA, and those no node advertises at all (NodeResourcesFit
+// may be configured to ignore them, for a scheduler extender to manage; this plugin cannot
+// read its args). Bounding every node to 0 would make every plan fall back to simulating the
+// whole cluster.
+func (p *NetworkTopologyAware) uncountedResources(reqs v1.ResourceList, nodes []fwk.NodeInfo) map[v1.ResourceName]bool {
+	out := p.draBackedResources(reqs)
+	for name := range reqs {
+		if name == v1.ResourceCPU || name == v1.ResourceMemory || name == v1.ResourceEphemeralStorage || out[name] {
+			continue
+		}
+		advertised := false
+		for _, ni := range nodes {
+			if _, ok := ni.GetAllocatable().GetScalarResources()[name]; ok && ni.Node() != nil {
+				advertised = true
+				break
+			}
+		}
+		if !advertised {
+			if out == nil {
+				out = map[v1.ResourceName]bool{}
+			}
+			out[name] = true
+		}
 	}
 	return out
 }

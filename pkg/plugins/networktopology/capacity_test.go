@@ -46,8 +46,9 @@ func (m draManager) GetDeviceClass(name v1.ResourceName) *resourceapi.DeviceClas
 }
 
 // TestCapacityBoundsDRA: a node that lacks an extended resource in its allocatable is bounded
-// to 0 members only when no DeviceClass provides that resource through DRA; otherwise it must
-// be simulated (the bound is the demand), or the lazy planner would never look at it.
+// to 0 members only when no DeviceClass provides that resource through DRA and some node
+// advertises it; otherwise it must be simulated (the bound is the demand), or the lazy planner
+// would skip it, or, with every node at 0, simulate the whole cluster.
 func TestCapacityBoundsDRA(t *testing.T) {
 	const gpu v1.ResourceName = "example.com/gpu"
 	nodes := []fwk.NodeInfo{
@@ -59,15 +60,18 @@ func TestCapacityBoundsDRA(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		classes map[v1.ResourceName]*resourceapi.DeviceClass
+		nodes   []fwk.NodeInfo
 		want    map[string]int
 	}{
-		{"no DeviceClass: a node without the resource holds none", nil, map[string]int{"device-plugin": 2, "dra": 0}},
-		{"DRA-backed: the node is simulated", map[v1.ResourceName]*resourceapi.DeviceClass{gpu: {}}, map[string]int{"device-plugin": 2, "dra": 4}},
+		{"no DeviceClass: a node without the resource holds none", nil, nodes, map[string]int{"device-plugin": 2, "dra": 0}},
+		{"DRA-backed: the node is simulated", map[v1.ResourceName]*resourceapi.DeviceClass{gpu: {}}, nodes, map[string]int{"device-plugin": 2, "dra": 4}},
+		// NodeResourcesFit may ignore it, for an extender: only the simulation can tell.
+		{"advertised by no node: the node is simulated", nil, nodes[1:], map[string]int{"dra": 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPlugin(config.NetworkTopologyAwareArgs{}, draHandle{classes: tc.classes}, nil, podgroup.New())
 			got := map[string]int{}
-			for name, n := range p.capacityBounds(pod, nodes, 4) {
+			for name, n := range p.capacityBounds(pod, tc.nodes, 4) {
 				got[name] = n.Capacity
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
