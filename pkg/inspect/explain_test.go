@@ -57,11 +57,7 @@ func TestExplainVerdictBinPacks(t *testing.T) {
 	}
 	tier1 := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}
 	scheduling := []runtime.Object{podGroup("team-x", "busy", 2, nil), podGroup("team-x", "job", 2, tier1)}
-	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
-		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(scheduling...)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := loadObjects(t, kube, topology, scheduling)
 	e, err := c.Explain("team-x", "job", "")
 	if err != nil {
 		t.Fatal(err)
@@ -85,11 +81,7 @@ func TestExplainSoftGangShowsEveryTier(t *testing.T) {
 		hntesting.MakeHyperNode("s").Tier(2).Children("a", "b").Obj(),
 	}
 	soft := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"soft","highestTierAllowed":1}`}
-	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
-		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(podGroup("team-x", "job", 6, soft))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := loadObjects(t, kube, topology, []runtime.Object{podGroup("team-x", "job", 6, soft)})
 	e, err := c.Explain("team-x", "job", "")
 	if err != nil {
 		t.Fatal(err)
@@ -120,11 +112,7 @@ func TestExplainShapesThatDoNotFitTogether(t *testing.T) {
 	}
 	topology := []runtime.Object{hntesting.MakeHyperNode("a").Tier(1).Nodes("a-n0", "a-n1").Obj()}
 	tier1 := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}
-	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
-		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(podGroup("team-x", "job", 3, tier1))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := loadObjects(t, kube, topology, []runtime.Object{podGroup("team-x", "job", 3, tier1)})
 	e, err := c.Explain("team-x", "job", "")
 	if err != nil {
 		t.Fatal(err)
@@ -166,12 +154,7 @@ func TestExplainRunsTheSchedulersFallbacks(t *testing.T) {
 			podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`,
 			podgroup.SubGroupPolicyAnnotation:  `[{"name":"stage","subGroupSize":3,"minSubGroups":1,"matchLabelKeys":["stage"],"networkTopology":{"mode":"hard","highestTierAllowed":1}}]`,
 		}))
-	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
-		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(scheduling...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Now = now
+	c := loadObjects(t, kube, topology, scheduling)
 	for _, tc := range []struct {
 		podGroup string
 		want     []string // the search's lines, from the first tier to the verdict
@@ -280,11 +263,7 @@ func TestExplainSaysWhatHoldsTheMembersBack(t *testing.T) {
 		podGroup("team-f", "unlabelled", 3, map[string]string{
 			podgroup.SubGroupPolicyAnnotation: `[{"name":"part","subGroupSize":3,"matchLabelKeys":["part"]}]`,
 		}))
-	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
-		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(scheduling...)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := loadObjects(t, kube, topology, scheduling)
 	for name, want := range map[string]string{
 		"short":      "the scheduler holds the members back before it plans: waiting for PodGroup team-f/short to have 4 members (minMember); 3 exist",
 		"unlabelled": `the scheduler holds the members back before it plans: PodGroup team-f/unlabelled: member unlabelled-2: sub-group policy "part" needs its label(s) part, which it does not have`,
@@ -321,12 +300,7 @@ func TestExplainLeavesOutEventsOfEarlierObjects(t *testing.T) {
 		withUID(event("team-g", "e3", "Pod", "again-0", v1.EventTypeWarning, "FailedScheduling", "about the earlier pod", time.Hour, 1), "pod-old"),
 		withUID(event("team-g", "e4", "Pod", "again-0", v1.EventTypeWarning, "FailedScheduling", "about this pod", 2*time.Minute, 1), "pod-new"),
 		event("team-g", "e5", "Pod", "again-0", v1.EventTypeNormal, "Nominated", "without a UID", 3*time.Minute, 1))
-	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
-		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(append(scheduling, pg)...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Now = now
+	c := loadObjects(t, kube, topology, append(scheduling, pg))
 	e, err := c.Explain("team-g", "again", "")
 	if err != nil {
 		t.Fatal(err)

@@ -198,3 +198,16 @@ func loadTestCluster(t *testing.T) *Cluster {
 	c.Now = now
 	return c
 }
+
+// loadObjects loads a cluster of the given objects through fake clients, read at the fixed
+// time.
+func loadObjects(t *testing.T, kube, topology, scheduling []runtime.Object) *Cluster {
+	t.Helper()
+	c, err := Load(context.Background(), Clients{Kube: kubefake.NewClientset(kube...),
+		Topology: topologyfake.NewSimpleClientset(topology...), Scheduling: schedfake.NewSimpleClientset(scheduling...)})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	c.Now = now
+	return c
+}
