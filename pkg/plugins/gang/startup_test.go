@@ -1,13 +1,17 @@
 package gang
 
 import (
+	"maps"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // TestMembersMetBeforeTheRegistrySyncsWait: after a restart the queue may meet a member
@@ -82,4 +86,31 @@ func activatedNow(e *env) []string {
 	got := e.activator.activated
 	e.activator.activated = nil
 	return got
+}
+
+// TestStartupWaitCountsFromTheFirstHeldMember: the longest wait runs from the first member
+// held, not from the plugin's start: a standby whose informers start only when it leads
+// (DelayCacheUntilActive) holds nobody until then.
+func TestStartupWaitCountsFromTheFirstHeldMember(t *testing.T) {
+	clock := testingclock.NewFakePassiveClock(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
+	gate := &startupGate{held: map[string]*v1.Pod{}, clock: clock}
+	clock.SetTime(clock.Now().Add(time.Hour))
+	if got := gate.heldFor(); got != 0 {
+		t.Fatalf("nobody held, an hour after the start: heldFor = %v, want 0", got)
+	}
+	if !gate.hold(member("p0", "train")) {
+		t.Fatal("the closed gate did not hold p0")
+	}
+	clock.SetTime(clock.Now().Add(time.Minute))
+	gate.hold(member("p1", "train"))
+	clock.SetTime(clock.Now().Add(time.Minute))
+	if got := gate.heldFor(); got != 2*time.Minute {
+		t.Errorf("heldFor = %v, want 2m0s (from p0, the first held)", got)
+	}
+	if got := sorted(slices.Collect(maps.Keys(gate.release()))); !slices.Equal(got, []string{"team/p0", "team/p1"}) {
+		t.Errorf("released %v, want team/p0 and team/p1", got)
+	}
+	if gate.hold(member("p2", "train")) {
+		t.Error("the open gate held p2")
+	}
 }
