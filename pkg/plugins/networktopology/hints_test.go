@@ -132,6 +132,10 @@ func TestHints(t *testing.T) {
 		return pod
 	}
 	other := st.MakePod().Namespace("ns").Name("web").Obj()
+	podDeleted := func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted }
+	nodeChange := func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterNodeChange }
+	hyperNodeChange := func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterHyperNodeChange }
+	podGroupChange := func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodGroupChange }
 	tests := []struct {
 		name string
 		// possible, when set, records a failure of gang "hard" that only these HyperNodes could fix.
@@ -144,72 +148,72 @@ func TestHints(t *testing.T) {
 		old, new any
 		want     fwk.QueueingHint
 	}{
-		{name: "node added", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterNodeChange },
+		{name: "node added", hint: nodeChange,
 			new: st.MakeNode().Name("node-9").Obj(), want: fwk.Queue},
 		{name: "pod deleted where the gang could fit", possible: []string{"rack-0"},
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  onNode(other, "node-1"), want: fwk.Queue},
 		{name: "pod deleted where the gang could fit, during its back-off", possible: []string{"rack-0"}, backoff: true,
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  onNode(other, "node-1"), want: fwk.QueueSkip},
 		{name: "pod deleted where the gang can never fit", possible: []string{"rack-0"},
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  onNode(other, "node-5"), want: fwk.QueueSkip},
 		{name: "a pending pod's nomination dropped where the gang could fit", possible: []string{"rack-0"},
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  nominatedOn(other, "node-1"), want: fwk.Queue},
 		{name: "a pending pod's nomination dropped where the gang can never fit", possible: []string{"rack-0"},
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  nominatedOn(other, "node-5"), want: fwk.QueueSkip},
 		{name: "pod deleted, no failure remembered",
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  onNode(other, "node-5"), want: fwk.Queue},
 		{name: "pod deleted, the constraint names a tier the tree lacks", setup: withAnnotation(`{"highestTierName":"pod"}`),
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  onNode(other, "node-5"), want: fwk.QueueSkip},
 		{name: "node added, the constraint annotation is invalid", setup: withAnnotation(`{"highestTierAllowed":`),
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterNodeChange },
+			hint: nodeChange,
 			new:  st.MakeNode().Name("node-9").Obj(), want: fwk.QueueSkip},
 		{name: "pod deleted, the member is left out while planned members are pending", setup: withPlan(&gangPlan{
 			deferred: sets.New("hard-0"), promised: map[string]int{"rack-0": 1}}),
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  onNode(other, "node-1"), want: fwk.QueueSkip},
 		{name: "pod deleted outside the room area of a plan that places nobody", setup: withPlan(&gangPlan{
 			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  onNode(other, "node-5"), want: fwk.QueueSkip},
 		{name: "node added, the member is left out while planned members are pending", setup: withPlan(&gangPlan{
 			deferred: sets.New("hard-0"), promised: map[string]int{"rack-0": 1}}),
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterNodeChange },
+			hint: nodeChange,
 			new:  st.MakeNode().Name("node-9").Obj(), want: fwk.QueueSkip},
 		{name: "node added, the plan places nobody", setup: withPlan(&gangPlan{
 			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterNodeChange },
+			hint: nodeChange,
 			new:  st.MakeNode().Name("node-9").Obj(), want: fwk.Queue},
 		{name: "pod deleted outside the room area of a plan that places nobody, older than leftOutReuse", setup: func(p *NetworkTopologyAware, r *podgroup.Registry) {
 			withPlan(&gangPlan{deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"})(p, r)
 			p.plans[podgroup.Key{Namespace: "ns", Name: "hard"}].made = time.Now().Add(-leftOutReuse)
 		},
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  onNode(other, "node-5"), want: fwk.Queue},
 		{name: "pod deleted inside the room area of a plan that places nobody", setup: withPlan(&gangPlan{
 			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  onNode(other, "node-1"), want: fwk.Queue},
 		{name: "a rejected reservation of the gang itself",
-			hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodDeleted },
+			hint: podDeleted,
 			old:  onNode(member("hard", 2), "node-0"), want: fwk.QueueSkip},
-		{name: "HyperNode status update", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterHyperNodeChange },
+		{name: "HyperNode status update", hint: hyperNodeChange,
 			old: hyperNode(1, "2"), new: hyperNode(1, "3"), want: fwk.QueueSkip},
-		{name: "HyperNode spec update", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterHyperNodeChange },
+		{name: "HyperNode spec update", hint: hyperNodeChange,
 			old: hyperNode(1, "2"), new: hyperNode(2, "2"), want: fwk.Queue},
-		{name: "HyperNode added", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterHyperNodeChange },
+		{name: "HyperNode added", hint: hyperNodeChange,
 			new: hyperNode(1, "2"), want: fwk.Queue},
-		{name: "own PodGroup status update", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodGroupChange },
+		{name: "own PodGroup status update", hint: podGroupChange,
 			old: podGroup("hard", `{"highestTierAllowed":1}`, "Pending"), new: podGroup("hard", `{"highestTierAllowed":1}`, "Scheduling"), want: fwk.QueueSkip},
-		{name: "own PodGroup constraint changed", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodGroupChange },
+		{name: "own PodGroup constraint changed", hint: podGroupChange,
 			old: podGroup("hard", `{"highestTierAllowed":1}`, "Pending"), new: podGroup("hard", `{"highestTierAllowed":2}`, "Pending"), want: fwk.Queue},
-		{name: "another PodGroup changed", hint: func(p *NetworkTopologyAware) fwk.QueueingHintFn { return p.isSchedulableAfterPodGroupChange },
+		{name: "another PodGroup changed", hint: podGroupChange,
 			old: podGroup("other", "", "Pending"), new: podGroup("other", `{"highestTierAllowed":2}`, "Pending"), want: fwk.QueueSkip},
 	}
 	for _, tc := range tests {
