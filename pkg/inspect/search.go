@@ -92,11 +92,11 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 	report.PlacedIn = placement.LowestCommon(c.snap, req.Placed)
 	plan, planErr := placement.Make(req)
 	outcome := planOutcome{plan: plan, whole: planErr == nil, planned: in.demand}
-	var planned placement.Request
+	var fallbackReq placement.Request
 	var deferred []string
 	if planErr != nil {
 		// What the scheduler does next for a job that can run with fewer members.
-		plan, planned, deferred, planErr = placement.Fallback(req, planErr, gang.Info, gang.SubGroups, len(req.Placed))
+		plan, fallbackReq, deferred, planErr = placement.Fallback(req, planErr, gang.Info, gang.SubGroups, len(req.Placed))
 		outcome.plan, outcome.planned = plan, in.demand-len(deferred)
 	}
 	switch {
@@ -117,7 +117,7 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 			in.demand, plural(in.demand, "pod", "pods"), plan.Domain, domainInfo.Tier)
 		if len(deferred) > 0 {
 			report.Verdict = fmt.Sprintf("it fits now without all its members: the planner would place %d of the %d pending pods in %s (tier %d); %s",
-				outcome.planned, in.demand, plan.Domain, domainInfo.Tier, leftOut(req, planned, len(deferred), gang.Info.MinMember()))
+				outcome.planned, in.demand, plan.Domain, domainInfo.Tier, leftOut(req, fallbackReq, len(deferred), gang.Info.MinMember()))
 		}
 	}
 
@@ -269,15 +269,15 @@ func (c *Cluster) candidate(name string, holds int, in searchInput, unusable map
 	return r
 }
 
-// leftOut says which pending members a plan of the request planned leaves out of req's (n of
-// them), and why the job may run without them.
-func leftOut(req, planned placement.Request, n, minMember int) string {
-	if len(planned.SubGroups) == len(req.SubGroups) {
+// leftOut says which pending members a fallback plan, made from fallbackReq, leaves out of
+// req's (n of them), and why the job may run without them.
+func leftOut(req, fallbackReq placement.Request, n, minMember int) string {
+	if len(fallbackReq.SubGroups) == len(req.SubGroups) {
 		return fmt.Sprintf("the remaining %d %s for room (the gang runs with its minMember %d)", n, plural(n, "waits", "wait"), minMember)
 	}
 	var ids []string
 	inDropped := 0
-	for _, sg := range req.SubGroups[len(planned.SubGroups):] {
+	for _, sg := range req.SubGroups[len(fallbackReq.SubGroups):] {
 		ids = append(ids, sg.ID)
 		inDropped += len(sg.Pending)
 	}
