@@ -84,9 +84,9 @@ type Cluster struct {
 	nodes map[string]*nodeState
 	// claimers maps a HyperNode name to the HyperNodes that list it as a member.
 	claimers map[string][]string
-	// draOnly are the extended resources a DeviceClass provides and no node has in its
-	// allocatable: requests cannot tell where they fit.
-	draOnly sets.Set[v1.ResourceName]
+	// offered are the resources some node has in its allocatable; draOnly the extended
+	// resources a DeviceClass provides and no node offers: requests cannot tell where they fit.
+	offered, draOnly sets.Set[v1.ResourceName]
 	// deviceClassErr is why DeviceClasses could not be read (nil when they were).
 	deviceClassErr error
 }
@@ -165,6 +165,12 @@ func (c *Cluster) index() {
 		nodeLabels[n.Name] = labels.Set(n.Labels)
 		c.nodes[n.Name] = &nodeState{node: n, unusable: unusableReason(n), requested: v1.ResourceList{}}
 	}
+	c.offered = sets.New[v1.ResourceName]()
+	for _, n := range c.Nodes {
+		for r := range n.Status.Allocatable {
+			c.offered.Insert(r)
+		}
+	}
 	c.draOnly = sets.New[v1.ResourceName]()
 	for _, dc := range c.DeviceClasses {
 		// A class answers to its implicit name, and to its explicit one when it has one.
@@ -173,11 +179,7 @@ func (c *Cluster) index() {
 			c.draOnly.Insert(v1.ResourceName(*dc.Spec.ExtendedResourceName))
 		}
 	}
-	for _, n := range c.Nodes {
-		for r := range n.Status.Allocatable {
-			c.draOnly.Delete(r)
-		}
-	}
+	c.draOnly = c.draOnly.Difference(c.offered)
 	c.tree = hypernode.Build(nodeLabels, c.HyperNodes)
 	c.snap = c.tree.Snapshot()
 	c.claimers = map[string][]string{}
@@ -333,14 +335,7 @@ func (c *Cluster) draWarning(request v1.ResourceList) string {
 		if r == v1.ResourceCPU || r == v1.ResourceMemory || r == v1.ResourceEphemeralStorage || r == v1.ResourcePods {
 			continue
 		}
-		found := false
-		for _, n := range c.Nodes {
-			if _, ok := n.Status.Allocatable[r]; ok {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !c.offered.Has(r) {
 			absent = append(absent, string(r))
 		}
 	}
@@ -355,12 +350,7 @@ func (c *Cluster) draWarning(request v1.ResourceList) string {
 // warningsFor returns the read's warnings, and one when no node offers res: a mistyped
 // --resource would otherwise show zeros everywhere without a word.
 func (c *Cluster) warningsFor(res v1.ResourceName) []string {
-	for _, n := range c.Nodes {
-		if _, ok := n.Status.Allocatable[res]; ok {
-			return c.Warnings
-		}
-	}
-	if len(c.Nodes) == 0 {
+	if c.offered.Has(res) || len(c.Nodes) == 0 {
 		return c.Warnings
 	}
 	return append(slices.Clip(c.Warnings), fmt.Sprintf("no node has %s in its allocatable: every capacity figure for it is 0 (check --resource)", res))
