@@ -142,21 +142,19 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		s, ok := podgroup.SubGroupOf(info.SubGroupPolicies, p)
 		return !ok || complete.Has(s.ID)
 	}
-	var allow []fwk.WaitingPod
-	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		p := wp.GetPod()
-		if p.UID != pod.UID && g.memberRound[p.UID] == r && counted(p) {
-			allow = append(allow, wp)
-		}
-	})
 	// The batch is every member of the round the quorum counts (this one among them), not
 	// only those allowed: one no longer waiting was rejected (preempted, deleted) and its
 	// Unreserve has not run yet; in the batch, that Unreserve fails it and nobody binds below
-	// minMember.
+	// minMember. The waiting ones are looked up by UID: O(round), not every waiting pod.
 	batched := sets.New(pod.UID)
+	var allow []fwk.WaitingPod
 	for uid, p := range r.members {
-		if counted(p) {
-			batched.Insert(uid)
+		if !counted(p) {
+			continue
+		}
+		batched.Insert(uid)
+		if wp := g.handle.GetWaitingPod(uid); uid != pod.UID && wp != nil {
+			allow = append(allow, wp)
 		}
 	}
 	b := newBatch(batched.Len())

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
@@ -195,22 +194,13 @@ func (g *Gang) rejectRoundLocked(key podgroup.Key, msg string, only func(*v1.Pod
 			chosen[uid] = pod
 		}
 	}
-	// Every waiting pod of the cluster is looked at only when there is a member to reject (a
-	// sub-group the plan left out has none, and each of its members fails here).
-	waiting := map[types.UID]fwk.WaitingPod{}
-	if len(chosen) > 0 {
-		g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-			if g.memberRound[wp.GetPod().UID] == r {
-				waiting[wp.GetPod().UID] = wp
-			}
-		})
-	}
 	rejected := 0
 	for uid, pod := range chosen {
 		delete(r.members, uid)
 		delete(g.memberRound, uid)
 		g.registry.Unreserve(pod)
-		if wp := waiting[uid]; wp != nil {
+		// Looked up by UID: O(round), not every waiting pod of the cluster.
+		if wp := g.handle.GetWaitingPod(uid); wp != nil {
 			if wp.Reject(Name, msg) {
 				rejected++
 			}
