@@ -162,6 +162,12 @@ func LowestCommon(tree *hypernode.Snapshot, nodes []string) string {
 	return lca
 }
 
+// SpansCluster reports whether a job may be placed across the whole cluster: a soft
+// constraint (a preference up to the cluster), or a hard one at or above the root's tier.
+func SpansCluster(tree *hypernode.Snapshot, soft bool, maxTier int) bool {
+	return soft || maxTier >= tree.RootTier()
+}
+
 // RetryWithoutSubGroups continues after Make(req) failed with err for a job with
 // sub-groups: it leaves out sub-groups from the last (their pending members wait for room)
 // while the pending and placed members left still reach minMember and the policies'

@@ -239,7 +239,7 @@ func Make(req Request) (*Plan, error) {
 		}
 		attempts = append(attempts, tried{tier: tier, candidates: cands})
 	}
-	if req.Soft || req.MaxTier >= rootTier {
+	if SpansCluster(req.Tree, req.Soft, req.MaxTier) {
 		if s.covers(hypernode.VirtualRootName) {
 			plan, _, why := s.place(hypernode.VirtualRootName, rootTier)
 			if plan != nil {

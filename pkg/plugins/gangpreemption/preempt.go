@@ -170,7 +170,7 @@ func (pl *GangPreemption) domains(tree *hypernode.Snapshot, gang podgroup.Gang, 
 			out = append(out, ds)
 		}
 	}
-	if job.Mode != podgroup.ModeHard || maxTier >= tree.RootTier() {
+	if placement.SpansCluster(tree, job.Mode != podgroup.ModeHard, maxTier) {
 		all := make([]string, 0, len(list))
 		for _, ni := range list {
 			all = append(all, ni.Node().Name)

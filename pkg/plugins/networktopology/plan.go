@@ -238,7 +238,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 		var unsat *placement.Unsatisfiable
 		if errors.As(err, &unsat) {
 			status := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
-			wholeCluster := req.Soft || req.MaxTier >= tree.RootTier()
+			wholeCluster := placement.SpansCluster(tree, req.Soft, req.MaxTier)
 			// The fewest members the job can run with (an elastic gang's, or a job's without
 			// the sub-groups it can do without): room that holds them may help it.
 			need := min(len(names), max(gang.Info.MinMember()-len(placedNodes), 1))
