@@ -135,14 +135,16 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 
 // heldBack is why Gang's PreEnqueue keeps the gang's pending members out of scheduling, in
 // its words ("" when it lets them in).
-// In PreEnqueue's order: a member's sub-group problem before the member count.
+// By PreEnqueue's own rule (podgroup.GateReason): a member's sub-group problem before the
+// member count. Explain asks only with the PodGroup present and its policies valid.
 func heldBack(key string, gang podgroup.Gang) string {
+	reason := ""
 	for _, m := range gang.Pending {
-		if problem := podgroup.SubGroupMembershipProblem(gang.Info.SubGroupPolicies, m.Pod); problem != "" {
-			return fmt.Sprintf("PodGroup %s: member %s: %s", key, m.Pod.Name, problem)
+		if reason = podgroup.GateReason(gang.Info, m.Pod); reason == podgroup.GatedInvalidSubGroupMember {
+			return fmt.Sprintf("PodGroup %s: member %s: %s", key, m.Pod.Name, podgroup.SubGroupMembershipProblem(gang.Info.SubGroupPolicies, m.Pod))
 		}
 	}
-	if gang.Info.Members < gang.Info.MinMember() {
+	if reason == podgroup.GatedWaitingForMembers {
 		return fmt.Sprintf("waiting for PodGroup %s to have %d members (minMember); %d exist", key, gang.Info.MinMember(), gang.Info.Members)
 	}
 	return ""

@@ -12,6 +12,22 @@ const (
 	GatedWaitingForMembers     = "WaitingForMembers"
 )
 
+// GateReason is why Gang's PreEnqueue holds pod, a member of the group info describes, back
+// ("" when it lets it in): the one rule that PreEnqueue, Gang's hints and GatedGroups share.
+func GateReason(info Info, pod *v1.Pod) string {
+	switch {
+	case info.PodGroup == nil:
+		return GatedPodGroupMissing
+	case info.SubGroupErr != nil:
+		return GatedInvalidSubGroupPolicy
+	case SubGroupMembershipProblem(info.SubGroupPolicies, pod) != "":
+		return GatedInvalidSubGroupMember
+	case info.Members < info.MinMember():
+		return GatedWaitingForMembers
+	}
+	return ""
+}
+
 // GatedGroups counts the groups that have pending members (neither bound nor reserved) which
 // Gang's PreEnqueue holds back, by the first reason that holds one of them back. Every reason
 // is in the result, zero or not. It costs O(pending members) and is meant for a metrics
@@ -41,19 +57,12 @@ func (g *group) gatedLocked() string {
 		return ""
 	}
 	info := g.infoLocked()
-	switch {
-	case info.PodGroup == nil:
-		return GatedPodGroupMissing
-	case info.SubGroupErr != nil:
-		return GatedInvalidSubGroupPolicy
-	}
+	// A member's own problem comes before the count, which is the same for every member.
+	reason := ""
 	for _, p := range pending {
-		if SubGroupMembershipProblem(info.SubGroupPolicies, p) != "" {
-			return GatedInvalidSubGroupMember
+		if reason = GateReason(info, p); reason != "" && reason != GatedWaitingForMembers {
+			return reason
 		}
 	}
-	if info.Members < info.MinMember() {
-		return GatedWaitingForMembers
-	}
-	return ""
+	return reason
 }

@@ -189,16 +189,16 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	}
 	info := g.registry.Info(key)
 	var msg string
-	switch {
-	case info.PodGroup == nil:
+	switch podgroup.GateReason(info, pod) {
+	case podgroup.GatedPodGroupMissing:
 		msg = fmt.Sprintf("waiting for PodGroup %s (named by label %s): it does not exist", key, schedulingv1alpha1.PodGroupLabel)
-	case info.SubGroupErr != nil:
+	case podgroup.GatedInvalidSubGroupPolicy:
 		msg = fmt.Sprintf("PodGroup %s: %v", key, info.SubGroupErr)
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidSubGroupPolicy, msg)
-	case podgroup.SubGroupMembershipProblem(info.SubGroupPolicies, pod) != "":
+	case podgroup.GatedInvalidSubGroupMember:
 		msg = fmt.Sprintf("PodGroup %s: member %s: %s", key, pod.Name, podgroup.SubGroupMembershipProblem(info.SubGroupPolicies, pod))
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidSubGroupMember, msg)
-	case info.Members < info.MinMember():
+	case podgroup.GatedWaitingForMembers:
 		// The pod's condition says what it waits for without a count: a count would go stale
 		// as siblings arrive, and rewriting every waiting member's condition on every arrival
 		// costs O(members^2) API calls. The Event on the PodGroup carries the count.

@@ -53,17 +53,11 @@ func (g *Gang) isSchedulableAfterMemberAdded(logger klog.Logger, pod *v1.Pod, ol
 	// The registry may not have seen the new member yet: when it does and that makes the
 	// gang ready, it activates the members itself.
 	info := g.registry.Info(mine)
-	if info.PodGroup == nil || info.Members != info.MinMember() || gatedByGang(info, pod) {
+	if podgroup.GateReason(info, pod) != "" || info.Members != info.MinMember() {
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("A member completed the gang", "pod", klog.KObj(pod), "added", klog.KObj(added))
 	return fwk.Queue, nil
-}
-
-// gatedByGang reports whether Gang's PreEnqueue holds the pod back for its sub-group policy
-// or membership, which no capacity change fixes.
-func gatedByGang(info podgroup.Info, pod *v1.Pod) bool {
-	return info.SubGroupErr != nil || podgroup.SubGroupMembershipProblem(info.SubGroupPolicies, pod) != ""
 }
 
 // isSchedulableAfterLabelChange: the pending pod's own labels changed, which can make it a
@@ -142,7 +136,7 @@ func (g *Gang) isSchedulableAfterCapacityChange(logger klog.Logger, pod *v1.Pod)
 		return fwk.QueueSkip, nil
 	}
 	info := g.registry.Info(key)
-	if info.PodGroup == nil || info.Members < info.MinMember() || gatedByGang(info, pod) {
+	if podgroup.GateReason(info, pod) != "" {
 		// PreEnqueue would hold it back again: it must not take the gang's requeue claim.
 		return fwk.QueueSkip, nil
 	}
