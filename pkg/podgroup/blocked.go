@@ -86,7 +86,7 @@ func (g *group) markFitNowhereLocked(pod *v1.Pod) {
 	if hasClaims(pod) {
 		return
 	}
-	sig := signatureOf(pod)
+	sig := g.signatureLocked(pod)
 	if g.fitNowhereShapes.Has(sig) {
 		return
 	}
@@ -95,7 +95,7 @@ func (g *group) markFitNowhereLocked(pod *v1.Pod) {
 	}
 	g.fitNowhereShapes.Insert(sig)
 	for uid, m := range g.members {
-		if g.pendingLocked(uid) && !g.fitNowhere.Has(uid) && !hasClaims(m) && signatureOf(m) == sig {
+		if g.pendingLocked(uid) && !g.fitNowhere.Has(uid) && !hasClaims(m) && g.signatureLocked(m) == sig {
 			g.fitNowhere.Insert(uid)
 		}
 	}
@@ -108,13 +108,13 @@ func (g *group) shapeFitsLocked(pod *v1.Pod) {
 	if hasClaims(pod) || g.fitNowhereShapes.Len() == 0 {
 		return
 	}
-	sig := signatureOf(pod)
+	sig := g.signatureLocked(pod)
 	if !g.fitNowhereShapes.Has(sig) {
 		return
 	}
 	g.fitNowhereShapes.Delete(sig)
 	for uid := range g.fitNowhere {
-		if m := g.members[uid]; m != nil && !hasClaims(m) && signatureOf(m) == sig {
+		if m := g.members[uid]; m != nil && !hasClaims(m) && g.signatureLocked(m) == sig {
 			g.fitNowhere.Delete(uid)
 		}
 	}
@@ -123,9 +123,33 @@ func (g *group) shapeFitsLocked(pod *v1.Pod) {
 // newMemberFitsNowhereLocked marks a new pending member whose shape is known to fit no node.
 // r.mu must be held.
 func (g *group) newMemberFitsNowhereLocked(pod *v1.Pod) {
-	if g.fitNowhereShapes.Len() > 0 && pod.Spec.NodeName == "" && !hasClaims(pod) && g.fitNowhereShapes.Has(signatureOf(pod)) {
+	if g.fitNowhereShapes.Len() > 0 && pod.Spec.NodeName == "" && !hasClaims(pod) && g.fitNowhereShapes.Has(g.signatureLocked(pod)) {
 		g.fitNowhere.Insert(pod.UID)
 	}
+}
+
+// memberSignature is a member's shape signature and the object it was computed from.
+type memberSignature struct {
+	pod *v1.Pod
+	sig string
+}
+
+// signatureLocked is signatureOf(pod), computed once per member object: an update brings a
+// new object and so a new signature. r.mu must be held (for writing).
+func (g *group) signatureLocked(pod *v1.Pod) string {
+	if m, ok := g.signatures[pod.UID]; ok && m.pod == pod {
+		return m.sig
+	}
+	sig := signatureOf(pod)
+	if g.members[pod.UID] == pod {
+		// Only the registry's own object is remembered: a scheduling cycle's copy would
+		// replace it for nothing.
+		if g.signatures == nil {
+			g.signatures = map[types.UID]memberSignature{}
+		}
+		g.signatures[pod.UID] = memberSignature{pod: pod, sig: sig}
+	}
+	return sig
 }
 
 // hasClaims reports whether the pod has claims of its own: a persistent volume claim (its

@@ -88,6 +88,10 @@ type group struct {
 	fitNowhere sets.Set[types.UID]
 	// fitNowhereShapes are the shape signatures of fitNowhere members without claims.
 	fitNowhereShapes sets.Set[string]
+	// signatures memoises each member's shape signature (signatureOf, a JSON encoding) for the
+	// object it was computed from: marking or clearing a shape compares every member's, under
+	// the registry's lock.
+	signatures map[types.UID]memberSignature
 	// retryHeld says the gang's placement failed and only scout is retried (retry.go).
 	retryHeld bool
 	scout     types.UID
@@ -477,6 +481,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 	if g := r.groups[key]; g != nil {
 		done := g.track(pod.UID)
 		delete(g.members, pod.UID)
+		delete(g.signatures, pod.UID)
 		g.provisional.Delete(pod.UID)
 		g.bound.Delete(pod.UID)
 		delete(g.assumed, pod.UID)

@@ -95,6 +95,7 @@ func (r *Registry) Unreserve(pod *v1.Pod) {
 			g.unassignSubGroupLocked(pod.UID)
 			g.provisional.Delete(pod.UID)
 			delete(g.members, pod.UID)
+			delete(g.signatures, pod.UID)
 		}
 		done := g.track(pod.UID)
 		delete(g.assumed, pod.UID)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 )
 
@@ -38,5 +39,32 @@ func TestShapesOf(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("shapes (-want,+got):\n%s", diff)
+	}
+}
+
+// TestMemberSignaturesAreMemoised: a member's shape signature is computed once per object the
+// registry holds, computed again for the object an update brings, not kept for a copy the
+// registry does not hold, and dropped with the member.
+func TestMemberSignaturesAreMemoised(t *testing.T) {
+	r := New()
+	key := Key{Namespace: "ns", Name: "g"}
+	a := member("a", "g")
+	r.SetPod(nil, a)
+	g := r.groups[key]
+	if got, want := g.signatureLocked(a), signatureOf(a); got != want || g.signatures["a"].pod != a {
+		t.Fatalf("first signature %q (memo %+v), want %q memoised for the registry's object", got, g.signatures["a"], want)
+	}
+	bigger := a.DeepCopy()
+	bigger.Spec.Containers = []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}}}
+	if got := g.signatureLocked(bigger); got != signatureOf(bigger) || g.signatures["a"].pod != a {
+		t.Errorf("a copy the registry does not hold: %q, memo %+v; want its own signature and the memo unchanged", got, g.signatures["a"])
+	}
+	r.SetPod(a, bigger)
+	if got := g.signatureLocked(bigger); got != signatureOf(bigger) || got == signatureOf(a) {
+		t.Errorf("after the update: %q, want the new object's signature", got)
+	}
+	r.DeletePod(bigger)
+	if _, ok := g.signatures["a"]; ok {
+		t.Error("the memo outlived its member")
 	}
 }
