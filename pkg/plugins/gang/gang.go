@@ -83,7 +83,7 @@ type Gang struct {
 	// clock runs the rounds' deadlines (a fake one in tests).
 	clock clock.WithDelayedExecution
 	// ctx is the scheduler's lifetime, for the work a round's rejection leaves behind;
-	// rejecters counts that work in flight (rejectWhenWaiting).
+	// rejecters counts that work in flight (rejectWhenWaiting), so that tests can wait for it.
 	ctx       context.Context
 	rejecters sync.WaitGroup
 	// startup holds members met before the registry synced (startup.go).

@@ -108,8 +108,8 @@ func (p *NetworkTopologyAware) roomFreedLocked(chain []string, epoch uint64) {
 // gangs and of the deferring ones is activated (its Permit brings the others).
 func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger, leaves []string) {
 	epoch := p.roomEpoch.Add(1)
-	chain := p.chainOfLeaves(leaves)
 	tree := p.cache.Snapshot()
+	chain := chainOfLeaves(tree, leaves)
 	p.mu.Lock()
 	p.roomFreedLocked(chain, epoch)
 	var keys []podgroup.Key
@@ -133,8 +133,7 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger, leaves []str
 
 // chainOfLeaves returns the virtual root and every given leaf with its ancestors; nil (every
 // HyperNode) when one of them is not a leaf of the tree (the nodes outside any leaf).
-func (p *NetworkTopologyAware) chainOfLeaves(leaves []string) []string {
-	tree := p.cache.Snapshot()
+func chainOfLeaves(tree *hypernode.Snapshot, leaves []string) []string {
 	seen := sets.New(hypernode.VirtualRootName)
 	for _, leaf := range leaves {
 		if _, ok := tree.HyperNode(leaf); !ok || leaf == placement.LooseLeaf {
