@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -35,11 +36,6 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	if _, err := state.Read(simulationKey); err == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	if info.TopologyErr != nil {
-		msg := fmt.Sprintf("PodGroup %s: %v", key, info.TopologyErr)
-		p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-	}
 	if err := p.cache.WaitForSync(ctx); err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("waiting for the HyperNode cache: %w", err))
 	}
@@ -47,8 +43,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 		return nil, fwk.AsStatus(fmt.Errorf("waiting for the PodGroup registry: %w", err))
 	}
 	tree := p.cache.Snapshot()
-	if _, err := placement.MaxTier(tree, placement.JobTopology(info)); err != nil {
-		msg := fmt.Sprintf("PodGroup %s: annotation %s: %v", key, podgroup.NetworkTopologyAnnotation, err)
+	if msg := constraintProblem(tree, key, info); msg != "" {
 		p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
@@ -170,4 +165,16 @@ func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.P
 		klog.FromContext(ctx).V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
 	}
 	return b.Message(key), true
+}
+
+// constraintProblem is why the gang's constraint cannot be planned at all ("" when it can): an
+// invalid annotation, or a tier the tree lacks. Only its PodGroup or the tree can fix that.
+func constraintProblem(tree *hypernode.Snapshot, key podgroup.Key, info podgroup.Info) string {
+	if info.TopologyErr != nil {
+		return fmt.Sprintf("PodGroup %s: %v", key, info.TopologyErr)
+	}
+	if _, err := placement.MaxTier(tree, placement.JobTopology(info)); err != nil {
+		return fmt.Sprintf("PodGroup %s: annotation %s: %v", key, podgroup.NetworkTopologyAnnotation, err)
+	}
+	return ""
 }

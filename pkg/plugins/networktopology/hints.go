@@ -14,7 +14,6 @@ import (
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -48,7 +47,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, 
 		return fwk.QueueSkip, nil
 	}
 	p.markAllStale()
-	if p.unplannable(info) || p.leftOutWaits(key, info, pod.Name) {
+	if p.unplannable(key, info) || p.leftOutWaits(key, info, pod.Name) {
 		return fwk.QueueSkip, nil
 	}
 	if p.waitsForBackoff(logger, key) {
@@ -62,7 +61,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, 
 // not count.
 func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	key, info, ok := p.constraint(pod)
-	if !ok || info.Blocker != nil || p.unplannable(info) {
+	if !ok || info.Blocker != nil || p.unplannable(key, info) {
 		// A blocked gang waits for its blocker, which room freed elsewhere cannot help.
 		return fwk.QueueSkip, nil
 	}
@@ -89,15 +88,11 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, 
 	return p.requeue(logger, pod, key, "pod deleted"), nil
 }
 
-// unplannable reports whether the gang's constraint is one no capacity can satisfy: its
-// annotation is invalid, or names a tier the tree does not have. Only a change of the
-// PodGroup or of the tree can fix it, and their hints requeue it.
-func (p *NetworkTopologyAware) unplannable(info podgroup.Info) bool {
-	if info.TopologyErr != nil {
-		return true
-	}
-	_, err := placement.MaxTier(p.cache.Snapshot(), placement.JobTopology(info))
-	return err != nil
+// unplannable reports whether the gang's constraint is one no capacity can satisfy
+// (constraintProblem, PreFilter's own check). Only a change of the PodGroup or of the tree
+// can fix it, and their hints requeue it.
+func (p *NetworkTopologyAware) unplannable(key podgroup.Key, info podgroup.Info) bool {
+	return constraintProblem(p.cache.Snapshot(), key, info) != ""
 }
 
 // isSchedulableAfterHyperNodeChange: a HyperNode added or deleted, or its spec or labels
