@@ -94,8 +94,9 @@ type Cluster struct {
 // nodeState is a node with what is bound to it.
 type nodeState struct {
 	node *v1.Node
-	// unusable says why no new pod can go to the node ("" when it can): not ready or
-	// cordoned. Taints depend on the pod and are checked per gang.
+	// unusable is tree's view, for no pod in particular: why the node takes no new pod ("" when
+	// it does), not ready or cordoned. explain judges per gang, by taints and tolerations
+	// (refusedBy), as the scheduler does.
 	unusable string
 	// requested sums the requests of the non-terminal pods bound to the node.
 	requested v1.ResourceList
@@ -206,7 +207,7 @@ func (c *Cluster) index() {
 	}
 }
 
-// unusableReason says why the scheduler puts no new pod on a node.
+// unusableReason is tree's view of a node: not ready by its Ready condition, or cordoned.
 func unusableReason(n *v1.Node) string {
 	if n.Spec.Unschedulable {
 		return "cordoned"

@@ -387,3 +387,69 @@ func TestExplainLeavesOutWhatDRAProvides(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainJudgesNodesAsTheSchedulerDoes: a node takes members unless kube-scheduler's
+// NodeUnschedulable or TaintToleration filter keeps them off, so members that tolerate a
+// cordon or a not-ready taint count it, and a Ready condition alone refuses nobody.
+func TestExplainJudgesNodesAsTheSchedulerDoes(t *testing.T) {
+	readyFalseUntainted := func(n *v1.Node) { n.Status.Conditions[0].Status = v1.ConditionFalse }
+	tainted := func(key string, effect v1.TaintEffect) func(*v1.Node) {
+		return func(n *v1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: key, Value: "x", Effect: effect})
+		}
+	}
+	nodes := []runtime.Object{
+		gpuNode("cordoned", cordoned), gpuNode("not-ready", notReady),
+		gpuNode("unreachable", tainted(v1.TaintNodeUnreachable, v1.TaintEffectNoExecute)),
+		gpuNode("gpu-taint", tainted("nvidia.com/gpu", v1.TaintEffectNoSchedule)),
+		gpuNode("prefer", tainted("spot", v1.TaintEffectPreferNoSchedule)),
+		gpuNode("ready-false", readyFalseUntainted),
+	}
+	all := []string{"cordoned", "gpu-taint", "not-ready", "prefer", "ready-false", "unreachable"}
+	for _, tc := range []struct {
+		name        string
+		tolerations []v1.Toleration
+		want        []NodeReason
+		// holds is the leaf's capacity: two members of 4 GPUs per node that takes them.
+		holds int
+	}{{
+		name:  "no toleration",
+		holds: 4,
+		want: []NodeReason{{"cordoned", "cordoned"}, {"gpu-taint", "taint nvidia.com/gpu=x:NoSchedule not tolerated"},
+			{"not-ready", "not ready"}, {"unreachable", "unreachable"}},
+	}, {
+		name: "the cordon and the not-ready taint tolerated",
+		tolerations: []v1.Toleration{
+			{Key: v1.TaintNodeUnschedulable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule},
+			{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists},
+		},
+		want:  []NodeReason{{"gpu-taint", "taint nvidia.com/gpu=x:NoSchedule not tolerated"}, {"unreachable", "unreachable"}},
+		holds: 8,
+	}, {
+		name:        "everything tolerated",
+		tolerations: []v1.Toleration{{Operator: v1.TolerationOpExists}},
+		holds:       12,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := append([]runtime.Object{}, nodes...)
+			for i := range 12 {
+				p := memberPod("team-t", fmt.Sprintf("job-%d", i), "job", "", nil)
+				p.Spec.Tolerations = tc.tolerations
+				kube = append(kube, p)
+			}
+			topology := []runtime.Object{hntesting.MakeHyperNode("leaf").Tier(1).Nodes(all...).Obj()}
+			scheduling := []runtime.Object{podGroup("team-t", "job", 12, map[string]string{
+				podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`})}
+			e, err := loadObjects(t, kube, topology, scheduling).Explain("team-t", "job", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, e.Search.UnusableNodes); diff != "" {
+				t.Errorf("nodes that take no member (-want +got):\n%s", diff)
+			}
+			if got := e.Search.Tiers[0].Candidates[0].Holds; got != tc.holds {
+				t.Errorf("leaf holds %d members, want %d", got, tc.holds)
+			}
+		})
+	}
+}

@@ -43,8 +43,11 @@ func gpuNode(name string, modify ...func(*v1.Node)) *v1.Node {
 	return n
 }
 
+// notReady is a node whose kubelet stopped reporting, with the taint the node lifecycle
+// controller then puts on it.
 func notReady(n *v1.Node) {
 	n.Status.Conditions[0].Status = v1.ConditionFalse
+	n.Spec.Taints = append(n.Spec.Taints, v1.Taint{Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoSchedule})
 }
 
 func cordoned(n *v1.Node) { n.Spec.Unschedulable = true }

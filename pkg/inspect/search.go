@@ -197,14 +197,8 @@ func (c *Cluster) shapeCapacities(shapes []podgroup.Shape) ([]placement.Shape, p
 // demand, or 0 and why none fits for reasons other than room.
 func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
 	n := c.nodes[name]
-	if n.unusable != "" {
-		return 0, n.unusable
-	}
-	noNewPods := func(t *v1.Taint) bool {
-		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
-	}
-	if taint, found := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.node.Spec.Taints, in.shape.Spec.Tolerations, noNewPods, true); found {
-		return 0, fmt.Sprintf("taint %s not tolerated", taint.ToString())
+	if why := refusedBy(n.node, in.shape.Spec.Tolerations); why != "" {
+		return 0, why
 	}
 	if ok, _ := in.affinity.Match(n.node); !ok {
 		return 0, "does not match the pods' node selector or affinity"
@@ -218,6 +212,34 @@ func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
 		holds = min(holds, int(free.MilliValue()/q.MilliValue()))
 	}
 	return holds, ""
+}
+
+// refusedBy says why kube-scheduler's NodeUnschedulable and TaintToleration filters keep pods
+// with these tolerations off the node ("" when they do not). It reads taints, not the Ready
+// condition, as the scheduler does: a pod that tolerates a cordon or a not-ready taint (a
+// DaemonSet's, an agent's) can be placed there.
+func refusedBy(n *v1.Node, tolerations []v1.Toleration) string {
+	cordon := v1.Taint{Key: v1.TaintNodeUnschedulable, Effect: v1.TaintEffectNoSchedule}
+	if n.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(klog.Background(), tolerations, &cordon, true) {
+		return "cordoned"
+	}
+	noNewPods := func(t *v1.Taint) bool {
+		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
+	}
+	taint, found := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, tolerations, noNewPods, true)
+	if !found {
+		return ""
+	}
+	// The node lifecycle controller's taints, in the words of the node's state.
+	switch taint.Key {
+	case v1.TaintNodeNotReady:
+		return "not ready"
+	case v1.TaintNodeUnreachable:
+		return "unreachable"
+	case v1.TaintNodeUnschedulable:
+		return "cordoned"
+	}
+	return fmt.Sprintf("taint %s not tolerated", taint.ToString())
 }
 
 // candidate reports one HyperNode (or the whole cluster) of a tier.
