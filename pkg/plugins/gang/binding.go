@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -18,8 +19,15 @@ import (
 // them has reached PreBind: a member whose Allow came too late (it was preempted or timed
 // out while the quorum was being counted) is unreserved instead, fails the batch, and then no
 // member of the batch binds. Without the barrier the others would bind below minMember.
+//
+// A batch allowed while an earlier batch of its gang is still short of its barrier counted
+// that batch's members in its quorum: it binds only after they pass it, and fails with them
+// (an extra member of an elastic gang, a sub-group completed after the job's batch).
 type batch struct {
+	key     podgroup.Key
 	members int
+	// earlier are the gang's batches still open when this one was allowed.
+	earlier []*batch
 	arrived int
 	// bound counts the members that reached PostBind.
 	bound int
@@ -27,19 +35,68 @@ type batch struct {
 	ready  chan struct{}
 	failed chan struct{}
 	once   sync.Once
-	reason string
+	// member is the member whose failure failed the batch, reason what its members are told.
+	member, reason string
 }
 
-func newBatch(members int) *batch {
-	return &batch{members: members, ready: make(chan struct{}), failed: make(chan struct{})}
+// newBatchLocked makes a gang's batch of members, after the gang's open batches. g.mu must be
+// held.
+func (g *Gang) newBatchLocked(key podgroup.Key, members int) *batch {
+	b := &batch{key: key, members: members, ready: make(chan struct{}), failed: make(chan struct{})}
+	open := g.openBatches[key]
+	for e := range open {
+		b.earlier = append(b.earlier, e)
+	}
+	if open == nil {
+		open = map[*batch]struct{}{}
+		g.openBatches[key] = open
+	}
+	open[b] = struct{}{}
+	return b
 }
 
-// fail fails the batch with the first reason given. g.mu must be held.
-func (b *batch) fail(reason string) {
+// failLocked fails the batch because the member did not bind, with the first reason given.
+// g.mu must be held.
+func (g *Gang) failLocked(b *batch, member, reason string) {
 	b.once.Do(func() {
-		b.reason = reason
+		b.member, b.reason = member, reason
 		close(b.failed)
 	})
+	g.closeLocked(b)
+}
+
+// closeLocked takes a batch that passed its barrier or failed out of its gang's open batches.
+// g.mu must be held.
+func (g *Gang) closeLocked(b *batch) {
+	open := g.openBatches[b.key]
+	delete(open, b)
+	if len(open) == 0 {
+		delete(g.openBatches, b.key)
+	}
+}
+
+// awaitEarlier waits until the batches allowed before b have passed their barriers, and
+// fails b when one of them failed: its quorum counted their members.
+func (g *Gang) awaitEarlier(ctx context.Context, b *batch) *fwk.Status {
+	for _, e := range b.earlier {
+		select {
+		case <-e.failed:
+		case <-e.ready:
+			select {
+			case <-e.failed:
+			default:
+				continue
+			}
+		case <-ctx.Done():
+			return fwk.AsStatus(context.Cause(ctx))
+		}
+		g.mu.Lock()
+		g.failLocked(b, e.member, fmt.Sprintf("gang %s: member %s, allowed earlier and counted for this one, did not bind", b.key, e.member))
+		reason := b.reason
+		g.mu.Unlock()
+		return fwk.NewStatus(fwk.Unschedulable, reason)
+	}
+	return nil
 }
 
 // PreBindPreFlight: PreBind has work only for members allowed by Permit.
@@ -62,6 +119,7 @@ func (g *Gang) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ str
 	b.arrived++
 	if b.arrived == b.members {
 		close(b.ready)
+		g.closeLocked(b)
 	}
 	g.mu.Unlock()
 	select {
@@ -70,6 +128,9 @@ func (g *Gang) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ str
 		select {
 		case <-b.failed:
 		default:
+			if s := g.awaitEarlier(ctx, b); s != nil {
+				return s
+			}
 			if err := g.binds.acquire(ctx, pod.UID); err != nil {
 				return fwk.AsStatus(err)
 			}
@@ -97,7 +158,8 @@ func (g *Gang) PostBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ st
 	done := false
 	if b != nil {
 		b.bound++
-		if start, ok := g.firstReserved[key]; ok && b.bound == b.members && !g.bound.Has(key) {
+		// The first batch of the gang, not an extra member's that happened to bind first.
+		if start, ok := g.firstReserved[key]; ok && b.bound == b.members && len(b.earlier) == 0 && !g.bound.Has(key) {
 			g.bound.Insert(key)
 			took, done = time.Since(start), true
 		}

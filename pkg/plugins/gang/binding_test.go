@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -144,6 +145,84 @@ func TestBatchBindsWhenEveryMemberArrives(t *testing.T) {
 	defer e.plugin.mu.Unlock()
 	if len(e.plugin.memberBatch) != 0 || len(e.plugin.memberRound) != 0 || len(e.plugin.rounds) != 0 {
 		t.Errorf("state left after binding: %d batches, %d member rounds, %d rounds", len(e.plugin.memberBatch), len(e.plugin.memberRound), len(e.plugin.rounds))
+	}
+}
+
+// TestLaterBatchSharesTheFateOfTheOneItCounted: an elastic gang's extra member, allowed
+// while the quorum batch it counted had not passed its barrier, binds only after that batch
+// passes, and never alone when that batch fails.
+func TestLaterBatchSharesTheFateOfTheOneItCounted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// p0Fails: p0, allowed in the quorum batch, fails before its PreBind.
+		p0Fails bool
+		want    map[string]string
+	}{{
+		name: "the quorum batch binds",
+		want: map[string]string{"p0": "", "p1": "", "p2": ""},
+	}, {
+		name:    "the quorum batch fails",
+		p0Fails: true,
+		want: map[string]string{
+			"p1": "gang team/train: member p0 was allowed with this one but did not bind",
+			"p2": "gang team/train: member p0, allowed earlier and counted for this one, did not bind",
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 60)
+			pods := e.gangOfThree(2)
+			p0, p1, p2 := pods[0], pods[1], pods[2]
+			if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+				t.Fatalf("Permit(p0) = %v, want Wait", s)
+			}
+			if s := e.reserveAndPermit(t, p1); !s.IsSuccess() {
+				t.Fatalf("Permit(p1) = %v, want Success", s)
+			}
+			// p2 counts p0 and p1, reserved and not bound: allowed at once, in a batch of its own.
+			if s := e.reserveAndPermit(t, p2); !s.IsSuccess() {
+				t.Fatalf("Permit(p2) = %v, want Success", s)
+			}
+			got := map[string]string{}
+			results := make(chan struct {
+				pod    string
+				status *fwk.Status
+			}, 3)
+			preBind := func(p *v1.Pod) {
+				go func() {
+					results <- struct {
+						pod    string
+						status *fwk.Status
+					}{p.Name, e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), p, "node-1")}
+				}()
+			}
+			preBind(p2)
+			preBind(p1)
+			if s := e.fw.WaitOnPermit(e.ctx, p0); !s.IsSuccess() {
+				t.Fatalf("p0 = %v, want allowed", s)
+			}
+			if tc.p0Fails {
+				e.unreserve(p0)
+			} else {
+				preBind(p0)
+			}
+			for range tc.want {
+				r := <-results
+				got[r.pod] = r.status.Message()
+				if r.status.IsSuccess() {
+					e.fw.RunPostBindPlugins(e.ctx, framework.NewCycleState(), pods[r.pod[1]-'0'], "node-1")
+				} else {
+					e.unreserve(pods[r.pod[1]-'0'])
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("PreBind messages (-want +got):\n%s", diff)
+			}
+			e.plugin.mu.Lock()
+			defer e.plugin.mu.Unlock()
+			if len(e.plugin.memberBatch) != 0 || len(e.plugin.openBatches) != 0 {
+				t.Errorf("state left: %d member batches, %d gangs with open batches", len(e.plugin.memberBatch), len(e.plugin.openBatches))
+			}
+		})
 	}
 }
 

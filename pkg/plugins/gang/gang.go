@@ -74,6 +74,8 @@ type Gang struct {
 	rounds      map[podgroup.Key]*round
 	memberRound map[types.UID]*round
 	memberBatch map[types.UID]*batch
+	// openBatches are each gang's batches that have neither passed their barrier nor failed.
+	openBatches map[podgroup.Key]map[*batch]struct{}
 	// binds bounds the allowed members binding at once (binding.go).
 	binds *bindSlots
 	// firstReserved is when each gang's first member was reserved, for the time a gang
@@ -126,6 +128,7 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 		rounds:      map[podgroup.Key]*round{},
 		memberRound: map[types.UID]*round{},
 		memberBatch: map[types.UID]*batch{},
+		openBatches: map[podgroup.Key]map[*batch]struct{}{},
 		binds:       newBindSlots(maxConcurrentBinds),
 
 		firstReserved: map[podgroup.Key]time.Time{},

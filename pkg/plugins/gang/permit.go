@@ -52,7 +52,7 @@ func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 	g.registry.Unreserve(pod)
 	if b := g.memberBatch[pod.UID]; b != nil {
 		delete(g.memberBatch, pod.UID)
-		b.fail(fmt.Sprintf("gang %s: member %s was allowed with this one but did not bind", key, pod.Name))
+		g.failLocked(b, pod.Name, fmt.Sprintf("gang %s: member %s was allowed with this one but did not bind", key, pod.Name))
 	}
 	r := g.memberRound[pod.UID]
 	delete(g.memberRound, pod.UID)
@@ -157,7 +157,7 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 			allow = append(allow, wp)
 		}
 	}
-	b := newBatch(batched.Len())
+	b := g.newBatchLocked(key, batched.Len())
 	for uid := range batched {
 		delete(r.members, uid)
 		r.waiters.Delete(uid)
