@@ -165,8 +165,12 @@ func (g *Gang) Name() string { return Name }
 // activateOnChange runs PreEnqueue again for the held-back members of a group that became
 // ready. A change of the PodGroup itself re-runs it even below minMember: the members' gate
 // message (the PodGroup "does not exist", a sub-group policy error) may be stale, since the
-// queue's own PodGroup event can arrive before the registry has seen the PodGroup.
+// queue's own PodGroup event can arrive before the registry has seen the PodGroup. It also
+// decides the gang's waiting round again.
 func (g *Gang) activateOnChange(logger klog.Logger, key podgroup.Key, podGroupChanged bool) {
+	if podGroupChanged {
+		g.decideAgain(logger, key)
+	}
 	info := g.registry.Info(key)
 	if info.PodGroup == nil || (info.Members < info.MinMember() && !podGroupChanged) {
 		return

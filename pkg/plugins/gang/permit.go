@@ -133,6 +133,22 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	// Allow this member and every waiting member of the round whose sub-group (if any) is
 	// complete, as one batch. (This branch runs for each member that completes a sub-group
 	// or comes after the job is complete: O(sub-groups) each, not for every member.)
+	wasWaiting := !r.waitingSince.IsZero()
+	allowed := g.allowLocked(key, r, info, pod)
+	g.mu.Unlock()
+	if wasWaiting || allowed > 0 {
+		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
+			fmt.Sprintf("gang %s: %d of %d (minMember) members reserved or bound; %d waiting members allowed to bind", key, info.Scheduled, minMember, allowed))
+	}
+	logger.V(3).Info("Gang complete", "podGroup", key, "scheduled", info.Scheduled, "allowed", allowed)
+	return nil, 0
+}
+
+// allowLocked allows, as one batch, the members of the round whose sub-group (if any) is
+// complete, and pod (the member in Permit; nil when the round is decided again on its own),
+// and returns how many waiting members it allowed. The job must be complete. g.mu must be
+// held.
+func (g *Gang) allowLocked(key podgroup.Key, r *round, info podgroup.Info, pod *v1.Pod) int {
 	var complete sets.Set[string]
 	if len(info.SubGroupPolicies) > 0 {
 		states := g.registry.SubGroups(key)
@@ -142,20 +158,26 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		s, ok := podgroup.SubGroupOf(info.SubGroupPolicies, p)
 		return !ok || complete.Has(s.ID)
 	}
-	// The batch is every member of the round the quorum counts (this one among them), not
-	// only those allowed: one no longer waiting was rejected (preempted, deleted) and its
+	// The batch is every member of the round the quorum counts (pod among them), not only
+	// those allowed: one no longer waiting was rejected (preempted, deleted) and its
 	// Unreserve has not run yet; in the batch, that Unreserve fails it and nobody binds below
 	// minMember. The waiting ones are looked up by UID: O(round), not every waiting pod.
-	batched := sets.New(pod.UID)
+	batched := sets.New[types.UID]()
+	if pod != nil {
+		batched.Insert(pod.UID)
+	}
 	var allow []fwk.WaitingPod
 	for uid, p := range r.members {
 		if !counted(p) {
 			continue
 		}
 		batched.Insert(uid)
-		if wp := g.handle.GetWaitingPod(uid); uid != pod.UID && wp != nil {
+		if wp := g.handle.GetWaitingPod(uid); (pod == nil || uid != pod.UID) && wp != nil {
 			allow = append(allow, wp)
 		}
+	}
+	if batched.Len() == 0 {
+		return 0
 	}
 	b := g.newBatchLocked(key, batched.Len())
 	for uid := range batched {
@@ -164,7 +186,6 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		delete(g.memberRound, uid)
 		g.memberBatch[uid] = b
 	}
-	wasWaiting := !r.waitingSince.IsZero()
 	if len(r.members) == 0 {
 		r.stop()
 		delete(g.rounds, key)
@@ -172,13 +193,7 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	for _, wp := range allow {
 		wp.Allow(Name)
 	}
-	g.mu.Unlock()
-	if wasWaiting || len(allow) > 0 {
-		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
-			fmt.Sprintf("gang %s: %d of %d (minMember) members reserved or bound; %d waiting members allowed to bind", key, info.Scheduled, minMember, len(allow)))
-	}
-	logger.V(3).Info("Gang complete", "podGroup", key, "scheduled", info.Scheduled, "allowed", len(allow))
-	return nil, 0
+	return len(allow)
 }
 
 // completeSubGroups returns the sub-groups with at least subGroupSize members reserved or

@@ -138,6 +138,32 @@ func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round, armed int)
 	logger.V(3).Info("Gang round timed out", "podGroup", key, "rejected", rejected)
 }
 
+// decideAgain allows a waiting round that a change of its PodGroup completed (minMember or
+// minSubGroups lowered, a smaller subGroupSize): without it the round would wait for another
+// member's Permit, which may never come, and then time out with a message that contradicts
+// the PodGroup. A change that asks for more leaves the round waiting for more members, as a
+// round does until its deadline.
+func (g *Gang) decideAgain(logger klog.Logger, key podgroup.Key) {
+	g.mu.Lock()
+	r := g.rounds[key]
+	if r == nil || r.waitingSince.IsZero() || r.ended {
+		g.mu.Unlock()
+		return
+	}
+	info := g.registry.Info(key)
+	if info.PodGroup == nil || !jobComplete(info, g.registry.Progress(key, nil)) {
+		g.mu.Unlock()
+		return
+	}
+	allowed := g.allowLocked(key, r, info, nil)
+	g.mu.Unlock()
+	if allowed > 0 {
+		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
+			fmt.Sprintf("gang %s: its PodGroup changed; %d of %d (minMember) members reserved or bound; %d waiting members allowed to bind", key, info.Scheduled, info.MinMember(), allowed))
+	}
+	logger.V(3).Info("Gang round decided again after its PodGroup changed", "podGroup", key, "scheduled", info.Scheduled, "allowed", allowed)
+}
+
 // waitedFor says what a round waits for and what it had: minMember members and, with
 // sub-group policies, each policy's minSubGroups complete sub-groups.
 func (g *Gang) waitedFor(key podgroup.Key, info podgroup.Info) (wanted, had string) {

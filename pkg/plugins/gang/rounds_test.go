@@ -2,6 +2,7 @@ package gang
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -340,5 +343,91 @@ func TestTimeoutSaysWhatTheSubGroupsLacked(t *testing.T) {
 	const want = "gang team/job rejected: timed out after 1m0s waiting for 4 members (minMember) and 2 complete sub-groups of tp (minSubGroups, 2 members each); 2 were reserved or bound, complete sub-groups of tp: 1"
 	if s := e.fw.WaitOnPermit(e.ctx, pods[0]); s.Code() != fwk.Unschedulable || s.Message() != want {
 		t.Errorf("p0 = %v, want Unschedulable %q", s, want)
+	}
+}
+
+// TestPodGroupChangeDecidesTheWaitingRoundAgain: a PodGroup change that completes the waiting
+// round (a lower minMember or minSubGroups) allows its members at once; one that asks for more
+// leaves them waiting.
+func TestPodGroupChangeDecidesTheWaitingRoundAgain(t *testing.T) {
+	const policy = `[{"name":"tp","subGroupSize":2,"minSubGroups":%d,"matchLabelKeys":["partition"]}]`
+	setJob := func(e *env, minMember int32, annotations map[string]string) {
+		e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", UID: "uid-job", Annotations: annotations},
+			Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: minMember},
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		// job makes the gang "job" and returns its members; the first two wait in Permit.
+		job    func(e *env) []*v1.Pod
+		change func(e *env)
+		// allowed is whether p0 and p1 are allowed; event the Event posted.
+		allowed bool
+		event   string
+	}{{
+		name: "minMember lowered to the members reserved",
+		job: func(e *env) []*v1.Pod {
+			setJob(e, 3, nil)
+			pods := []*v1.Pod{member("p0", "job"), member("p1", "job"), member("p2", "job")}
+			for _, p := range pods {
+				e.registry.SetPod(nil, p)
+			}
+			return pods
+		},
+		change:  func(e *env) { setJob(e, 2, nil) },
+		allowed: true,
+		event:   "Normal GangScheduled gang team/job: its PodGroup changed; 2 of 2 (minMember) members reserved or bound; 2 waiting members allowed to bind",
+	}, {
+		name: "minMember raised",
+		job: func(e *env) []*v1.Pod {
+			setJob(e, 3, nil)
+			pods := []*v1.Pod{member("p0", "job"), member("p1", "job"), member("p2", "job")}
+			for _, p := range pods {
+				e.registry.SetPod(nil, p)
+			}
+			return pods
+		},
+		change: func(e *env) { setJob(e, 4, nil) },
+	}, {
+		name: "minSubGroups lowered to the complete sub-groups",
+		job: func(e *env) []*v1.Pod {
+			return e.partitionedJob(fmt.Sprintf(policy, 2), 4, 4, 2)
+		},
+		change: func(e *env) {
+			setJob(e, 2, map[string]string{podgroup.SubGroupPolicyAnnotation: fmt.Sprintf(policy, 1)})
+		},
+		allowed: true,
+		event:   "Normal GangScheduled gang team/job: its PodGroup changed; 2 of 2 (minMember) members reserved or bound; 2 waiting members allowed to bind",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 60)
+			pods := tc.job(e)
+			for _, p := range pods[:2] {
+				if s := e.reserveAndPermit(t, p); s.Code() != fwk.Wait {
+					t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)
+				}
+			}
+			drain(e.recorder.Events)
+			tc.change(e)
+			var events []string
+			if tc.event != "" {
+				events = []string{tc.event}
+			}
+			if diff := cmp.Diff(events, drain(e.recorder.Events)); diff != "" {
+				t.Errorf("Events (-want +got):\n%s", diff)
+			}
+			for _, p := range pods[:2] {
+				if !tc.allowed {
+					if e.fw.GetWaitingPod(p.UID) == nil {
+						t.Errorf("%s no longer waits in Permit", p.Name)
+					}
+					continue
+				}
+				if s := e.fw.WaitOnPermit(e.ctx, p); !s.IsSuccess() {
+					t.Errorf("%s = %v, want allowed", p.Name, s)
+				}
+			}
+		})
 	}
 }
