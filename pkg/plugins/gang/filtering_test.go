@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -118,5 +119,48 @@ func TestPodAffinityIsNotFittingNowhere(t *testing.T) {
 	}
 	if !g.fitsNowhere(refusedBy("NodeAffinity", "node(s) didn't match Pod's node affinity/selector")) {
 		t.Error("a member refused everywhere for its node selector fits somewhere")
+	}
+}
+
+// TestBlockedElasticGangReleasesItsWaiters: minMember 3 of 4, and two members share a node
+// selector no node matches. The first of them to fail blocks the gang (it cannot complete
+// without both), so the members waiting in Permit are released at once rather than holding
+// their nodes until the timeout, as they would for an extra member the gang can do without.
+func TestBlockedElasticGangReleasesItsWaiters(t *testing.T) {
+	node := st.MakeNode().Name("node-1").Obj()
+	e := newEnvOn(t, 60, internalcache.NewSnapshot(nil, []*v1.Node{node}))
+	e.podGroup("train", 3, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train"), member("p3", "train")}
+	for _, p := range pods[2:] {
+		p.Spec.NodeSelector = map[string]string{"pool": "none"}
+	}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	for _, p := range pods[:2] {
+		if s := e.reserveAndPermit(t, p); s.Code() != fwk.Wait {
+			t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)
+		}
+	}
+	drain(e.recorder.Events)
+	const reason = "node(s) didn't match Pod's node affinity/selector"
+	statuses := framework.NewDefaultNodeToStatus()
+	statuses.Set("node-1", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason).WithPlugin("NodeAffinity"))
+	_, s := e.plugin.PostFilter(e.ctx, framework.NewCycleState(), pods[2], statuses)
+	if want := "gang team/train: this member cannot be placed, so no member binds; 2 waiting members released"; s.Message() != want {
+		t.Errorf("PostFilter(p2) = %q, want %q", s.Message(), want)
+	}
+	for _, p := range pods[:2] {
+		const want = "gang team/train rejected: member p2 cannot be placed (1 " + reason + ")"
+		if s := e.fw.WaitOnPermit(e.ctx, p); s.Code() != fwk.Unschedulable || s.Message() != want {
+			t.Errorf("%s = %v, want Unschedulable %q", p.Name, s, want)
+		}
+	}
+	want := []string{
+		"Warning GangBlocked gang team/train is blocked: its member p2 fits no node (1 " + reason + "); the gang is retried when that member or the nodes change",
+		"Warning GangRejected gang team/train: member p2 cannot be placed (1 " + reason + "); 2 waiting members rejected and their resources released",
+	}
+	if diff := cmp.Diff(want, drain(e.recorder.Events)); diff != "" {
+		t.Errorf("Events (-want +got):\n%s", diff)
 	}
 }

@@ -57,6 +57,12 @@ type env struct {
 // implements, around a registry the test feeds directly.
 func newEnv(t *testing.T, defaultTimeout int64) *env {
 	t.Helper()
+	return newEnvOn(t, defaultTimeout, internalcache.NewEmptySnapshot())
+}
+
+// newEnvOn is newEnv with the cluster the framework's snapshot shows.
+func newEnvOn(t *testing.T, defaultTimeout int64, snapshot *internalcache.Snapshot) *env {
+	t.Helper()
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
@@ -88,7 +94,7 @@ func newEnv(t *testing.T, defaultTimeout int64) *env {
 		frameworkruntime.WithEventRecorder(e.recorder),
 		frameworkruntime.WithPodActivator(e.activator),
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
-		frameworkruntime.WithSnapshotSharedLister(internalcache.NewEmptySnapshot()),
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
 	)
 	if err != nil {
 		t.Fatal(err)

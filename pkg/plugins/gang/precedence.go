@@ -57,15 +57,18 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	if reasons != "" {
 		why += " (" + reasons + ")"
 	}
-	if g.fitsNowhere(statuses) {
-		g.block(logger, key, info, pod, reasons)
-	}
+	// A blocked gang cannot complete without this member (and its siblings of its shape):
+	// nothing is worth keeping, whatever the member counts say.
+	blocked := g.fitsNowhere(statuses) && g.block(logger, key, info, pod, reasons)
 	only, subGroup := rejectionScope(view)
+	if blocked {
+		only, subGroup = nil, ""
+	}
 	if subGroup != "" {
 		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
 	}
 	g.mu.Lock()
-	if only == nil && !neededSubGroupShort(view) && g.othersCanCompleteLocked(key, info, pod) {
+	if only == nil && !blocked && !neededSubGroupShort(view) && g.othersCanCompleteLocked(key, info, pod) {
 		g.mu.Unlock()
 		logger.V(3).Info("Gang member cannot be placed; the others can still make minMember", "pod", klog.KObj(pod), "podGroup", key, "minMember", info.MinMember())
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
@@ -260,12 +263,15 @@ func (g *Gang) fitsNowhere(statuses fwk.NodeToStatusReader) bool {
 const topologyPluginName = "NetworkTopologyAware"
 
 // block records that the member fits no node, so that the gang's other members wait for it
-// instead of reserving and being rejected again and again, and reports it once.
-func (g *Gang) block(logger klog.Logger, key podgroup.Key, info podgroup.Info, pod *v1.Pod, reasons string) {
+// instead of reserving and being rejected again and again, and reports it once. It returns
+// whether the gang is blocked: the job cannot do without the members known to fit nowhere.
+func (g *Gang) block(logger klog.Logger, key podgroup.Key, info podgroup.Info, pod *v1.Pod, reasons string) bool {
 	b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
-	if _, reported := g.registry.SetBlocked(key, b); !reported || info.PodGroup == nil {
-		return
+	blocked, reported := g.registry.SetBlocked(key, b)
+	if !reported || info.PodGroup == nil {
+		return blocked
 	}
 	g.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))
 	logger.V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
+	return blocked
 }
