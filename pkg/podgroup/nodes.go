@@ -1,6 +1,10 @@
 package podgroup
 
 import (
+	"fmt"
+	"sort"
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,15 +18,77 @@ func (r *Registry) ClusterAllocatable() v1.ResourceList {
 	return r.clusterAllocatable
 }
 
+// MinResourcesShortfall describes the resources of the group's minResources that exceed what
+// the whole cluster can allocate ("" when none does). A group found short is remembered until
+// a node change gives the cluster enough, which then activates its members: kube-scheduler's
+// own node event may reach the queue before this registry has counted the node, and the
+// member it requeued is refused again.
+func (r *Registry) MinResourcesShortfall(key Key, min v1.ResourceList) string {
+	r.mu.RLock()
+	short := Shortfall(min, r.clusterAllocatable)
+	known := r.shortOfCluster.Has(key)
+	r.mu.RUnlock()
+	if (short != "") != known {
+		r.mu.Lock()
+		if short != "" {
+			r.shortOfCluster.Insert(key)
+		} else {
+			r.shortOfCluster.Delete(key)
+		}
+		r.mu.Unlock()
+	}
+	return short
+}
+
+// Shortfall describes the resources of want that exceed have, or "".
+func Shortfall(want, have v1.ResourceList) string {
+	var parts []string
+	for name, q := range want {
+		h := have[name]
+		if q.Cmp(h) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s (cluster allocatable %s)", name, q.String(), quantityString(h)))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func quantityString(q resource.Quantity) string {
+	if q.IsZero() {
+		return "0"
+	}
+	return q.String()
+}
+
 // SetNode records a node's allocatable resources.
 func (r *Registry) SetNode(old, node *v1.Node) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.setNodeLocked(node.Name, node.Status.Allocatable)
 	if old == nil || NodeCapacityChanged(old, node) {
 		// A blocker may fit now; kube-scheduler's own hints retry it.
 		r.unblockAllLocked()
 	}
+	enough := r.enoughNowLocked()
+	r.mu.Unlock()
+	for _, key := range enough {
+		r.notify(key, false)
+	}
+}
+
+// enoughNowLocked forgets and returns the groups remembered short of the cluster's allocatable
+// that it now covers. O(groups short). r.mu must be held.
+func (r *Registry) enoughNowLocked() []Key {
+	var out []Key
+	for key := range r.shortOfCluster {
+		g := r.groups[key]
+		if g == nil || g.podGroup == nil || Shortfall(g.podGroup.Spec.MinResources, r.clusterAllocatable) == "" {
+			r.shortOfCluster.Delete(key)
+			if g != nil && g.podGroup != nil {
+				out = append(out, key)
+			}
+		}
+	}
+	return out
 }
 
 // NodeCapacityChanged reports a node update that can make room for a pod that did not fit:

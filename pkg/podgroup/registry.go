@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -45,6 +46,9 @@ type Registry struct {
 	// nodeAllocatable and clusterAllocatable let the minResources check run in O(1).
 	nodeAllocatable    map[string]v1.ResourceList
 	clusterAllocatable v1.ResourceList
+	// shortOfCluster are the groups last found to need more minResources than the cluster
+	// can allocate (MinResourcesShortfall).
+	shortOfCluster sets.Set[Key]
 
 	synced    []cache.InformerSynced
 	listeners []func(Key, bool)
@@ -164,6 +168,7 @@ func New() *Registry {
 		groups:             map[Key]*group{},
 		nodeAllocatable:    map[string]v1.ResourceList{},
 		clusterAllocatable: v1.ResourceList{},
+		shortOfCluster:     sets.New[Key](),
 	}
 }
 
@@ -361,8 +366,10 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	parsed := infoOf(pg)
 	r.mu.Lock()
 	g := r.groupLocked(key)
-	// A change of minMember or of the constraints can make a held-back group ready.
+	// A change of minMember, minResources or the constraints can make a held-back group ready
+	// (or a refused one placeable: PreFilter reads minResources from here).
 	changed := g.podGroup == nil || g.podGroup.Spec.MinMember != pg.Spec.MinMember ||
+		!equality.Semantic.DeepEqual(g.podGroup.Spec.MinResources, pg.Spec.MinResources) ||
 		g.podGroup.Annotations[SubGroupPolicyAnnotation] != pg.Annotations[SubGroupPolicyAnnotation] ||
 		g.podGroup.Annotations[NetworkTopologyAnnotation] != pg.Annotations[NetworkTopologyAnnotation]
 	if g.podGroup == nil || SchedulingChanged(g.podGroup, pg) {
@@ -388,6 +395,7 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 func (r *Registry) DeletePodGroup(namespace, name string) {
 	key := Key{Namespace: namespace, Name: name}
 	r.mu.Lock()
+	r.shortOfCluster.Delete(key)
 	if g := r.groups[key]; g != nil {
 		g.podGroup, g.topology, g.topologyErr = nil, nil, nil
 		g.subGroups, g.subGroupErr = nil, nil

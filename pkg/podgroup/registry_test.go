@@ -19,10 +19,6 @@ func member(name, group string) *v1.Pod {
 func TestRegistryCounts(t *testing.T) {
 	r := New()
 	key := Key{Namespace: "ns", Name: "g"}
-	type notification struct {
-		Key             Key
-		PodGroupChanged bool
-	}
 	var notified []notification
 	r.OnGroupChange(func(k Key, podGroupChanged bool) { notified = append(notified, notification{k, podGroupChanged}) })
 
@@ -89,6 +85,49 @@ func TestClusterAllocatable(t *testing.T) {
 	}
 	if got := before[v1.ResourceCPU]; got.Cmp(resource.MustParse("12")) != 0 {
 		t.Errorf("a published total changed afterwards: %s, want 12", got.String())
+	}
+}
+
+// notification is one call of an OnGroupChange listener.
+type notification struct {
+	Key             Key
+	PodGroupChanged bool
+}
+
+// TestMinResourcesShortfallWakesTheGroup: a group found short of the cluster's allocatable is
+// notified when a node change covers its minResources, and when its minResources change;
+// nothing else notifies.
+func TestMinResourcesShortfallWakesTheGroup(t *testing.T) {
+	r := New()
+	var notified []notification
+	r.OnGroupChange(func(k Key, podGroupChanged bool) { notified = append(notified, notification{k, podGroupChanged}) })
+	node := func(name, gpus string) *v1.Node {
+		return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{"nvidia.com/gpu": gpus}).Obj()
+	}
+	setGroup := func(gpus string) {
+		r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"},
+			Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1, MinResources: v1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpus)}}})
+	}
+	key := Key{Namespace: "ns", Name: "g"}
+	min := func() v1.ResourceList { return r.Info(key).PodGroup.Spec.MinResources }
+	r.SetNode(nil, node("a", "8"))
+	setGroup("16")
+	notified = nil
+	if got, want := r.MinResourcesShortfall(key, min()), "nvidia.com/gpu 16 (cluster allocatable 8)"; got != want {
+		t.Fatalf("shortfall %q, want %q", got, want)
+	}
+	r.SetNode(nil, node("b", "4")) // 12: still short
+	if len(notified) != 0 {
+		t.Errorf("notified %v while the cluster is still short", notified)
+	}
+	r.SetNode(nil, node("c", "4")) // 16: enough
+	r.SetNode(nil, node("d", "4")) // remembered no longer
+	setGroup("8")
+	if diff := cmp.Diff([]notification{{key, false}, {key, true}}, notified); diff != "" {
+		t.Errorf("notifications (-want,+got):\n%s", diff)
+	}
+	if got := r.MinResourcesShortfall(key, min()); got != "" {
+		t.Errorf("shortfall %q at 20 GPUs for 8", got)
 	}
 }
 

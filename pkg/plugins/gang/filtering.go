@@ -3,11 +3,8 @@ package gang
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -36,7 +33,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	if short := shortfall(info.PodGroup.Spec.MinResources, g.registry.ClusterAllocatable()); short != "" {
+	if short := g.registry.MinResourcesShortfall(key, info.PodGroup.Spec.MinResources); short != "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("PodGroup %s needs minResources the whole cluster cannot allocate: %s", key, short))
 	}
@@ -46,26 +43,6 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 // heldBehindBlocker marks a cycle in which PreFilter refused the member because its gang is
 // blocked: its PostFilter has nothing to decide (the blocker's failure rejected the round).
 const heldBehindBlocker podgroup.CycleMark = "hypernode.dev/gang-blocked"
-
-// shortfall describes the resources of want that exceed have, or "".
-func shortfall(want, have v1.ResourceList) string {
-	var parts []string
-	for name, q := range want {
-		h := have[name]
-		if q.Cmp(h) > 0 {
-			parts = append(parts, fmt.Sprintf("%s %s (cluster allocatable %s)", name, q.String(), quantityString(h)))
-		}
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
-}
-
-func quantityString(q resource.Quantity) string {
-	if q.IsZero() {
-		return "0"
-	}
-	return q.String()
-}
 
 // PreFilterExtensions returns nil: the plugin keeps no per-node state.
 func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
