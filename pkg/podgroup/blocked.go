@@ -226,8 +226,8 @@ func specOrLabelsChanged(old, pod *v1.Pod) bool {
 }
 
 // unblockAllLocked clears every gang's blocker: a node was added or changed in a way that can
-// make a blocker fit. The members held for it stay held until it reserves (its Permit
-// activates them) or fails again; if it goes instead, they are activated (formerBlocker).
+// make a blocker fit. The members held for it stay held until it reserves or goes (then they
+// are activated: formerBlocker) or fails again.
 // r.mu must be held.
 func (r *Registry) unblockAllLocked() {
 	for _, g := range r.groups {

@@ -131,6 +131,33 @@ func TestMinResourcesShortfallWakesTheGroup(t *testing.T) {
 	}
 }
 
+// TestFormerBlockerReservingActivatesTheHeldMembers: a node change clears a gang's blocker;
+// when the blocker then reserves, the members held for it are activated at once, also when
+// its Permit will not wait (the gang is complete with it).
+func TestFormerBlockerReservingActivatesTheHeldMembers(t *testing.T) {
+	r := New()
+	key := Key{Namespace: "ns", Name: "g"}
+	var notified []notification
+	r.OnGroupChange(func(k Key, podGroupChanged bool) { notified = append(notified, notification{k, podGroupChanged}) })
+	r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
+	r.SetPod(nil, member("a", "g"))
+	r.SetPod(nil, member("b", "g"))
+	if blocked, _ := r.SetBlocked(key, Blocker{UID: "a", Name: "a", Reason: "no node matches"}); !blocked {
+		t.Fatal("a did not block the gang of two")
+	}
+	r.SetNode(nil, st.MakeNode().Name("new").Obj())
+	notified = nil
+	r.Reserve(member("a", "g"), "new")
+	if diff := cmp.Diff([]notification{{key, false}}, notified); diff != "" {
+		t.Errorf("notifications when the former blocker reserved (-want,+got):\n%s", diff)
+	}
+	notified = nil
+	r.Reserve(member("b", "g"), "new")
+	if len(notified) != 0 {
+		t.Errorf("notified %v when a member that blocked nothing reserved", notified)
+	}
+}
+
 func names(pods []*v1.Pod) []string {
 	var out []string
 	for _, p := range pods {

@@ -43,7 +43,9 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 		notify = g.unblockLocked() || notify
 	}
 	if g.formerBlocker == pod.UID {
-		g.formerBlocker = "" // its Permit activates the members held for it
+		// The members held for it try now: its Permit activates pending members only when it
+		// waits, not when the gang is complete with it (enough members bound already).
+		g.formerBlocker, notify = "", true
 	}
 	if g.fitNowhere.Has(pod.UID) {
 		// It fits after all, and so does its shape (a sibling of the blocker's, say).
