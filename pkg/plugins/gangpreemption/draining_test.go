@@ -460,3 +460,53 @@ func TestHoldsNomination(t *testing.T) {
 	e.passes(t, e.train0)
 	check("drained", map[string]string{})
 }
+
+// TestDrainWaitsForAVictimWaitingInPermit: train's victim is batch-0, a member of another gang
+// reserved on node-1 and waiting in Permit, whose registry pod has no spec.nodeName. Rejected
+// in memory, it leaves at once, but the scheduler's snapshot still holds its assumed copy on
+// node-1: the drain must refuse train's member until it does not.
+func TestDrainWaitsForAVictimWaitingInPermit(t *testing.T) {
+	logger, ctx := ktesting.NewTestContext(t)
+	registry := podgroup.New()
+	for _, name := range []string{"train", "batch"} {
+		registry.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name)},
+			Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1}})
+	}
+	train0 := st.MakePod().Namespace("ns").Name("train-0").UID("train-0").Label(schedulingv1alpha1.PodGroupLabel, "train").Obj()
+	batch0 := st.MakePod().Namespace("ns").Name("batch-0").UID("batch-0").Label(schedulingv1alpha1.PodGroupLabel, "batch").Obj()
+	registry.SetPod(nil, train0)
+	registry.SetPod(nil, batch0)
+	assumed := batch0.DeepCopy()
+	assumed.Spec.NodeName = "node-1"
+	registry.Reserve(assumed, "node-1")
+
+	var unitPods []placed
+	for _, m := range registry.PlacedMembers(podgroup.Key{Namespace: "ns", Name: "batch"}) {
+		unitPods = append(unitPods, placed{pod: m.Pod, node: m.Node})
+	}
+	victims, names := victimPods(&choice{victims: []*unit{{key: "gang ns/batch", pods: unitPods}}})
+	var onNodes []string
+	for _, v := range victims {
+		onNodes = append(onNodes, v.Name+" on "+v.Spec.NodeName)
+	}
+	if !cmp.Equal(onNodes, []string{"batch-0 on node-1"}) || !cmp.Equal(names, []string{"ns/batch-0"}) {
+		t.Fatalf("victims %q (%v), want batch-0 on node-1", onNodes, names)
+	}
+	node := st.MakeNode().Name("node-1").Obj()
+	h := &cacheView{snapshot: internalcache.NewSnapshot([]*v1.Pod{assumed}, []*v1.Node{node})}
+	pl := newTestPlugin(h, registry)
+	key := podgroup.Key{Namespace: "ns", Name: "train"}
+	pl.mu.Lock()
+	pl.startLocked(logger, key, &attempt{domain: wholeCluster, victims: victims,
+		members: []*v1.Pod{train0}, nodes: map[types.UID]string{train0.UID: "node-1"}})
+	pl.mu.Unlock()
+	pl.victimGone(logger, victims[0])
+	const want = "gang ns/train: 1 of the 1 pods evicted for it in the cluster are deleted but still counted by the scheduler; the gang is retried when they are not"
+	if _, s := pl.PreFilter(ctx, framework.NewCycleState(), train0, nil); s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != want {
+		t.Errorf("PreFilter(train-0) while the snapshot holds batch-0 = %v, want %q", s, want)
+	}
+	h.snapshot = internalcache.NewSnapshot(nil, []*v1.Node{node})
+	if _, s := pl.PreFilter(ctx, framework.NewCycleState(), train0, nil); s.Code() != fwk.Skip {
+		t.Errorf("PreFilter(train-0) once the snapshot dropped batch-0 = %v, want Skip", s)
+	}
+}

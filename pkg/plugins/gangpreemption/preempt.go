@@ -240,6 +240,29 @@ func (pl *GangPreemption) preempting(key podgroup.Key, pod *v1.Pod) (msg, node s
 	return waitingMsg(key, a), node, true
 }
 
+// victimPods lists the choice's victims, each on its node, and their sorted names. A member
+// of another gang that is reserved and not bound comes from the registry without
+// spec.nodeName (its node is the unit's): the drain looks the victim up on its node in the
+// scheduler's snapshot, and the Preempted Event names the node.
+func victimPods(c *choice) ([]*v1.Pod, []string) {
+	var victims []*v1.Pod
+	var names []string
+	for _, u := range c.victims {
+		for _, p := range u.pods {
+			victim := p.pod
+			if victim.Spec.NodeName == "" && p.node != "" {
+				onNode := *victim
+				onNode.Spec.NodeName = p.node
+				victim = &onNode
+			}
+			victims = append(victims, victim)
+			names = append(names, victim.Namespace+"/"+victim.Name)
+		}
+	}
+	sort.Strings(names)
+	return victims, names
+}
+
 // actuate nominates the needed members on their nodes, so that no pod of lower or equal
 // priority takes the room while the victims terminate, and starts evicting the choice's
 // victims the way kube-scheduler's preemption does (evict.go).
@@ -250,15 +273,7 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 		// No nomination: the gang's own Filter refused it, and only its plan may hold room.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s fits in %s without evicting anyone; it is retried", key, c.domain.name))
 	}
-	var victims []*v1.Pod
-	var names []string
-	for _, u := range c.victims {
-		for _, p := range u.pods {
-			victims = append(victims, p.pod)
-			names = append(names, p.pod.Namespace+"/"+p.pod.Name)
-		}
-	}
-	sort.Strings(names)
+	victims, names := victimPods(c)
 	// The members the choice places, the one in this cycle first: the scheduler nominates
 	// it from the result.
 	var members []*v1.Pod
