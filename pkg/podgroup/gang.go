@@ -160,7 +160,7 @@ func SortByRank(members []Member) {
 // cycle's state for the others (a marker without data).
 type CycleMark fwk.StateKey
 
-// Cycle marks NetworkTopologyAware writes for the PostFilter plugins.
+// Cycle marks NetworkTopologyAware and Gang write for the PostFilter plugins.
 const (
 	// deferredMark: the member's gang's plan leaves it out for lack of room (a sub-group that
 	// does not fit next to the others, a member beyond minMember).
@@ -168,6 +168,8 @@ const (
 	// yieldedMark: the member's gang was just planned into room that waiting
 	// lower-precedence gangs are giving back.
 	yieldedMark CycleMark = "hypernode.dev/yielded"
+	// waitingForRoomMark: see MarkWaitingForRoom.
+	waitingForRoomMark CycleMark = "hypernode.dev/waiting-for-room"
 )
 
 type markState struct{}
@@ -182,6 +184,15 @@ func (m CycleMark) In(state fwk.CycleState) bool {
 	_, err := state.Read(fwk.StateKey(m))
 	return err == nil
 }
+
+// MarkWaitingForRoom records in the cycle's state that Gang refused the member because its
+// gang's last attempt found no room and nothing that can make room happened since.
+func MarkWaitingForRoom(state fwk.CycleState) { waitingForRoomMark.Set(state) }
+
+// WaitingForRoom reports whether Gang refused the member of this cycle for its gang's
+// remembered failure: the attempt that failed decided preemption already, and the refusal
+// rejects nobody.
+func WaitingForRoom(state fwk.CycleState) bool { return waitingForRoomMark.In(state) }
 
 // MarkDeferred records in the cycle's state that the member is left out by its gang's plan.
 func MarkDeferred(state fwk.CycleState) { deferredMark.Set(state) }

@@ -99,6 +99,10 @@ type group struct {
 	// retryHeld says the gang's placement failed and only scout is retried (retry.go).
 	retryHeld bool
 	scout     types.UID
+	// unplaced is the last failure of a gang placed member by member (unplaced.go), while
+	// no cluster event claimed its retry (retryClaimed).
+	unplaced     *Unplaced
+	retryClaimed bool
 	// attempted are the members that went through a scheduling cycle: only those are held
 	// (retry.go).
 	attempted sets.Set[types.UID]
@@ -141,6 +145,21 @@ type Info struct {
 
 // MinMember returns the PodGroup's minMember (at least 1), or 0 without a PodGroup.
 func (i Info) MinMember() int { return minMemberOf(i.PodGroup) }
+
+// PlacedByTopology reports whether the gang has a network topology constraint, of the job or
+// of a sub-group policy, valid or not: NetworkTopologyAware then plans it (or refuses it) as
+// a whole. A gang without one is placed member by member.
+func (i Info) PlacedByTopology() bool {
+	if i.Topology != nil || i.TopologyErr != nil {
+		return true
+	}
+	for _, sp := range i.SubGroupPolicies {
+		if sp.NetworkTopology != nil {
+			return true
+		}
+	}
+	return false
+}
 
 // minMember is Info.MinMember for g. r.mu must be held.
 func (g *group) minMember() int { return minMemberOf(g.podGroup) }

@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics/testutil"
@@ -63,5 +65,45 @@ func waitHeldByRetryGate(t *testing.T, want int) {
 	})
 	if err != nil {
 		t.Fatalf("GangRetryGate holds %d pods, want %d", got, want)
+	}
+}
+
+// TestUnconstrainedGangWaitsQuietlyForRoom: a gang of two without a topology constraint on a
+// cluster with one free node. One member reserves it, the other finds no room, and the round
+// is rejected. Before, the rejected reservation requeued the failed member, which reserved
+// the freed node, and so on: hundreds of cycles a second, each with a preemption
+// simulation. Now the gang waits behind the failed member with no cycle at all until room
+// is freed; then it binds.
+func TestUnconstrainedGangWaitsQuietlyForRoom(t *testing.T) {
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3"), nil)
+	for _, n := range []string{"node-0", "node-2", "node-3"} {
+		e.filler(n, "8")
+	}
+	startScheduler(t, nil)
+	names := e.gang("train", 2, "", cpu("8"))
+	e.waitConditionOnAny(names, v1.PodReasonUnschedulable, "could not be placed when last tried")
+	// Nothing happens in the cluster now, so no member is tried again.
+	attempts := func() float64 {
+		v, err := testutil.GetCounterMetricValue(schedmetrics.PreemptionAttempts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	quiet := attempts()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Second, true, func(context.Context) (bool, error) {
+		return attempts() != quiet, nil
+	})
+	if err == nil {
+		t.Errorf("the gang was tried again (%v preemption attempts, %v before) while nothing changed", attempts(), quiet)
+	}
+	for pod, node := range e.bound() {
+		if strings.HasPrefix(pod, "train-") {
+			t.Errorf("%s bound to %s while its gang cannot fit", pod, node)
+		}
+	}
+	e.deletePodNow("filler-node-2")
+	if diff := cmp.Diff([]string{"node-1", "node-2"}, nodeSet(e.waitBound(names))); diff != "" {
+		t.Errorf("gang nodes (-want,+got):\n%s", diff)
 	}
 }

@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -12,8 +13,10 @@ import (
 )
 
 // PreFilter refuses the members of a gang blocked by a member that fits no node (all but
-// that member, which keeps probing), and of a gang whose minResources exceed what the whole
-// cluster can allocate: no placement can work until that changes.
+// that member, which keeps probing), of a gang without a topology constraint whose last
+// attempt found no room while nothing that can make room happened since (podgroup.Unplaced),
+// and of a gang whose minResources exceed what the whole cluster can allocate: no placement
+// can work until that changes.
 func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
@@ -29,6 +32,15 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		g.registry.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
 		heldBehindBlocker.Set(state)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, b.Message(key))
+	}
+	if info.PodGroup != nil && !info.PlacedByTopology() {
+		if u, retry := g.registry.RetryUnplaced(key, time.Now()); !retry {
+			// Not the member retried for the gang: it waits out of the queue.
+			g.registry.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
+			podgroup.MarkWaitingForRoom(state)
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+				"gang %s could not be placed when last tried (%s); it is retried when room is freed or a node changes", key, u.Why))
+		}
 	}
 	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -162,5 +163,75 @@ func TestBlockedElasticGangReleasesItsWaiters(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, drain(e.recorder.Events)); diff != "" {
 		t.Errorf("Events (-want +got):\n%s", diff)
+	}
+}
+
+// TestUnconstrainedGangWaitsForRoomAfterItsRoundFails: a gang without a topology constraint,
+// whose round is rejected because p1 finds no room, is retried through p1 alone: PreFilter
+// refuses both members (and marks the cycle, so that preemption is not tried again) while
+// nothing that can make room happened; its own released reservation requeues nobody; a node
+// added claims the retry for p1, which then passes; its Reserve ends the hold and activates p0.
+func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, nil)
+	p0, p1 := member("p0", "train"), member("p1", "train")
+	for _, p := range []*v1.Pod{p0, p1} {
+		e.registry.SetPod(nil, p)
+		e.registry.MarkAttempted(p)
+	}
+	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	if _, s := e.plugin.PostFilter(e.ctx, framework.NewCycleState(), p1, framework.NewDefaultNodeToStatus()); s.Message() != "gang team/train: this member cannot be placed, so no member binds; 1 waiting members released" {
+		t.Fatalf("PostFilter(p1) = %v", s)
+	}
+	if s := e.fw.WaitOnPermit(e.ctx, p0); s.Code() != fwk.Unschedulable {
+		t.Fatalf("p0 = %v, want rejected", s)
+	}
+	e.unreserve(p0)
+
+	const refused = "gang team/train could not be placed when last tried (member p1 cannot be placed); it is retried when room is freed or a node changes"
+	for _, p := range []*v1.Pod{p1, p0} {
+		state := framework.NewCycleState()
+		if _, s := e.plugin.PreFilter(e.ctx, state, p, nil); s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != refused {
+			t.Errorf("PreFilter(%s) = %v, want UnschedulableAndUnresolvable %q", p.Name, s, refused)
+		}
+		if !podgroup.WaitingForRoom(state) {
+			t.Errorf("PreFilter(%s) did not mark the cycle as waiting for room", p.Name)
+		}
+	}
+	hint := func(p *v1.Pod, fn fwk.QueueingHintFn, oldObj, newObj any) fwk.QueueingHint {
+		t.Helper()
+		h, err := fn(klog.Background(), p, oldObj, newObj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	reserved := p0.DeepCopy()
+	reserved.Spec.NodeName = "node-1"
+	if h := hint(p1, e.plugin.isSchedulableAfterPodDeleted, reserved, nil); h != fwk.QueueSkip {
+		t.Errorf("the gang's own released reservation requeues p1: %v", h)
+	}
+	node := st.MakeNode().Name("node-2").Obj()
+	if h := hint(p0, e.plugin.isSchedulableAfterNodeChange, nil, node); h != fwk.QueueSkip {
+		t.Errorf("a node added requeues p0, held behind p1: %v", h)
+	}
+	if h := hint(p1, e.plugin.isSchedulableAfterNodeChange, nil, node); h != fwk.Queue {
+		t.Errorf("a node added does not requeue p1, retried for the gang: %v", h)
+	}
+	activatedNow(e)
+	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p1, nil); s.Code() != fwk.Skip {
+		t.Errorf("PreFilter(p1) after the node was added = %v, want Skip", s)
+	}
+	if s := e.reserveAndPermit(t, p1); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p1) = %v, want Wait", s)
+	}
+	// Reserve activates the held members, and so does Permit as its round starts to wait.
+	if diff := cmp.Diff([]string{"team/p0", "team/p0"}, activatedNow(e)); diff != "" {
+		t.Errorf("activated when p1 reserved and waited (-want,+got):\n%s", diff)
+	}
+	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p0, nil); s.Code() != fwk.Skip {
+		t.Errorf("PreFilter(p0) once p1 reserved = %v, want Skip", s)
 	}
 }

@@ -15,14 +15,14 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// Reserve records the member as reserved in its gang's current round.
-func (g *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+// Reserve records the member as reserved in its gang's current round, and ends the hold of a
+// gang placed member by member that failed before.
+func (g *Gang) Reserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return nil
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	r := g.rounds[key]
 	if r == nil {
 		r = &round{members: map[types.UID]*v1.Pod{}}
@@ -34,6 +34,11 @@ func (g *Gang) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeNam
 		g.firstReserved[key] = time.Now()
 	}
 	g.registry.Reserve(pod, nodeName)
+	g.mu.Unlock()
+	if info := g.registry.Info(key); !info.PlacedByTopology() && g.registry.ReleaseUnplaced(key) {
+		// A member of a gang held after a failure reserved: the others try again.
+		g.activatePending(klog.FromContext(ctx), key)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +32,11 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		// Refused in PreFilter behind the gang's blocker: not a failure of its own, so no
 		// rejection and no Event for each member held this way.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: this member waits for the member that blocks the gang", key))
+	}
+	if podgroup.WaitingForRoom(state) {
+		// Refused in PreFilter for the gang's remembered failure: the attempt that failed
+		// rejected the round and reported it.
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: this member waits for room to be freed", key))
 	}
 	if podgroup.Yielded(state) {
 		// NetworkTopologyAware planned the gang into room lower gangs are giving back: not a
@@ -76,6 +82,11 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
 	g.mu.Unlock()
+	if only == nil && !blocked && info.PodGroup != nil && !info.PlacedByTopology() && !podgroup.Deferred(state) {
+		// Until something can make room, the gang is retried through this member alone
+		// (podgroup.Unplaced): its own released reservations must not requeue it.
+		g.registry.MarkUnplaced(key, pod.UID, why, time.Now())
+	}
 	// A member its gang's plan left out for lack of room fails here by design, each of them
 	// in every cycle: an Event only when its failure released somebody.
 	if info.PodGroup != nil && (rejected > 0 || !podgroup.Deferred(state)) {

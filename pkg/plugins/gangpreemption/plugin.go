@@ -212,6 +212,11 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 		// room is there without evicting anybody.
 		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: not attempted: gang %s is planned into room that lower-precedence gangs are releasing", key))
 	}
+	if podgroup.WaitingForRoom(state) {
+		// Gang refused the member for its gang's last failure, which decided preemption:
+		// nothing that can make room happened since.
+		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: not attempted: gang %s waits for room after its last attempt", key))
+	}
 	if podgroup.Deferred(state) {
 		// The plan holds the gang without this member (minMember, and minSubGroups): the gang
 		// preempts for what it needs, not for the members it can do without.

@@ -190,20 +190,10 @@ func (p *NetworkTopologyAware) constraint(pod *v1.Pod) (podgroup.Key, podgroup.I
 		return key, podgroup.Info{}, false
 	}
 	info := p.registry.Info(key)
-	if info.PodGroup == nil || (info.Topology == nil && info.TopologyErr == nil && !hasSubGroupTopology(info)) {
+	if info.PodGroup == nil || !info.PlacedByTopology() {
 		return key, info, false
 	}
 	return key, info, true
-}
-
-// hasSubGroupTopology reports whether a sub-group policy of the gang carries a constraint.
-func hasSubGroupTopology(info podgroup.Info) bool {
-	for _, sp := range info.SubGroupPolicies {
-		if sp.NetworkTopology != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // SignPod: a constrained member's nodes come from its own plan, so its result must never be
