@@ -194,6 +194,31 @@ func MarkWaitingForRoom(state fwk.CycleState) { waitingForRoomMark.Set(state) }
 // rejects nobody.
 func WaitingForRoom(state fwk.CycleState) bool { return waitingForRoomMark.In(state) }
 
+// preemptionVerdictKey carries GangPreemption's verdict on the cycle's member to Gang's
+// PostFilter, which runs after it.
+const preemptionVerdictKey fwk.StateKey = "hypernode.dev/preemption-verdict"
+
+type verdictState string
+
+func (v verdictState) Clone() fwk.StateData { return v }
+
+// SetPreemptionVerdict records why preemption does not place the cycle's member.
+func SetPreemptionVerdict(state fwk.CycleState, verdict string) {
+	state.Write(preemptionVerdictKey, verdictState(verdict))
+}
+
+// PreemptionVerdict returns why preemption did not place the cycle's member ("" when it was
+// not asked): the remembered failure of a gang placed member by member keeps it, so that its
+// refused members still say why preemption does not help.
+func PreemptionVerdict(state fwk.CycleState) string {
+	v, err := state.Read(preemptionVerdictKey)
+	if err != nil {
+		return ""
+	}
+	s, _ := v.(verdictState)
+	return string(s)
+}
+
 // MarkDeferred records in the cycle's state that the member is left out by its gang's plan.
 func MarkDeferred(state fwk.CycleState) { deferredMark.Set(state) }
 

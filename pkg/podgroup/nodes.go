@@ -64,7 +64,8 @@ func quantityString(q resource.Quantity) string {
 func (r *Registry) SetNode(old, node *v1.Node) {
 	r.mu.Lock()
 	r.setNodeLocked(node.Name, node.Status.Allocatable)
-	if old == nil || NodeCapacityChanged(old, node) {
+	changed := old == nil || NodeCapacityChanged(old, node)
+	if changed {
 		// A blocker may fit now; kube-scheduler's own hints retry it.
 		r.unblockAllLocked()
 	}
@@ -72,6 +73,9 @@ func (r *Registry) SetNode(old, node *v1.Node) {
 	r.mu.Unlock()
 	for _, key := range enough {
 		r.notify(key, false)
+	}
+	if changed {
+		r.roomMayBeFreed(nil)
 	}
 }
 

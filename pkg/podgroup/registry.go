@@ -49,6 +49,9 @@ type Registry struct {
 	// shortOfCluster are the groups last found to need more minResources than the cluster
 	// can allocate (MinResourcesShortfall).
 	shortOfCluster sets.Set[Key]
+	// unplaced are the gangs that may be waiting for room (unplaced.go), told by scoutWakers.
+	unplaced    sets.Set[Key]
+	scoutWakers []func(Key, *v1.Pod)
 
 	synced    []cache.InformerSynced
 	listeners []func(Key, bool)
@@ -188,6 +191,7 @@ func New() *Registry {
 		nodeAllocatable:    map[string]v1.ResourceList{},
 		clusterAllocatable: v1.ResourceList{},
 		shortOfCluster:     sets.New[Key](),
+		unplaced:           sets.New[Key](),
 	}
 }
 
@@ -436,8 +440,12 @@ func (r *Registry) Len() int {
 	return len(r.groups)
 }
 
-// SetPod records a pod's current state; pods that are not members are ignored.
+// SetPod records a pod's current state; pods that are not members are ignored, but for the
+// room an assigned pod frees when it finishes.
 func (r *Registry) SetPod(old, pod *v1.Pod) {
+	if pod.Spec.NodeName != "" && terminal(pod) && (old == nil || !terminal(old)) {
+		r.roomMayBeFreed(keyOrNil(pod))
+	}
 	if old != nil {
 		if oldKey, ok := KeyOf(old); ok {
 			if newKey, ok := KeyOf(pod); !ok || newKey != oldKey {
@@ -497,8 +505,11 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	}
 }
 
-// DeletePod forgets a member.
+// DeletePod forgets a member; any assigned pod's deletion may make room.
 func (r *Registry) DeletePod(pod *v1.Pod) {
+	if pod.Spec.NodeName != "" {
+		r.roomMayBeFreed(keyOrNil(pod))
+	}
 	key, ok := KeyOf(pod)
 	if !ok {
 		return
@@ -532,4 +543,17 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		// The other members were held back for this one: let them try without it.
 		r.notify(key, false)
 	}
+}
+
+// terminal pods hold no resources.
+func terminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// keyOrNil is the pod's gang, nil for a pod of none.
+func keyOrNil(pod *v1.Pod) *Key {
+	if key, ok := KeyOf(pod); ok {
+		return &key
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package podgroup
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -393,4 +394,55 @@ func TestFitNowhereByShape(t *testing.T) {
 			t.Error("a member whose own claim keeps it out blocked its siblings")
 		}
 	})
+}
+
+// TestRoomFreedWakesTheScout: a gang waiting for room after a failed round may retry, and its
+// scout is woken, when a pod outside it that held a node is deleted or finishes, or a node is
+// added; once per failure; never for its own members' deletions.
+func TestRoomFreedWakesTheScout(t *testing.T) {
+	r := New()
+	key := Key{Namespace: "ns", Name: "g"}
+	var woken []string
+	r.OnScoutWake(func(k Key, scout *v1.Pod) { woken = append(woken, k.String()+" "+scout.Name) })
+	r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
+	a, b := member("a", "g"), member("b", "g")
+	r.SetPod(nil, a)
+	r.SetPod(nil, b)
+	boundMember := member("c", "g")
+	boundMember.Spec.NodeName = "node-1"
+	r.SetPod(nil, boundMember)
+	other := st.MakePod().Namespace("ns").Name("web").UID("web").Node("node-2").Obj()
+	now := time.Now()
+	mayRetry := func() bool {
+		_, ok := r.RetryUnplaced(key, now)
+		return ok
+	}
+	for _, tc := range []struct {
+		name  string
+		event func()
+		woken []string
+	}{
+		{"its own bound member deleted", func() { r.DeletePod(boundMember) }, nil},
+		{"a pending pod deleted", func() { r.DeletePod(st.MakePod().Namespace("ns").Name("pending").UID("pending").Obj()) }, nil},
+		{"a pod on a node deleted", func() { r.DeletePod(other) }, []string{"ns/g b"}},
+		{"a pod on a node finished", func() {
+			done := other.DeepCopy()
+			done.Status.Phase = v1.PodSucceeded
+			r.SetPod(other, done)
+		}, []string{"ns/g b"}},
+		{"a node added", func() { r.SetNode(nil, st.MakeNode().Name("node-3").Obj()) }, []string{"ns/g b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.MarkUnplaced(key, "b", "member b cannot be placed", now)
+			woken = nil
+			tc.event()
+			tc.event() // a second event before the retry wakes nobody again
+			if diff := cmp.Diff(tc.woken, woken); diff != "" {
+				t.Errorf("woken (-want,+got):\n%s", diff)
+			}
+			if got, want := mayRetry(), tc.woken != nil; got != want {
+				t.Errorf("may retry: %v, want %v", got, want)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package podgroup
 import (
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -37,6 +38,58 @@ func (r *Registry) MarkUnplaced(key Key, scout types.UID, why string, now time.T
 	if g := r.groups[key]; g != nil {
 		g.retryHeld, g.scout = true, scout
 		g.unplaced, g.retryClaimed = &Unplaced{Why: why, At: now}, false
+		r.unplaced.Insert(key)
+	}
+}
+
+// OnScoutWake registers f to be called (outside the registry's lock) with the scout of a gang
+// waiting for room when something that can make room happened, so that it is tried again
+// whichever plugin's hint did or did not requeue it. Register before the informers start.
+func (r *Registry) OnScoutWake(f func(Key, *v1.Pod)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.scoutWakers = append(r.scoutWakers, f)
+}
+
+// roomMayBeFreed is told of every change that can make room: an assigned pod deleted or
+// finished, a node added or changed. Each gang waiting for room, but the one the pod belongs
+// to (its own released members are what must not retry it), may retry now, and its scout
+// is woken. The registry sees every pod and node event, so no event is lost to the order in
+// which kube-scheduler's queue requeued the scout (by another plugin's hint, before Gang's
+// PreFilter refused it and Gang's hints took over). O(1) when no gang waits for room.
+func (r *Registry) roomMayBeFreed(except *Key) {
+	r.mu.RLock()
+	none := r.unplaced.Len() == 0
+	r.mu.RUnlock()
+	if none {
+		return
+	}
+	type wake struct {
+		key   Key
+		scout *v1.Pod
+	}
+	var woken []wake
+	r.mu.Lock()
+	for key := range r.unplaced {
+		g := r.groups[key]
+		if g == nil || g.unplaced == nil {
+			r.unplaced.Delete(key)
+			continue
+		}
+		if (except != nil && *except == key) || g.retryClaimed {
+			continue
+		}
+		g.retryClaimed = true
+		if scout := g.members[g.scout]; scout != nil && g.pendingLocked(g.scout) {
+			woken = append(woken, wake{key, scout})
+		}
+	}
+	wakers := r.scoutWakers
+	r.mu.Unlock()
+	for _, w := range woken {
+		for _, f := range wakers {
+			f(w.key, w.scout)
+		}
 	}
 }
 

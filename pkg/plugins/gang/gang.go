@@ -154,6 +154,8 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 	registry.OnGroupChange(func(key podgroup.Key, podGroupChanged bool) {
 		g.activateOnChange(klog.FromContext(ctx), key, podGroupChanged)
 	})
+	// A gang waiting for room after a failed round is retried through its scout (podgroup.Unplaced).
+	registry.OnScoutWake(func(_ podgroup.Key, scout *v1.Pod) { podgroup.Activate(klog.FromContext(ctx), handle, scout) })
 	registry.OnGroupDelete(g.forget)
 	registry.OnPreemptionEnd(func(key podgroup.Key) { g.preemptionEnded(klog.FromContext(ctx), key) })
 	return g

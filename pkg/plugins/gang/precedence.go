@@ -85,7 +85,11 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	if only == nil && !blocked && info.PodGroup != nil && !info.PlacedByTopology() && !podgroup.Deferred(state) {
 		// Until something can make room, the gang is retried through this member alone
 		// (podgroup.Unplaced): its own released reservations must not requeue it.
-		g.registry.MarkUnplaced(key, pod.UID, why, time.Now())
+		last := why
+		if verdict := podgroup.PreemptionVerdict(state); verdict != "" {
+			last += "; " + verdict
+		}
+		g.registry.MarkUnplaced(key, pod.UID, last, time.Now())
 	}
 	// A member its gang's plan left out for lack of room fails here by design, each of them
 	// in every cycle: an Event only when its failure released somebody.

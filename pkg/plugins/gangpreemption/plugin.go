@@ -230,7 +230,11 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 		// as DefaultPreemption clears its preemptor's.
 		result = clearNomination()
 	}
-	return result, fwk.NewStatus(status.Code(), "preemption: "+status.Message())
+	verdict := "preemption: " + status.Message()
+	if !status.IsSuccess() {
+		podgroup.SetPreemptionVerdict(state, verdict)
+	}
+	return result, fwk.NewStatus(status.Code(), verdict)
 }
 
 // clearNomination is the PostFilter result that clears the pod's nominated node.
