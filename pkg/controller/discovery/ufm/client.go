@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode"
 
@@ -31,6 +32,7 @@ const (
 	ReasonHostsUnmatched = "UFMHostsWithoutNode"
 	ReasonInsecure       = "UFMTLSVerificationDisabled"
 	ReasonPartialAnswer  = "UFMPartialAnswer"
+	ReasonRedirect       = "UFMRedirectRefused"
 )
 
 // maxAnswerBytes bounds the answer read into memory (a port record is a few hundred bytes;
@@ -68,7 +70,8 @@ func (s *Source) credentials(ctx context.Context) (string, string, error) {
 }
 
 // fetch reads every port from UFM: one GET with basic authentication, TLS verified unless
-// insecureSkipVerify is configured.
+// insecureSkipVerify is configured, following redirects only within the endpoint
+// (checkRedirect).
 func (s *Source) fetch(ctx context.Context) ([]Port, error) {
 	user, pass, err := s.credentials(ctx)
 	if err != nil {
@@ -82,6 +85,10 @@ func (s *Source) fetch(ctx context.Context) ([]Port, error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
+		var refused *redirectRefused
+		if errors.As(err, &refused) {
+			return nil, source.Errorf(ReasonRedirect, "GET %s: UFM redirected to %s, %s; the request was not sent there: set config.endpoint to the URL UFM answers on", s.settings.url, refused.target, refused.why)
+		}
 		if tlsVerificationFailed(err) {
 			return nil, source.Errorf(ReasonCertificate, "GET %s: the UFM server's certificate is not trusted: %v; give its CA in config.caBundle", s.settings.url, unwrapURLError(err))
 		}
@@ -103,6 +110,44 @@ func (s *Source) fetch(ctx context.Context) ([]Port, error) {
 		return nil, source.Errorf(ReasonEmpty, "GET %s: UFM answered with no ports", s.settings.url)
 	}
 	return ports, nil
+}
+
+// maxRedirects is as many redirects as net/http follows by default.
+const maxRedirects = 10
+
+// redirectRefused is a redirect the source does not follow: the request carries the
+// credentials, and a redirect must not take them anywhere the configured endpoint would not.
+type redirectRefused struct {
+	// target is the redirect's URL (without user information), why the reason it is refused.
+	target, why string
+}
+
+func (r *redirectRefused) Error() string { return "redirect to " + r.target + " refused: " + r.why }
+
+// checkRedirect follows a redirect only to https on the host and port of the first request
+// (the configured endpoint). net/http would follow one to http://, Authorization header
+// included, and one to another host with it if that host is a subdomain of the endpoint's,
+// else without it (UFM would then answer 401, blaming the credentials).
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	from, to := via[0].URL, req.URL
+	switch {
+	case to.Scheme != "https":
+		return &redirectRefused{target: to.Redacted(), why: "which is not https: the credentials would cross the network in clear text"}
+	case !strings.EqualFold(from.Hostname(), to.Hostname()) || httpsPort(from) != httpsPort(to):
+		return &redirectRefused{target: to.Redacted(), why: fmt.Sprintf("another host than the endpoint's %s: the credentials are sent only to the configured endpoint", from.Host)}
+	}
+	return nil
+}
+
+// httpsPort is the port of an https URL, 443 when it names none.
+func httpsPort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return "443"
 }
 
 // decodePorts reads a JSON array of port records, one record at a time.

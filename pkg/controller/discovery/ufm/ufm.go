@@ -1,9 +1,9 @@
 // Package ufm discovers HyperNodes of an InfiniBand fabric from NVIDIA UFM: one
 // GET {endpoint}/ufmRest/resources/ports with basic authentication from a Secret, TLS verified
-// unless insecureSkipVerify is configured. Hosts that share leaf switches form a leaf
-// HyperNode; unlike Volcano, which always builds exactly two tiers, the switch-to-switch ports
-// build the real tiers above (see Fabric.HyperNodes). UFM host names are mapped to Node
-// names, exactly or else ignoring case.
+// unless insecureSkipVerify is configured, redirects followed only to https on the endpoint's
+// host and port. Hosts that share leaf switches form a leaf HyperNode; unlike Volcano, which
+// always builds exactly two tiers, the switch-to-switch ports build the real tiers above (see
+// Fabric.HyperNodes). UFM host names are mapped to Node names, exactly or else ignoring case.
 //
 // A failed request, an HTTP error, a malformed or an empty answer is an error: the manager
 // reports it and changes nothing, so the last good tree stays.
@@ -77,7 +77,7 @@ func New(entry config.Entry, env source.Env) (source.Source, field.ErrorList) {
 	return &Source{
 		settings: s,
 		env:      env,
-		client:   &http.Client{Transport: transport, Timeout: s.timeout},
+		client:   &http.Client{Transport: transport, Timeout: s.timeout, CheckRedirect: checkRedirect},
 		clock:    clock.RealClock{},
 	}, nil
 }

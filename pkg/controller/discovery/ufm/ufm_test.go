@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -256,6 +258,97 @@ func TestDiscoverFailures(t *testing.T) {
 			if diff := cmp.Diff(render(good.HyperNodes), render(again.HyperNodes)); diff != "" {
 				t.Errorf("the last good tree changed (-before,+after):\n%s", diff)
 			}
+		})
+	}
+}
+
+// TestRedirects: the endpoint's redirects are followed only to https on its own host and
+// port. One to http:// or to another host is refused (UFMRedirectRefused, naming the target)
+// before anything is sent there: the credentials reach only the configured endpoint. Every
+// case starts from a good answer, which a refusal keeps.
+func TestRedirects(t *testing.T) {
+	var mu sync.Mutex
+	var plainRequests []string // the Authorization headers the plain-HTTP server received
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		plainRequests = append(plainRequests, r.Header.Get("Authorization"))
+		mu.Unlock()
+		_, _ = w.Write([]byte("[]"))
+	}))
+	defer plain.Close()
+	const from = "/old" + PortsPath
+	for _, tc := range []struct {
+		name string
+		// location is where the endpoint redirects, given the mock's URL; want is Discover's
+		// error ("" when the redirect is followed).
+		location, want func(mock string) string
+	}{
+		{
+			name:     "to another path of the endpoint",
+			location: func(string) string { return PortsPath },
+			want:     func(string) string { return "" },
+		},
+		{
+			name:     "to http",
+			location: func(string) string { return plain.URL + PortsPath },
+			want: func(mock string) string {
+				return "GET " + mock + from + ": UFM redirected to " + plain.URL + PortsPath +
+					", which is not https: the credentials would cross the network in clear text; the request was not sent there: set config.endpoint to the URL UFM answers on"
+			},
+		},
+		{
+			name:     "to https on another host",
+			location: func(mock string) string { return strings.Replace(mock, "127.0.0.1", "localhost", 1) + PortsPath },
+			want: func(mock string) string {
+				return "GET " + mock + from + ": UFM redirected to " + strings.Replace(mock, "127.0.0.1", "localhost", 1) + PortsPath +
+					", another host than the endpoint's " + strings.TrimPrefix(mock, "https://") +
+					": the credentials are sent only to the configured endpoint; the request was not sent there: set config.endpoint to the URL UFM answers on"
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, goodCredentials, ufmtest.Hosts(1, 2, 2)...)
+			f.server.SetPorts(ufmtest.FatTree(1, 2, 2, 1, 0))
+			s := f.source(t, fmt.Sprintf("endpoint: %s/old\ncaBundle: |\n%s", f.server.URL, indent(string(f.server.CAPEM))))
+			f.server.Redirect(from, PortsPath)
+			good, err := s.Discover(context.Background(), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.server.Redirect(from, tc.location(f.server.URL))
+			res, err := s.Discover(context.Background(), true)
+			// Each answer took the redirect and the request it redirects to; a refused one
+			// only the redirect.
+			requests := 4
+			if want := tc.want(f.server.URL); want == "" {
+				if err != nil {
+					t.Fatalf("Discover: %v, want the redirect followed", err)
+				}
+				if diff := cmp.Diff(render(good.HyperNodes), render(res.HyperNodes)); diff != "" {
+					t.Errorf("HyperNodes after the redirect (-want,+got):\n%s", diff)
+				}
+			} else {
+				requests = 3
+				if got := source.ReasonOf(err); err == nil || got != ReasonRedirect || err.Error() != want {
+					t.Errorf("Discover: %v (%s),\nwant %s: %s", err, got, ReasonRedirect, want)
+				}
+				again, err := s.Discover(context.Background(), false)
+				if err != nil {
+					t.Fatalf("rebuilding from the last good answer: %v", err)
+				}
+				if diff := cmp.Diff(render(good.HyperNodes), render(again.HyperNodes)); diff != "" {
+					t.Errorf("the last good tree changed (-before,+after):\n%s", diff)
+				}
+			}
+			if got := f.server.Requests(); got != requests {
+				t.Errorf("the mock UFM received %d requests, want %d", got, requests)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(plainRequests) > 0 {
+				t.Errorf("the plain-HTTP server received %d requests (Authorization: %q), want none", len(plainRequests), plainRequests)
+			}
+			plainRequests = nil
 		})
 	}
 }

@@ -1,6 +1,6 @@
 // Package ufmtest is a mock UFM server for tests: HTTPS with a certificate from a CA of its
 // own, basic authentication, and an answer the test sets (port records, a raw body, or an
-// HTTP error). It also builds the port records of typical fabrics.
+// HTTP error), and redirects. It also builds the port records of typical fabrics.
 package ufmtest
 
 import (
@@ -50,6 +50,8 @@ type Server struct {
 	body     []byte
 	status   int
 	requests int
+	// redirects maps a path to the Location its requests are redirected to.
+	redirects map[string]string
 }
 
 // NewServer starts a mock UFM that accepts user/password and answers with no ports until
@@ -77,7 +79,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests++
 	user, password, body, status := s.user, s.password, s.body, s.status
+	location, redirect := s.redirects[r.URL.Path]
 	s.mu.Unlock()
+	if redirect {
+		http.Redirect(w, r, location, http.StatusFound)
+		return
+	}
 	if r.URL.Path != PortsPath || r.Method != http.MethodGet {
 		http.NotFound(w, r)
 		return
@@ -116,6 +123,17 @@ func (s *Server) SetStatus(status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.status = status
+}
+
+// Redirect makes the server answer requests to path with a redirect (302) to location,
+// before any authentication, as a proxy in front of UFM would.
+func (s *Server) Redirect(path, location string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.redirects == nil {
+		s.redirects = map[string]string{}
+	}
+	s.redirects[path] = location
 }
 
 // Requests counts the requests served.
