@@ -56,8 +56,10 @@ type DiscoveryConfig struct {
 	Source string `json:"source"`
 	// Enabled turns the source on. A disabled or removed source stops; its HyperNodes stay.
 	Enabled bool `json:"enabled"`
-	// Interval is the time between two discoveries (a Go duration such as 10m); 1h if unset.
-	Interval Duration `json:"interval,omitempty"`
+	// Interval is the time between two discoveries (a Go duration such as 10m, at least
+	// MinInterval); DefaultInterval when absent. Nil only before Default: an interval that
+	// is given, 0s included, is validated as given.
+	Interval *Duration `json:"interval,omitempty"`
 	// Credentials name the Secret that holds the source's credentials.
 	Credentials *Credentials `json:"credentials,omitempty"`
 	// Config is the source's own configuration, decoded by the source.
@@ -152,23 +154,26 @@ func Parse(text, defaultNamespace string) (*Parsed, error) {
 	return out, nil
 }
 
-// Default fills in the interval and the Secret's namespace.
+// Default fills in an absent interval and the Secret's namespace.
 func (e *Entry) Default(defaultNamespace string) {
-	if e.Interval.Duration == 0 {
-		e.Interval.Duration = DefaultInterval
+	if e.Interval == nil {
+		e.Interval = &Duration{DefaultInterval}
 	}
 	if e.Credentials != nil && e.Credentials.SecretRef != nil && e.Credentials.SecretRef.Namespace == "" {
 		e.Credentials.SecretRef.Namespace = defaultNamespace
 	}
 }
 
-// Validate checks the fields every source shares.
+// Validate checks the fields every source shares, after Default.
 func (e *Entry) Validate() field.ErrorList {
 	var errs field.ErrorList
 	if e.Source == "" {
 		errs = append(errs, field.Required(e.Path.Child("source"), "name the source, e.g. label or ufm"))
 	}
-	if e.Interval.Duration < MinInterval {
+	switch {
+	case e.Interval == nil:
+		errs = append(errs, field.Required(e.Path.Child("interval"), "Default sets it when absent"))
+	case e.Interval.Duration < MinInterval:
 		errs = append(errs, field.Invalid(e.Path.Child("interval"), e.Interval.String(), fmt.Sprintf("must be at least %s", MinInterval)))
 	}
 	if e.Credentials != nil {

@@ -104,12 +104,17 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			// Only an absent interval is the default: 0s is as short as 1s, not "unset".
 			name: "intervals are duration strings, not too short",
-			text: "networkTopologyDiscovery:\n- source: ufm\n  interval: 600\n- source: label\n  interval: 1s\n- source: label\n  interval: soon\n",
+			text: "networkTopologyDiscovery:\n- source: ufm\n  interval: 600\n- source: label\n  interval: 1s\n- source: label\n  interval: soon\n" +
+				"- source: label\n  interval: 0s\n- source: label\n  interval: -5m\n- source: label\n  interval: 10s\n",
 			wantEntryErrs: [][]string{
 				{`networkTopologyDiscovery[0]: Invalid value: interval: 600 is not a duration; write it as a string such as 10m or 1h`},
 				{`networkTopologyDiscovery[1].interval: Invalid value: "1s": must be at least 10s`},
 				{`networkTopologyDiscovery[2]: Invalid value: interval: "soon" is not a duration (such as 10m or 1h): time: invalid duration "soon"`},
+				{`networkTopologyDiscovery[3].interval: Invalid value: "0s": must be at least 10s`},
+				{`networkTopologyDiscovery[4].interval: Invalid value: "-5m0s": must be at least 10s`},
+				nil,
 			},
 		},
 		{
