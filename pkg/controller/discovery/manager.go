@@ -134,12 +134,15 @@ func (m *Manager) nodeChanged(old, new *v1.Node) {
 }
 
 // hyperNodeChanged wakes the source that owns a HyperNode someone else changed or deleted,
-// so that it restores it. Status updates do not matter.
+// so that it restores it. A deletion wakes every source: it frees a name that another source
+// may want and found taken (a HyperNodeConflict, whose Event says to delete the HyperNode),
+// and that source would otherwise wait for its interval. Status updates do not matter.
 func (m *Manager) hyperNodeChanged(old, new *topologyv1alpha1.HyperNode) {
 	var owner string
 	switch {
 	case new == nil:
-		owner = old.Labels[source.Label]
+		m.wakeAll()
+		return
 	case old == nil:
 		owner = new.Labels[source.Label]
 	default:
@@ -154,6 +157,15 @@ func (m *Manager) hyperNodeChanged(old, new *topologyv1alpha1.HyperNode) {
 	}
 	if owner != "" {
 		m.wakeSource(owner)
+	}
+}
+
+// wakeAll asks every running source for a rebuild from its last answer.
+func (m *Manager) wakeAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.runners {
+		r.wake()
 	}
 }
 

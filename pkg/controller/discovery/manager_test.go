@@ -3,8 +3,10 @@ package discovery
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
@@ -245,6 +248,94 @@ func TestReconcileOwnership(t *testing.T) {
 	h.waitEvent(t, metav1.NamespaceDefault, ReasonConflict, "the discovery source label wants a HyperNode of this name", "it was not made by a discovery source")
 	h.waitEvent(t, metav1.NamespaceDefault, ReasonConflict, "it belongs to the source ufm")
 	h.waitEvent(t, testNamespace, ReasonConflict, "2 wanted HyperNode name(s) are taken", "gke.b1, gke.b3")
+}
+
+// fixedSource wants the same HyperNodes whatever happens and records the refresh argument
+// of every Discover. No node change matters to it: only its start, its interval (1h) and
+// HyperNode events make it discover.
+type fixedSource struct {
+	want []*topologyv1alpha1.HyperNode
+
+	mu      sync.Mutex
+	refresh []bool
+}
+
+func (s *fixedSource) Name() string                         { return "fixed" }
+func (s *fixedSource) NodeChangeMatters(_, _ *v1.Node) bool { return false }
+
+func (s *fixedSource) Discover(_ context.Context, refresh bool) (*source.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refresh = append(s.refresh, refresh)
+	out := make([]*topologyv1alpha1.HyperNode, 0, len(s.want))
+	for _, hn := range s.want {
+		out = append(out, hn.DeepCopy())
+	}
+	return &source.Result{HyperNodes: out}, nil
+}
+
+func (s *fixedSource) discoveries() []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.refresh)
+}
+
+// useFixedSource registers src as the source "fixed" for the test and returns a
+// configuration that enables it.
+func useFixedSource(t *testing.T, src *fixedSource) string {
+	t.Helper()
+	Factories["fixed"] = func(config.Entry, source.Env) (source.Source, field.ErrorList) { return src, nil }
+	t.Cleanup(func() { delete(Factories, "fixed") })
+	return "networkTopologyDiscovery:\n- source: fixed\n  enabled: true\n"
+}
+
+// TestDeletedBlockerWakesTheSource: deleting the HyperNode that holds a name a source wants
+// (what the HyperNodeConflict Event says to do) makes the source create its own at once, from
+// its last answer, not after its interval (1h), whoever the blocker belonged to.
+func TestDeletedBlockerWakesTheSource(t *testing.T) {
+	wanted := hntesting.MakeHyperNode("fixed.1").Tier(1).Nodes("n0").Obj()
+	for _, tc := range []struct {
+		name    string
+		blocker *topologyv1alpha1.HyperNode
+		// owner is how the conflict's Event names the blocker's owner.
+		owner string
+	}{
+		{name: "hand-made", blocker: hntesting.MakeHyperNode("fixed.1").Tier(5).Nodes("x").Obj(), owner: "it was not made by a discovery source"},
+		// A source that does not run: its HyperNode's deletion wakes nobody as its owner.
+		{name: "another source's", blocker: hntesting.MakeHyperNode("fixed.1").Tier(5).Nodes("x").Label(source.Label, "label").Obj(), owner: "it belongs to the source label"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &fixedSource{want: []*topologyv1alpha1.HyperNode{wanted}}
+			h := newHarness(t, []runtime.Object{configMap(useFixedSource(t, src))}, tc.blocker)
+			ctx := context.Background()
+			h.waitEvent(t, metav1.NamespaceDefault, ReasonConflict, "the discovery source fixed wants a HyperNode of this name", tc.owner, "delete or rename it")
+			if diff := cmp.Diff([]bool{true}, src.discoveries()); diff != "" {
+				t.Fatalf("discoveries before the deletion, by refresh (-want,+got):\n%s", diff)
+			}
+			if err := h.topo.TopologyV1alpha1().HyperNodes().Delete(ctx, "fixed.1", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var got *topologyv1alpha1.HyperNode
+			err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+				hn, err := h.topo.TopologyV1alpha1().HyperNodes().Get(ctx, "fixed.1", metav1.GetOptions{})
+				if err != nil {
+					return false, nil
+				}
+				got = hn
+				return hn.Labels[source.Label] == "fixed", nil
+			})
+			if err != nil {
+				t.Fatalf("5 s after fixed.1 was deleted the source has not created its own (fixed.1: %+v; discoveries: %v)", got, src.discoveries())
+			}
+			if diff := cmp.Diff(wanted.Spec, got.Spec); diff != "" {
+				t.Errorf("fixed.1's spec (-want,+got):\n%s", diff)
+			}
+			// One rebuild from the last answer: a deletion does not ask the external system.
+			if diff := cmp.Diff([]bool{true, false}, src.discoveries()); diff != "" {
+				t.Errorf("discoveries, by refresh (-want,+got):\n%s", diff)
+			}
+		})
+	}
 }
 
 // TestReconcileIsIdempotent: a second reconcile of the same answer writes nothing.
