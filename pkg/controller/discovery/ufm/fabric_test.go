@@ -258,3 +258,148 @@ func TestHostMapping(t *testing.T) {
 		t.Errorf("build with no matching node: error %v", err)
 	}
 }
+
+// TestHostsThatAreNotNodes: hosts that are not nodes (the UFM appliance, storage servers)
+// make no switch a leaf, wherever they are cabled: the tree is the one without them.
+func TestHostsThatAreNotNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		base  []ufmtest.Port
+		extra []ufmtest.Port
+	}{
+		{
+			name:  "the UFM appliance on the core",
+			base:  ufmtest.FatTree(2, 2, 1, 1, 1),
+			extra: []ufmtest.Port{ufmtest.HostPort("ufm-appliance", "core-0")},
+		},
+		{
+			name:  "a storage server on the only spine",
+			base:  ufmtest.FatTree(1, 2, 1, 1, 0),
+			extra: []ufmtest.Port{ufmtest.HostPort("storage-0", "spine-0-0")},
+		},
+		{
+			name:  "a storage server on one of two spines",
+			base:  ufmtest.FatTree(1, 2, 1, 2, 0),
+			extra: []ufmtest.Port{ufmtest.HostPort("storage-0", "spine-0-0")},
+		},
+		{
+			name:  "a storage server on leaves of two pods does not join them",
+			base:  ufmtest.FatTree(2, 2, 1, 1, 1),
+			extra: []ufmtest.Port{ufmtest.HostPort("storage-0", "leaf-0-0"), ufmtest.HostPort("storage-0", "leaf-1-0")},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			without, err := NewFabric(ports(tc.base))
+			if err != nil {
+				t.Fatal(err)
+			}
+			with, err := NewFabric(ports(append(slices.Clone(tc.base), tc.extra...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			isNode := func(h string) (string, bool) { return h, strings.HasPrefix(h, "host-") }
+			want := render(without.HyperNodes(identity))
+			hns := with.HyperNodes(isNode)
+			if diff := cmp.Diff(want, render(hns)); diff != "" {
+				t.Errorf("HyperNodes (-without the other hosts,+with them):\n%s", diff)
+			}
+			assertValidTree(t, without, hns)
+			if above := with.HostsAboveTheLeaves(isNode); len(above) > 0 {
+				t.Errorf("nodes above the leaves: %v, want none", above)
+			}
+		})
+	}
+}
+
+// TestNodesAboveTheLeaves: a node cabled to a spine (a login node that is also a Kubernetes
+// node) does not make the spine a leaf: the tree of the other nodes is the one without it, and
+// the node, in no HyperNode, is a warning. One also cabled to a leaf is in that leaf.
+func TestNodesAboveTheLeaves(t *testing.T) {
+	const warning = "ufm: 1 node(s) are cabled only to switches above the leaf switches of other nodes (login-0 on spine-0-0); " +
+		"they are left out of the HyperNodes so that the tree stays right for the others: cable them to a leaf switch"
+	for _, tc := range []struct {
+		name     string
+		ports    []ufmtest.Port
+		want     []string
+		warnings []string
+	}{
+		{
+			name:  "on the only spine",
+			ports: append(ufmtest.FatTree(1, 2, 1, 1, 0), ufmtest.HostPort("login-0", "spine-0-0")),
+			want: []string{
+				"ufm-leaf.leaf-0-0 1 leaf [host-0-0-0]",
+				"ufm-leaf.leaf-0-1 1 leaf [host-0-1-0]",
+				"ufm-spine.spine-0-0 2 spine [ufm-leaf.leaf-0-0 ufm-leaf.leaf-0-1]",
+			},
+			warnings: []string{warning},
+		},
+		{
+			name:  "on one of two spines",
+			ports: append(ufmtest.FatTree(1, 2, 1, 2, 0), ufmtest.HostPort("login-0", "spine-0-0")),
+			want: []string{
+				"ufm-leaf.leaf-0-0 1 leaf [host-0-0-0]",
+				"ufm-leaf.leaf-0-1 1 leaf [host-0-1-0]",
+				"ufm-spine.spine-0-0 2 spine [ufm-leaf.leaf-0-0 ufm-leaf.leaf-0-1]",
+			},
+			warnings: []string{warning},
+		},
+		{
+			// The spine and the leaf are cabled to one switch with nodes each: the leaf has
+			// more nodes.
+			name:  "on the spine of a pod of one leaf",
+			ports: append(ufmtest.FatTree(2, 1, 2, 1, 1), ufmtest.HostPort("login-0", "spine-0-0")),
+			want: []string{
+				"ufm-core.core-0 3 core [ufm-leaf.leaf-0-0 ufm-leaf.leaf-1-0]",
+				"ufm-leaf.leaf-0-0 1 leaf [host-0-0-0 host-0-0-1]",
+				"ufm-leaf.leaf-1-0 1 leaf [host-1-0-0 host-1-0-1]",
+			},
+			warnings: []string{warning},
+		},
+		{
+			name: "on a spine and a leaf",
+			ports: append(ufmtest.FatTree(1, 2, 1, 1, 0),
+				ufmtest.HostPort("login-0", "spine-0-0"), ufmtest.HostPort("login-0", "leaf-0-1")),
+			want: []string{
+				"ufm-leaf.leaf-0-0 1 leaf [host-0-0-0]",
+				"ufm-leaf.leaf-0-1 1 leaf [host-0-1-0 login-0]",
+				"ufm-spine.spine-0-0 2 spine [ufm-leaf.leaf-0-0 ufm-leaf.leaf-0-1]",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := NewFabric(ports(tc.ports))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nodes []*v1.Node
+			for _, h := range sortedKeys(f.HostLeaves) {
+				nodes = append(nodes, st.MakeNode().Name(h).Obj())
+			}
+			res, _, err := (&Source{}).build(f, nodes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, render(res.HyperNodes)); diff != "" {
+				t.Errorf("HyperNodes (-want,+got):\n%s", diff)
+			}
+			var warnings []string
+			for _, w := range res.Warnings {
+				if w.Reason != ReasonNodesAboveLeaves {
+					t.Errorf("warning %s: %s", w.Reason, w.Message)
+					continue
+				}
+				warnings = append(warnings, w.Message)
+			}
+			if diff := cmp.Diff(tc.warnings, warnings); diff != "" {
+				t.Errorf("%s warnings (-want,+got):\n%s", ReasonNodesAboveLeaves, diff)
+			}
+			existing := map[string]labels.Set{}
+			for _, n := range nodes {
+				existing[n.Name] = labels.Set{}
+			}
+			for name, problems := range hypernode.Build(existing, res.HyperNodes).Snapshot().Problems() {
+				t.Errorf("HyperNode %s: %v", name, problems)
+			}
+		})
+	}
+}
