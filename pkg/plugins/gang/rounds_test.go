@@ -357,6 +357,15 @@ func TestPodGroupChangeDecidesTheWaitingRoundAgain(t *testing.T) {
 			Spec:       schedulingv1alpha1.PodGroupSpec{MinMember: minMember},
 		})
 	}
+	// threeOfThree is the gang "job" of three members, minMember 3.
+	threeOfThree := func(e *env) []*v1.Pod {
+		setJob(e, 3, nil)
+		pods := []*v1.Pod{member("p0", "job"), member("p1", "job"), member("p2", "job")}
+		for _, p := range pods {
+			e.registry.SetPod(nil, p)
+		}
+		return pods
+	}
 	for _, tc := range []struct {
 		name string
 		// job makes the gang "job" and returns its members; the first two wait in Permit.
@@ -366,28 +375,14 @@ func TestPodGroupChangeDecidesTheWaitingRoundAgain(t *testing.T) {
 		allowed bool
 		event   string
 	}{{
-		name: "minMember lowered to the members reserved",
-		job: func(e *env) []*v1.Pod {
-			setJob(e, 3, nil)
-			pods := []*v1.Pod{member("p0", "job"), member("p1", "job"), member("p2", "job")}
-			for _, p := range pods {
-				e.registry.SetPod(nil, p)
-			}
-			return pods
-		},
+		name:    "minMember lowered to the members reserved",
+		job:     threeOfThree,
 		change:  func(e *env) { setJob(e, 2, nil) },
 		allowed: true,
 		event:   "Normal GangScheduled gang team/job: its PodGroup changed; 2 of 2 (minMember) members reserved or bound; 2 waiting members allowed to bind",
 	}, {
-		name: "minMember raised",
-		job: func(e *env) []*v1.Pod {
-			setJob(e, 3, nil)
-			pods := []*v1.Pod{member("p0", "job"), member("p1", "job"), member("p2", "job")}
-			for _, p := range pods {
-				e.registry.SetPod(nil, p)
-			}
-			return pods
-		},
+		name:   "minMember raised",
+		job:    threeOfThree,
 		change: func(e *env) { setJob(e, 4, nil) },
 	}, {
 		name: "minSubGroups lowered to the complete sub-groups",
