@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -114,6 +115,8 @@ type simulation struct {
 	sparedRefused sets.Set[string]
 	// pdbs are the cluster's PodDisruptionBudgets.
 	pdbs []*policyv1.PodDisruptionBudget
+	// now is when the simulation runs, for victims stuck terminating.
+	now time.Time
 }
 
 // violating returns the keys of the units whose eviction, all of them together, a
@@ -153,6 +156,9 @@ func (s *simulation) violating(units []*unit) sets.Set[string] {
 // the gang's own member, a pod of equal or higher priority or whose eviction failed recently,
 // or a member of a gang that has such a pod.
 func (s *simulation) unitOf(p *v1.Pod) *unit {
+	if s.stuck(p) {
+		return nil
+	}
 	if key, ok := podgroup.KeyOf(p); ok {
 		if key == s.own {
 			return nil
@@ -472,7 +478,15 @@ func sum(c []int) int {
 // snapshot predates its deletion; or for another preemptor, whose nomination then holds the
 // room): it is not evicted again, and the room it leaves counts as free.
 func (s *simulation) leaving(p *v1.Pod) bool {
-	return corev1helpers.PodPriority(p) < s.priority && preemption.PodTerminatingByPreemption(p)
+	return corev1helpers.PodPriority(p) < s.priority && preemption.PodTerminatingByPreemption(p) && !s.stuck(p)
+}
+
+// stuck reports whether a deleted pod outlived its grace period by victimSlack (a finalizer, a
+// node that does not answer): its room is not coming, and evicting it again frees nothing, so
+// it is neither leaving nor a victim. Before, its room counted as free forever, and a gang
+// whose attempt expired waiting for it "fit without evicting anyone" there on every retry.
+func (s *simulation) stuck(p *v1.Pod) bool {
+	return p.DeletionTimestamp != nil && s.now.After(p.DeletionTimestamp.Add(victimSlack))
 }
 
 // removeFrom takes a pod off a node's copy; the PreFilter plugins' state follows (inter-pod

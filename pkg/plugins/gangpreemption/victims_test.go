@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -77,26 +79,37 @@ func TestLeaving(t *testing.T) {
 	preempted := []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonPreemptionByScheduler}}
 	now := metav1.Now()
 	pod := func(priority int32, deleting bool, conditions []v1.PodCondition) *v1.Pod {
-		p := &v1.Pod{Spec: v1.PodSpec{Priority: &priority}, Status: v1.PodStatus{Conditions: conditions}}
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: v1.PodSpec{Priority: &priority, NodeName: "node-1"},
+			Status: v1.PodStatus{Conditions: conditions}}
 		if deleting {
 			p.DeletionTimestamp = &now
 		}
 		return p
 	}
-	s := &simulation{priority: 1000}
+	// A victim whose grace period (its deletion timestamp) ended more than victimSlack ago.
+	stuck := pod(10, true, preempted)
+	stuck.DeletionTimestamp = &metav1.Time{Time: now.Add(-victimSlack - time.Second)}
+	s := &simulation{priority: 1000, now: now.Time, units: map[string]*unit{}, spared: sets.New[string](), sparedRefused: sets.New[string]()}
 	for _, tc := range []struct {
 		name string
 		pod  *v1.Pod
 		want bool
+		// victim is whether the pod is a victim unit.
+		victim bool
 	}{
-		{"preempted, terminating", pod(10, true, preempted), true},
-		{"preempted, not deleted yet", pod(10, false, preempted), false},
-		{"terminating for another reason", pod(10, true, nil), false},
-		{"equal priority", pod(1000, true, preempted), false},
+		{"preempted, terminating", pod(10, true, preempted), true, true},
+		{"preempted, not deleted yet", pod(10, false, preempted), false, true},
+		{"terminating for another reason", pod(10, true, nil), false, true},
+		{"equal priority", pod(1000, true, preempted), false, false},
+		{"preempted, stuck terminating", stuck, false, false},
 	} {
 		if got := s.leaving(tc.pod); got != tc.want {
 			t.Errorf("%s: leaving %v, want %v", tc.name, got, tc.want)
 		}
+		if got := s.unitOf(tc.pod) != nil; got != tc.victim {
+			t.Errorf("%s: a victim %v, want %v", tc.name, got, tc.victim)
+		}
+		s.units = map[string]*unit{}
 	}
 }
 
