@@ -63,9 +63,9 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: listing PodDisruptionBudgets: %v", key, err))
 	}
-	sim := &simulation{pl: pl, state: withoutPlan(state), pod: pod, own: key, priority: corev1helpers.PodPriority(pod),
+	sim := &simulation{pl: pl, state: withoutPlan(state), pod: pod, own: key, priority: gangPriority(pod, gang),
 		need: need, nodes: make(map[string]fwk.NodeInfo, len(list)), units: map[string]*unit{}, spared: sets.New[string](), pdbs: pdbs,
-		refused: pl.refusedVictims(), sparedRefused: sets.New[string]()}
+		refused: pl.refusedVictims(), sparedRefused: sets.New[string](), now: time.Now()}
 	for _, ni := range list {
 		sim.nodes[ni.Node().Name] = ni
 	}
@@ -372,3 +372,15 @@ func (c *victimCandidate) Victims() *extenderv1.Victims {
 }
 func (c *victimCandidate) Name() string                { return c.node }
 func (c *victimCandidate) NumPodGroupDisruptions() int { return 0 }
+
+// gangPriority is the priority the gang preempts with: the lowest of its pending members'.
+// Victims must be of lower priority than every member that takes their room, whichever
+// member's cycle preempts (an MPI launcher of high priority must not evict pods for workers
+// of lower priority than those pods).
+func gangPriority(pod *v1.Pod, gang podgroup.Gang) int32 {
+	p := corev1helpers.PodPriority(pod)
+	for _, m := range gang.Pending {
+		p = min(p, corev1helpers.PodPriority(m.Pod))
+	}
+	return p
+}
