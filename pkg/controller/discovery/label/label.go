@@ -43,6 +43,11 @@ type Source struct {
 	nodes interface {
 		List(labels.Selector) ([]*v1.Node, error)
 	}
+	// hyperNodes lists the HyperNodes in the cluster (nil: none to consult), so that a name
+	// two paths want stays with the one whose HyperNode holds it.
+	hyperNodes interface {
+		List(labels.Selector) ([]*topologyv1alpha1.HyperNode, error)
+	}
 }
 
 var _ source.Source = &Source{}
@@ -53,7 +58,7 @@ func New(entry config.Entry, env source.Env) (source.Source, field.ErrorList) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	s := &Source{types: types, keys: sets.New[string](), nodes: env.Nodes}
+	s := &Source{types: types, keys: sets.New[string](), nodes: env.Nodes, hyperNodes: env.HyperNodes}
 	for _, t := range types {
 		for _, l := range t.Levels {
 			s.keys.Insert(l.Key)
@@ -86,21 +91,43 @@ func (s *Source) NodeChangeMatters(old, new *v1.Node) bool {
 }
 
 // Discover implements source.Source. The labels are read from the controller's node
-// informer, so refresh makes no difference.
+// informer, and the HyperNodes the source owns from its HyperNode informer, so refresh makes
+// no difference.
 func (s *Source) Discover(_ context.Context, _ bool) (*source.Result, error) {
 	nodes, err := s.nodes.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	existing, err := s.existingPaths()
+	if err != nil {
+		return nil, err
+	}
 	res := &source.Result{}
 	for _, t := range s.types {
-		hns, warnings := t.Discover(nodes)
+		hns, warnings := t.Discover(nodes, existing)
 		res.HyperNodes = append(res.HyperNodes, hns...)
 		res.Warnings = append(res.Warnings, warnings...)
 	}
 	sort.Slice(res.HyperNodes, func(i, j int) bool { return res.HyperNodes[i].Name < res.HyperNodes[j].Name })
 	return res, nil
+}
+
+// existingPaths maps the name of each HyperNode this source owns to the path it stands for
+// (its PathAnnotation), or is nil without a HyperNode lister.
+func (s *Source) existingPaths() (map[string]string, error) {
+	if s.hyperNodes == nil {
+		return nil, nil
+	}
+	owned, err := s.hyperNodes.List(labels.SelectorFromSet(labels.Set{source.Label: SourceName}))
+	if err != nil {
+		return nil, fmt.Errorf("listing HyperNodes: %w", err)
+	}
+	paths := make(map[string]string, len(owned))
+	for _, hn := range owned {
+		paths[hn.Name] = hn.Annotations[source.PathAnnotation]
+	}
+	return paths, nil
 }
 
 // pathNode is a prefix of some node's path: one HyperNode.
@@ -119,14 +146,15 @@ type childKey struct {
 	value string
 }
 
-// Discover builds the HyperNodes of one type from nodes sorted by name.
+// Discover builds the HyperNodes of one type from nodes sorted by name; existing maps the
+// names of the HyperNodes the source owns to the paths they stand for (their PathAnnotation).
 //
 // Levels that no node carries are skipped, and tiers are numbered from 1 at the lowest level
 // some node carries, so a preset that lists more levels than the cluster uses still starts at
 // tier 1. A node that lacks a level is attached to the next level it carries and reported;
 // where that puts nodes next to HyperNodes under one parent, the nodes get a HyperNode of
 // their own one tier below (a parent holds either nodes or HyperNodes).
-func (t Type) Discover(nodes []*v1.Node) ([]*topologyv1alpha1.HyperNode, []source.Warning) {
+func (t Type) Discover(nodes []*v1.Node, existing map[string]string) ([]*topologyv1alpha1.HyperNode, []source.Warning) {
 	var used []int
 	for i, l := range t.Levels {
 		for _, n := range nodes {
@@ -181,27 +209,60 @@ func (t Type) Discover(nodes []*v1.Node) ([]*topologyv1alpha1.HyperNode, []sourc
 	}
 
 	// Names by values alone, unless two paths of different levels would share one (the spine
-	// 1 of a node and the leaf 1 of a node without a spine label): then by keys and values.
-	plainNames := map[string]int{}
-	var count func(p *pathNode)
-	count = func(p *pathNode) {
-		plainNames[t.pathName(p, "", false)]++
+	// 1 of a node and the leaf 1 of a node without a spine label): then by keys and values,
+	// but for the one path that keeps the name (below, -1 for a path's own HyperNode, is the
+	// level its nodes-without-it HyperNode lacks).
+	type named struct {
+		p     *pathNode
+		below int
+	}
+	wanting := map[string][]named{}
+	var collect func(p *pathNode)
+	collect = func(p *pathNode) {
+		plain := t.pathName(p, t.suffix(-1), false)
+		wanting[plain] = append(wanting[plain], named{p, -1})
 		if len(p.children) > 0 && p.direct > 0 {
-			plainNames[t.pathName(p, t.noLevelSuffix(next[p.levels[len(p.levels)-1]]), false)]++
+			below := next[p.levels[len(p.levels)-1]]
+			plain := t.pathName(p, t.suffix(below), false)
+			wanting[plain] = append(wanting[plain], named{p, below})
 		}
-		for _, c := range p.children {
-			count(c)
+		for _, c := range sortedChildren(p.children) {
+			collect(c)
 		}
 	}
-	for _, c := range root.children {
-		count(c)
+	for _, c := range sortedChildren(root.children) {
+		collect(c)
 	}
-	// The path that holds every used level from the top keeps its plain name (it is the one
-	// that was there first, in all likelihood): only the others move.
-	name := func(p *pathNode, suffix string) string {
-		plain := t.pathName(p, suffix, false)
-		if plainNames[plain] > 1 && !slices.Equal(p.levels, used[:min(len(p.levels), len(used))]) {
-			return t.pathName(p, suffix, true)
+	// keeps is the path, described, that keeps a name several want: the one whose HyperNode
+	// holds it, so that a stray node does not rename the HyperNode that was there; failing
+	// that (a fresh cluster, or a HyperNode of none of them), the one that holds every used
+	// level from the top (the one that was there first, in all likelihood). Its HyperNode
+	// then holds the name, so the next pass keeps it too.
+	keeps := map[string]string{}
+	for plain, paths := range wanting {
+		if len(paths) < 2 {
+			continue
+		}
+		for _, n := range paths {
+			if d := t.describePath(n.p, n.below); d == existing[plain] {
+				keeps[plain] = d
+				break
+			}
+		}
+		if keeps[plain] != "" {
+			continue
+		}
+		for _, n := range paths {
+			if slices.Equal(n.p.levels, used[:min(len(n.p.levels), len(used))]) {
+				keeps[plain] = t.describePath(n.p, n.below)
+				break
+			}
+		}
+	}
+	name := func(p *pathNode, below int) string {
+		plain := t.pathName(p, t.suffix(below), false)
+		if len(wanting[plain]) > 1 && keeps[plain] != t.describePath(p, below) {
+			return t.pathName(p, t.suffix(below), true)
 		}
 		return plain
 	}
@@ -210,7 +271,7 @@ func (t Type) Discover(nodes []*v1.Node) ([]*topologyv1alpha1.HyperNode, []sourc
 	var emit func(p *pathNode) string
 	emit = func(p *pathNode) string {
 		level := p.levels[len(p.levels)-1]
-		hn := t.hyperNode(name(p, ""), tier[level], t.Levels[level].TierName, t.describe(p.levels, p.values))
+		hn := t.hyperNode(name(p, -1), tier[level], t.Levels[level].TierName, t.describePath(p, -1))
 		if len(p.children) == 0 {
 			hn.Spec.Members = []topologyv1alpha1.MemberSpec{t.selectNodes(p, used)}
 			out = append(out, hn)
@@ -225,8 +286,7 @@ func (t Type) Discover(nodes []*v1.Node) ([]*topologyv1alpha1.HyperNode, []sourc
 			// Its last component is its parent's, marked with a byte no label value holds:
 			// a path of its own, named after the parent ("leaf-3-no-nvlink-<hash>").
 			below := next[level]
-			w := t.hyperNode(name(p, t.noLevelSuffix(below)), tier[below], "",
-				t.describe(p.levels, p.values)+","+t.Levels[below].Key+" (none)")
+			w := t.hyperNode(name(p, below), tier[below], "", t.describePath(p, below))
 			w.Spec.Members = []topologyv1alpha1.MemberSpec{t.selectNodes(p, used)}
 			out = append(out, w)
 			children = append(children, w.Name)
@@ -293,7 +353,6 @@ func (t Type) selectNodes(p *pathNode, used []int) topologyv1alpha1.MemberSpec {
 	return topologyv1alpha1.MemberSpec{Type: topologyv1alpha1.MemberTypeNode, Selector: topologyv1alpha1.MemberSelector{LabelMatch: sel}}
 }
 
-// describe renders a path as its label pairs, for the path annotation.
 // pathName names a path's HyperNode after its label values (with keyed, each value with its
 // level's key, marked with a byte no label value holds, so the name is hashed), suffix added
 // to the last component.
@@ -308,19 +367,28 @@ func (t Type) pathName(p *pathNode, suffix string, keyed bool) string {
 	return source.Name(t.Prefix, components...)
 }
 
-// noLevelSuffix marks the HyperNode of a path's nodes that lack level below, next to the
-// path's HyperNodes: a path of its own, named after its parent ("leaf-3-no-nvlink-<hash>").
-func (t Type) noLevelSuffix(below int) string {
+// suffix marks the HyperNode of a path's nodes that lack level below (-1: none, the path's
+// own HyperNode), next to the path's HyperNodes: a path of its own, named after its parent
+// ("leaf-3-no-nvlink-<hash>").
+func (t Type) suffix(below int) string {
+	if below < 0 {
+		return ""
+	}
 	return "\x00no-" + t.Levels[below].TierName
 }
 
-// describe says what a path stands for, as key=value pairs.
-func (t Type) describe(levels []int, values []string) string {
-	parts := make([]string, len(levels))
-	for j, i := range levels {
-		parts[j] = t.Levels[i].Key + "=" + values[j]
+// describePath says what a path stands for, as key=value pairs, for the path annotation;
+// with below (not -1), its nodes that lack that level.
+func (t Type) describePath(p *pathNode, below int) string {
+	parts := make([]string, len(p.levels))
+	for j, i := range p.levels {
+		parts[j] = t.Levels[i].Key + "=" + p.values[j]
 	}
-	return strings.Join(parts, ",")
+	d := strings.Join(parts, ",")
+	if below >= 0 {
+		d += "," + t.Levels[below].Key + " (none)"
+	}
+	return d
 }
 
 func sortedChildren(m map[childKey]*pathNode) []*pathNode {

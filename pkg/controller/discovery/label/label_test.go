@@ -189,6 +189,130 @@ networkTopologyTypes:
 	assertValidTree(t, nodes, res.HyperNodes)
 }
 
+// fakeHyperNodes lists fixed HyperNodes, those the selector matches.
+type fakeHyperNodes []*topologyv1alpha1.HyperNode
+
+func (f fakeHyperNodes) List(sel labels.Selector) ([]*topologyv1alpha1.HyperNode, error) {
+	var out []*topologyv1alpha1.HyperNode
+	for _, hn := range f {
+		if sel.Matches(labels.Set(hn.Labels)) {
+			out = append(out, hn)
+		}
+	}
+	return out, nil
+}
+
+// owned is a HyperNode of the given source that stands for path.
+func owned(sourceName, name, path string) *topologyv1alpha1.HyperNode {
+	return &topologyv1alpha1.HyperNode{ObjectMeta: metav1.ObjectMeta{
+		Name:        name,
+		Labels:      map[string]string{source.Label: sourceName},
+		Annotations: map[string]string{source.PathAnnotation: path},
+	}}
+}
+
+// TestNameCollisionKeepsTheExistingHyperNode: of the paths of different levels that want one
+// name, the one whose HyperNode the source owns under that name keeps it, so a stray node
+// with only the spine label does not turn the leaf f.1 into a spine (and back when it goes);
+// with no such HyperNode, the path that holds every used level from the top keeps it. Either
+// way a second pass over the HyperNodes the first one wanted gives the same answer.
+func TestNameCollisionKeepsTheExistingHyperNode(t *testing.T) {
+	conf := `
+networkTopologyTypes:
+  f:
+  - nodeLabel: ex.com/spine
+    tierName: spine
+  - nodeLabel: ex.com/leaf
+    tierName: leaf
+`
+	a, b, stray := node("a", "ex.com/leaf=1"), node("b", "ex.com/leaf=2"), node("stray", "ex.com/spine=1")
+	keyedSpine, keyedLeaf := source.Name("f", "ex.com/spine\x001"), source.Name("f", "ex.com/leaf\x001")
+	const (
+		spineKeeps    = `f.1 2 "spine" [{!ex.com/leaf,ex.com/spine=1}]`
+		leafKeeps     = `f.1 1 "leaf" [{ex.com/leaf=1,!ex.com/spine}]`
+		spineMoves    = ` 2 "spine" [{!ex.com/leaf,ex.com/spine=1}]`
+		leafMoves     = ` 1 "leaf" [{ex.com/leaf=1,!ex.com/spine}]`
+		leaf2         = `f.2 1 "leaf" [{ex.com/leaf=2,!ex.com/spine}]`
+		leaf1NoSpines = `f.1 1 "leaf" [{ex.com/leaf=1}]`
+		leaf2NoSpines = `f.2 1 "leaf" [{ex.com/leaf=2}]`
+	)
+	for _, tc := range []struct {
+		name     string
+		nodes    []*v1.Node
+		existing []*topologyv1alpha1.HyperNode
+		want     []string
+	}{
+		{
+			name:  "a fresh cluster: the path with every used level from the top keeps the name",
+			nodes: []*v1.Node{a, b, stray},
+			want:  []string{spineKeeps, keyedLeaf + leafMoves, leaf2},
+		},
+		{
+			name:  "a stray node does not rename the leaf that was there",
+			nodes: []*v1.Node{a, b, stray},
+			existing: []*topologyv1alpha1.HyperNode{
+				owned(SourceName, "f.1", "ex.com/leaf=1"), owned(SourceName, "f.2", "ex.com/leaf=2"),
+			},
+			want: []string{leafKeeps, keyedSpine + spineMoves, leaf2},
+		},
+		{
+			name:  "the stray node leaves: nothing collides, nothing is renamed",
+			nodes: []*v1.Node{a, b},
+			existing: []*topologyv1alpha1.HyperNode{
+				owned(SourceName, "f.1", "ex.com/leaf=1"), owned(SourceName, "f.2", "ex.com/leaf=2"),
+				owned(SourceName, keyedSpine, "ex.com/spine=1"),
+			},
+			want: []string{leaf1NoSpines, leaf2NoSpines},
+		},
+		{
+			name:  "a stray leaf does not rename the spine that was there",
+			nodes: []*v1.Node{a, stray},
+			existing: []*topologyv1alpha1.HyperNode{
+				owned(SourceName, "f.1", "ex.com/spine=1"),
+			},
+			want: []string{spineKeeps, keyedLeaf + leafMoves},
+		},
+		{
+			name:  "the HyperNode that held the name was deleted: the rule of a fresh cluster",
+			nodes: []*v1.Node{a, b, stray},
+			existing: []*topologyv1alpha1.HyperNode{
+				owned(SourceName, keyedSpine, "ex.com/spine=1"), owned(SourceName, "f.2", "ex.com/leaf=2"),
+			},
+			want: []string{spineKeeps, keyedLeaf + leafMoves, leaf2},
+		},
+		{
+			name:  "a HyperNode of another source decides nothing",
+			nodes: []*v1.Node{a, b, stray},
+			existing: []*topologyv1alpha1.HyperNode{
+				owned("ufm", "f.1", "ex.com/leaf=1"), owned(SourceName, "f.2", "ex.com/leaf=2"),
+			},
+			want: []string{spineKeeps, keyedLeaf + leafMoves, leaf2},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSource(t, conf, tc.nodes...)
+			s.hyperNodes = fakeHyperNodes(tc.existing)
+			want := append([]string(nil), tc.want...)
+			sort.Strings(want)
+			res := discover(t, s)
+			if diff := cmp.Diff(want, render(res.HyperNodes)); diff != "" {
+				t.Errorf("HyperNodes (-want,+got):\n%s", diff)
+			}
+			assertValidTree(t, tc.nodes, res.HyperNodes)
+
+			// The next pass finds the HyperNodes this one wanted.
+			var next fakeHyperNodes
+			for _, hn := range res.HyperNodes {
+				next = append(next, owned(SourceName, hn.Name, hn.Annotations[source.PathAnnotation]))
+			}
+			s.hyperNodes = next
+			if diff := cmp.Diff(want, render(discover(t, s).HyperNodes)); diff != "" {
+				t.Errorf("HyperNodes of the next pass (-first,+next):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestMissingLevels: a node without an inner level's label is attached to the next level it
 // carries and reported; nodes next to HyperNodes get a HyperNode of their own.
 func TestMissingLevels(t *testing.T) {

@@ -66,7 +66,8 @@ type Env struct {
 	// Namespace is the controller's namespace, the default namespace of a secretRef.
 	Namespace string
 	// HyperNodes lists the HyperNodes in the cluster, so that a source's first answer after
-	// a start can be compared with the tree it built before (nil: nothing to compare with).
+	// a start can be compared with the tree it built before, and a name two paths want can
+	// stay with the HyperNode that holds it (nil: nothing to compare with).
 	HyperNodes topologylisters.HyperNodeLister
 }
 
