@@ -149,21 +149,6 @@ type Info struct {
 // MinMember returns the PodGroup's minMember (at least 1), or 0 without a PodGroup.
 func (i Info) MinMember() int { return minMemberOf(i.PodGroup) }
 
-// PlacedByTopology reports whether the gang has a network topology constraint, of the job or
-// of a sub-group policy, valid or not: NetworkTopologyAware then plans it (or refuses it) as
-// a whole. A gang without one is placed member by member.
-func (i Info) PlacedByTopology() bool {
-	if i.Topology != nil || i.TopologyErr != nil {
-		return true
-	}
-	for _, sp := range i.SubGroupPolicies {
-		if sp.NetworkTopology != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // minMember is Info.MinMember for g. r.mu must be held.
 func (g *group) minMember() int { return minMemberOf(g.podGroup) }
 
@@ -543,17 +528,4 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		// The other members were held back for this one: let them try without it.
 		r.notify(key, false)
 	}
-}
-
-// terminal pods hold no resources.
-func terminal(pod *v1.Pod) bool {
-	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
-}
-
-// keyOrNil is the pod's gang, nil for a pod of none.
-func keyOrNil(pod *v1.Pod) *Key {
-	if key, ok := KeyOf(pod); ok {
-		return &key
-	}
-	return nil
 }

@@ -109,3 +109,18 @@ func Rank(pod *v1.Pod) (int, bool) {
 	}
 	return 0, false
 }
+
+// PlacedByTopology reports whether the gang has a network topology constraint, of the job or
+// of a sub-group policy, valid or not: NetworkTopologyAware then plans it (or refuses it) as
+// a whole. A gang without one is placed member by member.
+func (i Info) PlacedByTopology() bool {
+	if i.Topology != nil || i.TopologyErr != nil {
+		return true
+	}
+	for _, sp := range i.SubGroupPolicies {
+		if sp.NetworkTopology != nil {
+			return true
+		}
+	}
+	return false
+}

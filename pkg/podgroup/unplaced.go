@@ -134,3 +134,16 @@ func (r *Registry) ReleaseUnplaced(key Key) bool {
 	g = r.groups[key]
 	return g != nil && g.releaseRetryLocked()
 }
+
+// terminal pods hold no resources.
+func terminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// keyOrNil is the pod's gang, nil for a pod of none.
+func keyOrNil(pod *v1.Pod) *Key {
+	if key, ok := KeyOf(pod); ok {
+		return &key
+	}
+	return nil
+}
