@@ -75,7 +75,7 @@ func (r *Registry) SetNode(old, node *v1.Node) {
 		r.notify(key, false)
 	}
 	if changed {
-		r.roomMayBeFreed(nil)
+		r.nodesChanged()
 	}
 }
 

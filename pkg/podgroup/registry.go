@@ -102,10 +102,10 @@ type group struct {
 	// retryHeld says the gang's placement failed and only scout is retried (retry.go).
 	retryHeld bool
 	scout     types.UID
-	// unplaced is the last failure of a gang placed member by member (unplaced.go), while
-	// no cluster event claimed its retry (retryClaimed).
+	// unplaced is the last failure of a gang placed member by member (unplaced.go);
+	// nodesChanged says a node changed since.
 	unplaced     *Unplaced
-	retryClaimed bool
+	nodesChanged bool
 	// attempted are the members that went through a scheduling cycle: only those are held
 	// (retry.go).
 	attempted sets.Set[types.UID]
@@ -425,12 +425,8 @@ func (r *Registry) Len() int {
 	return len(r.groups)
 }
 
-// SetPod records a pod's current state; pods that are not members are ignored, but for the
-// room an assigned pod frees when it finishes.
+// SetPod records a pod's current state; pods that are not members are ignored.
 func (r *Registry) SetPod(old, pod *v1.Pod) {
-	if pod.Spec.NodeName != "" && terminal(pod) && (old == nil || !terminal(old)) {
-		r.roomMayBeFreed(keyOrNil(pod))
-	}
 	if old != nil {
 		if oldKey, ok := KeyOf(old); ok {
 			if newKey, ok := KeyOf(pod); !ok || newKey != oldKey {
@@ -490,11 +486,8 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	}
 }
 
-// DeletePod forgets a member; any assigned pod's deletion may make room.
+// DeletePod forgets a member.
 func (r *Registry) DeletePod(pod *v1.Pod) {
-	if pod.Spec.NodeName != "" {
-		r.roomMayBeFreed(keyOrNil(pod))
-	}
 	key, ok := KeyOf(pod)
 	if !ok {
 		return

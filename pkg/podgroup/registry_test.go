@@ -396,52 +396,54 @@ func TestFitNowhereByShape(t *testing.T) {
 	})
 }
 
-// TestRoomFreedWakesTheScout: a gang waiting for room after a failed round may retry, and its
-// scout is woken, when a pod outside it that held a node is deleted or finishes, or a node is
-// added; once per failure; never for its own members' deletions.
-func TestRoomFreedWakesTheScout(t *testing.T) {
-	r := New()
+// TestRetryUnplaced: a gang waiting for room may retry when a resource its members request
+// has more free than at its failure, when a node changed (which also wakes its scout, once
+// until it tries), or after UnplacedMaxAge; not for the same room or less, in any resource.
+func TestRetryUnplaced(t *testing.T) {
 	key := Key{Namespace: "ns", Name: "g"}
-	var woken []string
-	r.OnScoutWake(func(k Key, scout *v1.Pod) { woken = append(woken, k.String()+" "+scout.Name) })
-	r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
-	a, b := member("a", "g"), member("b", "g")
-	r.SetPod(nil, a)
-	r.SetPod(nil, b)
-	boundMember := member("c", "g")
-	boundMember.Spec.NodeName = "node-1"
-	r.SetPod(nil, boundMember)
-	other := st.MakePod().Namespace("ns").Name("web").UID("web").Node("node-2").Obj()
-	now := time.Now()
-	mayRetry := func() bool {
-		_, ok := r.RetryUnplaced(key, now)
-		return ok
-	}
+	at := time.Now()
+	failedWith := Room{v1.ResourceCPU: 8000, "nvidia.com/gpu": 4}
 	for _, tc := range []struct {
-		name  string
-		event func()
-		woken []string
+		name string
+		// now is when the member asks, room what is free then; nodeAdded adds a node before.
+		now       time.Time
+		room      Room
+		nodeAdded bool
+		retry     bool
+		woken     []string
 	}{
-		{"its own bound member deleted", func() { r.DeletePod(boundMember) }, nil},
-		{"a pending pod deleted", func() { r.DeletePod(st.MakePod().Namespace("ns").Name("pending").UID("pending").Obj()) }, nil},
-		{"a pod on a node deleted", func() { r.DeletePod(other) }, []string{"ns/g b"}},
-		{"a pod on a node finished", func() {
-			done := other.DeepCopy()
-			done.Status.Phase = v1.PodSucceeded
-			r.SetPod(other, done)
-		}, []string{"ns/g b"}},
-		{"a node added", func() { r.SetNode(nil, st.MakeNode().Name("node-3").Obj()) }, []string{"ns/g b"}},
+		{name: "the same room", now: at, room: Room{v1.ResourceCPU: 8000, "nvidia.com/gpu": 4}},
+		{name: "less room (another gang reserved since)", now: at, room: Room{v1.ResourceCPU: 0, "nvidia.com/gpu": 0}},
+		{name: "more CPU", now: at, room: Room{v1.ResourceCPU: 8001, "nvidia.com/gpu": 4}, retry: true},
+		{name: "more GPUs, less CPU", now: at, room: Room{v1.ResourceCPU: 0, "nvidia.com/gpu": 8}, retry: true},
+		{name: "a node added", now: at, room: failedWith, nodeAdded: true, retry: true, woken: []string{"ns/g b"}},
+		{name: "old enough", now: at.Add(UnplacedMaxAge), room: failedWith, retry: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r.MarkUnplaced(key, "b", "member b cannot be placed", now)
-			woken = nil
-			tc.event()
-			tc.event() // a second event before the retry wakes nobody again
+			r := New()
+			var woken []string
+			r.OnScoutWake(func(k Key, scout *v1.Pod) { woken = append(woken, k.String()+" "+scout.Name) })
+			r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
+			r.SetPod(nil, member("a", "g"))
+			r.SetPod(nil, member("b", "g"))
+			r.MarkUnplaced(key, "b", "member b cannot be placed", at, failedWith)
+			if tc.nodeAdded {
+				r.SetNode(nil, st.MakeNode().Name("node-1").Obj())
+				r.SetNode(nil, st.MakeNode().Name("node-2").Obj()) // woken already
+			}
 			if diff := cmp.Diff(tc.woken, woken); diff != "" {
 				t.Errorf("woken (-want,+got):\n%s", diff)
 			}
-			if got, want := mayRetry(), tc.woken != nil; got != want {
-				t.Errorf("may retry: %v, want %v", got, want)
+			asked := false
+			u, retry := r.RetryUnplaced(key, tc.now, func() Room { asked = true; return tc.room })
+			if retry != tc.retry {
+				t.Errorf("retry %v (failure %+v), want %v", retry, u, tc.retry)
+			}
+			if tc.nodeAdded && asked {
+				t.Error("the room was counted although a node changed")
+			}
+			if _, again := r.RetryUnplaced(key, tc.now, func() Room { return Room{} }); again != tc.retry {
+				t.Errorf("asked again: retry %v, want %v (a retry forgets the failure)", again, tc.retry)
 			}
 		})
 	}

@@ -33,7 +33,6 @@ func (r *Registry) ClaimRequeue(key Key, uid types.UID, now time.Time) bool {
 		}
 	}
 	g.requeued, g.requeuedAt = uid, now
-	g.retryClaimed = g.unplaced != nil
 	return true
 }
 

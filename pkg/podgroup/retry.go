@@ -62,7 +62,7 @@ func (g *group) releaseRetryLocked() bool {
 		return false
 	}
 	g.retryHeld, g.scout = false, ""
-	g.unplaced, g.retryClaimed = nil, false
+	g.unplaced, g.nodesChanged = nil, false
 	return true
 }
 

@@ -9,55 +9,74 @@ import (
 
 // A gang without a network topology constraint has no plan to remember its failure by: it is
 // placed member by member, and when a member finds no room its round is rejected. The
-// rejected members' reservations come back as pod deletions, kube-scheduler's
+// rejected members' reservations come back to kube-scheduler's queue as pod deletions,
 // NodeResourcesFit requeues the failed member for them, it reserves the room they freed, the
 // next member fails, and so on: on an idle scheduler, hundreds of cycles a second, each with
 // its preemption simulation. So the failure is remembered here, as NetworkTopologyAware
 // remembers a failed plan: the gang is held behind its failed member (the scout, retry.go),
-// whose retries Gang's PreFilter refuses until a cluster event that can make room claims a
-// retry (ClaimRequeue: Gang's hints, which leave out the gang's own pods) or UnplacedMaxAge
-// passes.
+// and Gang's PreFilter lets it try again only when there is more room than when it failed:
+// the free amount of a resource the member requests, summed over the nodes with the gang's
+// own reservations given back, grew (a pod left, a node came, another gang released a
+// reservation it held then); or a node's labels, taints or schedulability changed
+// (NodesChanged); or UnplacedMaxAge passed. The comparison is of state, not of events, so it
+// does not matter which plugin's hint requeued the scout, nor in which order kube-scheduler's
+// queue and this registry saw an event; and room another gang took after the failure and
+// released again is no more room, so two failed gangs do not wake each other in turn.
 
-// UnplacedMaxAge is how long a remembered failure refuses the gang without an event, as
-// kube-scheduler retries unschedulable pods after 5 minutes: some changes that make room
-// reach no hint (a running pod resized down, a DRA ResourceSlice).
+// UnplacedMaxAge is how long a remembered failure holds without more room, as kube-scheduler
+// retries unschedulable pods after 5 minutes: some changes reach no count (a volume, a DRA
+// ResourceSlice, a node whose other pods left while ours grew).
 const UnplacedMaxAge = 5 * time.Minute
+
+// Room is the free amount of each resource a member requests, summed over the nodes: CPU in
+// millicores, other resources in their units.
+type Room map[v1.ResourceName]int64
+
+// MoreThan reports whether some resource has more free than in before.
+func (r Room) MoreThan(before Room) bool {
+	for name, free := range r {
+		if free > before[name] {
+			return true
+		}
+	}
+	return false
+}
 
 // Unplaced is a gang's last failure to place all its members.
 type Unplaced struct {
-	// Why is the failure in the words of Gang's PostFilter; At is when it happened.
-	Why string
-	At  time.Time
+	// Why is the failure in the words of Gang's PostFilter; At is when it happened, and Room
+	// what the nodes had free then.
+	Why  string
+	At   time.Time
+	Room Room
 }
 
 // MarkUnplaced remembers that the gang, placed member by member, could not place the members
-// it needs, and holds it behind scout, the member that failed.
-func (r *Registry) MarkUnplaced(key Key, scout types.UID, why string, now time.Time) {
+// it needs with room free, and holds it behind scout, the member that failed.
+func (r *Registry) MarkUnplaced(key Key, scout types.UID, why string, now time.Time, room Room) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[key]; g != nil {
 		g.retryHeld, g.scout = true, scout
-		g.unplaced, g.retryClaimed = &Unplaced{Why: why, At: now}, false
+		g.unplaced, g.nodesChanged = &Unplaced{Why: why, At: now, Room: room}, false
 		r.unplaced.Insert(key)
 	}
 }
 
 // OnScoutWake registers f to be called (outside the registry's lock) with the scout of a gang
-// waiting for room when something that can make room happened, so that it is tried again
-// whichever plugin's hint did or did not requeue it. Register before the informers start.
+// waiting for room when a node changed, so that it is tried again whichever order
+// kube-scheduler's queue and this registry saw the change in. Register before the informers
+// start.
 func (r *Registry) OnScoutWake(f func(Key, *v1.Pod)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.scoutWakers = append(r.scoutWakers, f)
 }
 
-// roomMayBeFreed is told of every change that can make room: an assigned pod deleted or
-// finished, a node added or changed. Each gang waiting for room, but the one the pod belongs
-// to (its own released members are what must not retry it), may retry now, and its scout
-// is woken. The registry sees every pod and node event, so no event is lost to the order in
-// which kube-scheduler's queue requeued the scout (by another plugin's hint, before Gang's
-// PreFilter refused it and Gang's hints took over). O(1) when no gang waits for room.
-func (r *Registry) roomMayBeFreed(except *Key) {
+// nodesChanged is told of a node added, or whose allocatable, labels, taints or
+// schedulability changed: a gang waiting for room may retry (a node it did not match may
+// match now), and its scout is woken. O(1) when no gang waits for room.
+func (r *Registry) nodesChanged() {
 	r.mu.RLock()
 	none := r.unplaced.Len() == 0
 	r.mu.RUnlock()
@@ -76,10 +95,10 @@ func (r *Registry) roomMayBeFreed(except *Key) {
 			r.unplaced.Delete(key)
 			continue
 		}
-		if (except != nil && *except == key) || g.retryClaimed {
-			continue
+		if g.nodesChanged {
+			continue // woken already, not tried since
 		}
-		g.retryClaimed = true
+		g.nodesChanged = true
 		if scout := g.members[g.scout]; scout != nil && g.pendingLocked(g.scout) {
 			woken = append(woken, wake{key, scout})
 		}
@@ -94,24 +113,25 @@ func (r *Registry) roomMayBeFreed(except *Key) {
 }
 
 // RetryUnplaced decides whether a member of the gang may try to be placed: yes when no
-// failure is remembered, or when a cluster event claimed a retry since, or the failure is
-// older than UnplacedMaxAge; then the failure is forgotten (the hold stays until a member
-// reserves: ReleaseUnplaced). Otherwise it returns the failure.
-func (r *Registry) RetryUnplaced(key Key, now time.Time) (*Unplaced, bool) {
+// failure is remembered, or a node changed since, or room (what the nodes have free now,
+// asked only then) has more of a resource than at the failure, or the failure is older than
+// UnplacedMaxAge; then the failure is forgotten (the hold stays until a member reserves:
+// ReleaseUnplaced). Otherwise it returns the failure.
+func (r *Registry) RetryUnplaced(key Key, now time.Time, room func() Room) (*Unplaced, bool) {
 	r.mu.RLock()
 	g := r.groups[key]
 	if g == nil || g.unplaced == nil {
 		r.mu.RUnlock()
 		return nil, true
 	}
-	u, claimed := g.unplaced, g.retryClaimed
+	u, changed := g.unplaced, g.nodesChanged
 	r.mu.RUnlock()
-	if !claimed && now.Sub(u.At) < UnplacedMaxAge {
+	if !changed && now.Sub(u.At) < UnplacedMaxAge && !room().MoreThan(u.Room) {
 		return u, false
 	}
 	r.mu.Lock()
 	if g := r.groups[key]; g != nil && g.unplaced == u {
-		g.unplaced, g.retryClaimed = nil, false
+		g.unplaced, g.nodesChanged = nil, false
 	}
 	r.mu.Unlock()
 	return nil, true
@@ -133,17 +153,4 @@ func (r *Registry) ReleaseUnplaced(key Key) bool {
 	defer r.mu.Unlock()
 	g = r.groups[key]
 	return g != nil && g.releaseRetryLocked()
-}
-
-// terminal pods hold no resources.
-func terminal(pod *v1.Pod) bool {
-	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
-}
-
-// keyOrNil is the pod's gang, nil for a pod of none.
-func keyOrNil(pod *v1.Pod) *Key {
-	if key, ok := KeyOf(pod); ok {
-		return &key
-	}
-	return nil
 }

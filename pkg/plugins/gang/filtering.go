@@ -34,12 +34,13 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, b.Message(key))
 	}
 	if info.PodGroup != nil && !info.PlacedByTopology() {
-		if u, retry := g.registry.RetryUnplaced(key, time.Now()); !retry {
+		room := func() podgroup.Room { return g.freeRoom(pod, g.reservedMembers(key)) }
+		if u, retry := g.registry.RetryUnplaced(key, time.Now(), room); !retry {
 			// Not the member retried for the gang: it waits out of the queue.
 			g.registry.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
 			podgroup.MarkWaitingForRoom(state)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
-				"gang %s could not be placed when last tried (%s); it is retried when room is freed or a node changes", key, u.Why))
+				"gang %s could not be placed when last tried (%s); it is retried when more room is free or a node changes", key, u.Why))
 		}
 	}
 	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {

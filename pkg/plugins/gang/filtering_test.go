@@ -169,8 +169,9 @@ func TestBlockedElasticGangReleasesItsWaiters(t *testing.T) {
 // TestUnconstrainedGangWaitsForRoomAfterItsRoundFails: a gang without a topology constraint,
 // whose round is rejected because p1 finds no room, is retried through p1 alone: PreFilter
 // refuses both members (and marks the cycle, so that preemption is not tried again) while
-// nothing that can make room happened; its own released reservation requeues nobody; a node
-// added claims the retry for p1, which then passes; its Reserve ends the hold and activates p0.
+// there is no more room than when it failed; its own released reservation requeues nobody; a
+// node added lets it retry and wakes p1, which then passes; its Reserve ends the hold and
+// activates p0. (More room free is TestUnconstrainedGangWaitsQuietlyForRoom's.)
 func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 	e := newEnv(t, 60)
 	e.podGroup("train", 2, nil)
@@ -190,7 +191,7 @@ func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 	}
 	e.unreserve(p0)
 
-	const refused = "gang team/train could not be placed when last tried (member p1 cannot be placed); it is retried when room is freed or a node changes"
+	const refused = "gang team/train could not be placed when last tried (member p1 cannot be placed); it is retried when more room is free or a node changes"
 	for _, p := range []*v1.Pod{p1, p0} {
 		state := framework.NewCycleState()
 		if _, s := e.plugin.PreFilter(e.ctx, state, p, nil); s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != refused {
@@ -221,6 +222,10 @@ func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 		t.Errorf("a node added does not requeue p1, retried for the gang: %v", h)
 	}
 	activatedNow(e)
+	e.registry.SetNode(nil, node)
+	if diff := cmp.Diff([]string{"team/p1"}, activatedNow(e)); diff != "" {
+		t.Errorf("activated when the node was added (-want,+got):\n%s", diff)
+	}
 	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p1, nil); s.Code() != fwk.Skip {
 		t.Errorf("PreFilter(p1) after the node was added = %v, want Skip", s)
 	}
@@ -233,5 +238,22 @@ func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 	}
 	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p0, nil); s.Code() != fwk.Skip {
 		t.Errorf("PreFilter(p0) once p1 reserved = %v, want Skip", s)
+	}
+}
+
+// TestGangThatReservedNothingIsNotHeld: an elastic gang (minMember 2 of 3) whose first member
+// tried finds no room before any member reserved is not held behind it: nothing of its own
+// was released to spin on, and the others may make minMember without it.
+func TestGangThatReservedNothingIsNotHeld(t *testing.T) {
+	e := newEnv(t, 60)
+	pods := e.gangOfThree(2)
+	for _, p := range pods {
+		e.registry.MarkAttempted(p)
+	}
+	e.plugin.PostFilter(e.ctx, framework.NewCycleState(), pods[0], framework.NewDefaultNodeToStatus())
+	for _, p := range pods[1:] {
+		if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p, nil); s.Code() != fwk.Skip {
+			t.Errorf("PreFilter(%s) = %v, want Skip", p.Name, s)
+		}
 	}
 }

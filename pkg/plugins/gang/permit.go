@@ -173,7 +173,9 @@ func (g *Gang) allowLocked(key podgroup.Key, r *round, info podgroup.Info, pod *
 	}
 	var allow []fwk.WaitingPod
 	for uid, p := range r.members {
-		if !counted(p) {
+		if !counted(p) || (pod == nil && !r.waiters.Has(uid)) {
+			// Decided again on its own, the round leaves out a member between its Reserve
+			// and its Permit: that Permit decides for it (and waits for this batch in PreBind).
 			continue
 		}
 		batched.Insert(uid)

@@ -80,16 +80,24 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"gang %s: this member cannot be placed now; the other members can still make minMember %d, so they keep their places", key, info.MinMember()))
 	}
+	var released []*v1.Pod
+	if r := g.rounds[key]; r != nil && only == nil {
+		for _, m := range r.members {
+			released = append(released, m)
+		}
+	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
 	g.mu.Unlock()
-	if only == nil && !blocked && info.PodGroup != nil && !info.PlacedByTopology() && !podgroup.Deferred(state) {
-		// Until something can make room, the gang is retried through this member alone
-		// (podgroup.Unplaced): its own released reservations must not requeue it.
+	if len(released) > 0 && !blocked && info.PodGroup != nil && !info.PlacedByTopology() && !podgroup.Deferred(state) {
+		// The released reservations would requeue this member into the room they free: until
+		// there is more room than now, the gang is retried through it alone
+		// (podgroup.Unplaced). A gang that reserved nothing spins on nothing: its members are
+		// tried as they come (an elastic gang's others may fit without this one).
 		last := why
 		if verdict := podgroup.PreemptionVerdict(state); verdict != "" {
 			last += "; " + verdict
 		}
-		g.registry.MarkUnplaced(key, pod.UID, last, time.Now())
+		g.registry.MarkUnplaced(key, pod.UID, last, time.Now(), g.freeRoom(pod, released))
 	}
 	// A member its gang's plan left out for lack of room fails here by design, each of them
 	// in every cycle: an Event only when its failure released somebody.

@@ -426,3 +426,45 @@ func TestPodGroupChangeDecidesTheWaitingRoundAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideAgainLeavesOutAMemberBetweenReserveAndPermit: minMember is lowered from 4 to 2
+// while p0 and p1 wait and p2's cycle is between its Reserve and its Permit. The round is
+// allowed without p2, whose own Permit then allows it in a batch that waits for theirs: all
+// three bind. Before, p2 was put in the batch, its Permit found its round gone and rejected
+// it, and its Unreserve failed the batch the others were allowed in.
+func TestDecideAgainLeavesOutAMemberBetweenReserveAndPermit(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 4, nil)
+	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train"), member("p3", "train")}
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+	}
+	for _, p := range pods[:2] {
+		if s := e.reserveAndPermit(t, p); s.Code() != fwk.Wait {
+			t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)
+		}
+	}
+	state := framework.NewCycleState()
+	if s := e.fw.RunReservePluginsReserve(e.ctx, state, pods[2], "node-1"); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	e.podGroup("train", 2, nil)
+	if _, s := e.fw.RunPermitPlugins(e.ctx, state, pods[2], "node-1"); !s.IsSuccess() {
+		t.Fatalf("Permit(p2) = %v, want Success", s)
+	}
+	done := make(chan *fwk.Status, 1)
+	go func() { done <- e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), pods[2], "node-1") }()
+	for _, p := range pods[:2] {
+		if s := e.fw.WaitOnPermit(e.ctx, p); !s.IsSuccess() {
+			t.Fatalf("%s = %v, want allowed", p.Name, s)
+		}
+	}
+	for _, p := range pods[:2] {
+		go func() { done <- e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), p, "node-1") }()
+	}
+	for range 3 {
+		if s := <-done; !s.IsSuccess() {
+			t.Errorf("PreBind = %v, want success: the gang (minMember 2) is complete", s)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package gang
+
+import (
+	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// freeRoom sums, over the nodes of the cycle's snapshot, what is free of each resource the
+// member requests, with the requests of the gang's own reserved members added back: they are
+// released with a failed round, so they are not room that others hold (podgroup.Unplaced).
+// O(nodes), when a gang without a topology constraint fails or its scout is retried.
+func (g *Gang) freeRoom(pod *v1.Pod, ownReserved []*v1.Pod) podgroup.Room {
+	room := podgroup.Room{}
+	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		if q.Sign() > 0 {
+			room[name] = 0
+		}
+	}
+	nodes, err := g.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return room
+	}
+	for _, ni := range nodes {
+		alloc, used := ni.GetAllocatable(), ni.GetRequested()
+		for name := range room {
+			room[name] += amount(alloc, name) - amount(used, name)
+		}
+	}
+	for _, p := range ownReserved {
+		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+			if _, ok := room[name]; ok {
+				room[name] += value(name, q.MilliValue(), q.Value())
+			}
+		}
+	}
+	return room
+}
+
+// amount reads one resource of a NodeInfo's sums, CPU in millicores.
+func amount(r fwk.Resource, name v1.ResourceName) int64 {
+	switch name {
+	case v1.ResourceCPU:
+		return r.GetMilliCPU()
+	case v1.ResourceMemory:
+		return r.GetMemory()
+	case v1.ResourceEphemeralStorage:
+		return r.GetEphemeralStorage()
+	case v1.ResourcePods:
+		return int64(r.GetAllowedPodNumber())
+	}
+	return r.GetScalarResources()[name]
+}
+
+// value is a request in amount's units.
+func value(name v1.ResourceName, milli, whole int64) int64 {
+	if name == v1.ResourceCPU {
+		return milli
+	}
+	return whole
+}
+
+// reservedMembers are the gang's members reserved and not bound (the registry's pods of them
+// carry no node).
+func (g *Gang) reservedMembers(key podgroup.Key) []*v1.Pod {
+	var out []*v1.Pod
+	for _, m := range g.registry.PlacedMembers(key) {
+		if m.Pod.Spec.NodeName == "" {
+			out = append(out, m.Pod)
+		}
+	}
+	return out
+}
