@@ -70,7 +70,7 @@ func TestControllerScale(t *testing.T) {
 	}
 	nodes := benchNodes(n)
 	levels, _ := label.Preset("topograph")
-	hns, _ := label.Type{Name: "topograph", Prefix: "topograph", Levels: levels}.Discover(nodes)
+	hns, _ := label.Type{Name: "topograph", Prefix: "topograph", Levels: levels}.Discover(nodes, nil)
 	want := len(hns)
 	t.Cleanup(func() { deleteBenchNodes(t, kube) })
 
