@@ -52,6 +52,7 @@ type Registry struct {
 	// unplaced are the gangs that may be waiting for room (unplaced.go), told by scoutWakers.
 	unplaced    sets.Set[Key]
 	scoutWakers []func(Key, *v1.Pod)
+	nodeChanges uint64
 
 	synced    []cache.InformerSynced
 	listeners []func(Key, bool)

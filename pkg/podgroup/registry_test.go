@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -396,28 +397,35 @@ func TestFitNowhereByShape(t *testing.T) {
 	})
 }
 
-// TestRetryUnplaced: a gang waiting for room may retry when a resource its members request
-// has more free than at its failure, when a node changed (which also wakes its scout, once
-// until it tries), or after UnplacedMaxAge; not for the same room or less, in any resource.
+// TestRetryUnplaced: only the scout of a gang waiting for room may retry, when one of the
+// failure's resources has more free than at the failure (counted only for those), when a
+// node changed (since the failed attempt began: a change during it counts; it also wakes the
+// scout, once until it tries), or after UnplacedMaxAge; not for the same room or less. A
+// retry ends the hold, once.
 func TestRetryUnplaced(t *testing.T) {
 	key := Key{Namespace: "ns", Name: "g"}
 	at := time.Now()
 	failedWith := Room{v1.ResourceCPU: 8000, "nvidia.com/gpu": 4}
 	for _, tc := range []struct {
 		name string
-		// now is when the member asks, room what is free then; nodeAdded adds a node before.
-		now       time.Time
-		room      Room
-		nodeAdded bool
-		retry     bool
-		woken     []string
+		// asker is the member asking at now, room what is free then; nodeAdded adds a node
+		// after the failure, nodeDuringAttempt while the failing attempt ran.
+		asker             string
+		now               time.Time
+		room              Room
+		nodeAdded         bool
+		nodeDuringAttempt bool
+		retry             bool
+		woken             []string
 	}{
-		{name: "the same room", now: at, room: Room{v1.ResourceCPU: 8000, "nvidia.com/gpu": 4}},
-		{name: "less room (another gang reserved since)", now: at, room: Room{v1.ResourceCPU: 0, "nvidia.com/gpu": 0}},
-		{name: "more CPU", now: at, room: Room{v1.ResourceCPU: 8001, "nvidia.com/gpu": 4}, retry: true},
-		{name: "more GPUs, less CPU", now: at, room: Room{v1.ResourceCPU: 0, "nvidia.com/gpu": 8}, retry: true},
-		{name: "a node added", now: at, room: failedWith, nodeAdded: true, retry: true, woken: []string{"ns/g b"}},
-		{name: "old enough", now: at.Add(UnplacedMaxAge), room: failedWith, retry: true},
+		{name: "the same room", asker: "b", now: at, room: Room{v1.ResourceCPU: 8000, "nvidia.com/gpu": 4}},
+		{name: "less room (another gang reserved since)", asker: "b", now: at, room: Room{v1.ResourceCPU: 0, "nvidia.com/gpu": 0}},
+		{name: "more CPU", asker: "b", now: at, room: Room{v1.ResourceCPU: 8001, "nvidia.com/gpu": 4}, retry: true},
+		{name: "more GPUs, less CPU", asker: "b", now: at, room: Room{v1.ResourceCPU: 0, "nvidia.com/gpu": 8}, retry: true},
+		{name: "more room, asked by a member that is not the scout", asker: "a", now: at, room: Room{v1.ResourceCPU: 9000, "nvidia.com/gpu": 8}},
+		{name: "a node added", asker: "b", now: at, room: failedWith, nodeAdded: true, retry: true, woken: []string{"ns/g b"}},
+		{name: "a node added during the failed attempt", asker: "b", now: at, room: failedWith, nodeDuringAttempt: true, retry: true},
+		{name: "old enough", asker: "b", now: at.Add(UnplacedMaxAge), room: failedWith, retry: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := New()
@@ -426,7 +434,11 @@ func TestRetryUnplaced(t *testing.T) {
 			r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
 			r.SetPod(nil, member("a", "g"))
 			r.SetPod(nil, member("b", "g"))
-			r.MarkUnplaced(key, "b", "member b cannot be placed", at, failedWith)
+			start := r.NodeChanges()
+			if tc.nodeDuringAttempt {
+				r.SetNode(nil, st.MakeNode().Name("node-0").Obj())
+			}
+			r.MarkUnplaced(key, "b", "member b cannot be placed", at, failedWith, start)
 			if tc.nodeAdded {
 				r.SetNode(nil, st.MakeNode().Name("node-1").Obj())
 				r.SetNode(nil, st.MakeNode().Name("node-2").Obj()) // woken already
@@ -434,16 +446,19 @@ func TestRetryUnplaced(t *testing.T) {
 			if diff := cmp.Diff(tc.woken, woken); diff != "" {
 				t.Errorf("woken (-want,+got):\n%s", diff)
 			}
-			asked := false
-			u, retry := r.RetryUnplaced(key, tc.now, func() Room { asked = true; return tc.room })
-			if retry != tc.retry {
-				t.Errorf("retry %v (failure %+v), want %v", retry, u, tc.retry)
+			var counted []v1.ResourceName
+			u, retry, forgot := r.RetryUnplaced(key, types.UID(tc.asker), tc.now, func(names []v1.ResourceName) Room {
+				counted = names
+				return tc.room
+			})
+			if retry != tc.retry || forgot != tc.retry {
+				t.Errorf("retry %v, forgot %v (failure %+v), want %v", retry, forgot, u, tc.retry)
 			}
-			if tc.nodeAdded && asked {
-				t.Error("the room was counted although a node changed")
+			if want := []v1.ResourceName{v1.ResourceCPU, "nvidia.com/gpu"}; counted != nil && !cmp.Equal(counted, want) {
+				t.Errorf("counted %v, want the failure's resources %v", counted, want)
 			}
-			if _, again := r.RetryUnplaced(key, tc.now, func() Room { return Room{} }); again != tc.retry {
-				t.Errorf("asked again: retry %v, want %v (a retry forgets the failure)", again, tc.retry)
+			if _, again, forgotAgain := r.RetryUnplaced(key, "b", tc.now, func([]v1.ResourceName) Room { return Room{} }); again != tc.retry || forgotAgain {
+				t.Errorf("asked again: retry %v, forgot %v; want %v, false (a retry forgets the failure and ends the hold)", again, forgotAgain, tc.retry)
 			}
 		})
 	}

@@ -1,6 +1,8 @@
 package podgroup
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -53,12 +55,14 @@ type Unplaced struct {
 
 // MarkUnplaced remembers that the gang, placed member by member, could not place the members
 // it needs with room free, and holds it behind scout, the member that failed.
-func (r *Registry) MarkUnplaced(key Key, scout types.UID, why string, now time.Time, room Room) {
+// nodeChangesAtStart is NodeChanges when the failed attempt started: a node change since
+// lets the gang retry at once.
+func (r *Registry) MarkUnplaced(key Key, scout types.UID, why string, now time.Time, room Room, nodeChangesAtStart uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if g := r.groups[key]; g != nil {
 		g.retryHeld, g.scout = true, scout
-		g.unplaced, g.nodesChanged = &Unplaced{Why: why, At: now, Room: room}, false
+		g.unplaced, g.nodesChanged = &Unplaced{Why: why, At: now, Room: room}, r.nodeChanges != nodeChangesAtStart
 		r.unplaced.Insert(key)
 	}
 }
@@ -75,20 +79,15 @@ func (r *Registry) OnScoutWake(f func(Key, *v1.Pod)) {
 
 // nodesChanged is told of a node added, or whose allocatable, labels, taints or
 // schedulability changed: a gang waiting for room may retry (a node it did not match may
-// match now), and its scout is woken. O(1) when no gang waits for room.
+// match now), and its scout is woken. O(gangs waiting for room); node changes are rare.
 func (r *Registry) nodesChanged() {
-	r.mu.RLock()
-	none := r.unplaced.Len() == 0
-	r.mu.RUnlock()
-	if none {
-		return
-	}
 	type wake struct {
 		key   Key
 		scout *v1.Pod
 	}
 	var woken []wake
 	r.mu.Lock()
+	r.nodeChanges++
 	for key := range r.unplaced {
 		g := r.groups[key]
 		if g == nil || g.unplaced == nil {
@@ -112,29 +111,45 @@ func (r *Registry) nodesChanged() {
 	}
 }
 
-// RetryUnplaced decides whether a member of the gang may try to be placed: yes when no
-// failure is remembered, or a node changed since, or room (what the nodes have free now,
-// asked only then) has more of a resource than at the failure, or the failure is older than
-// UnplacedMaxAge; then the failure is forgotten (the hold stays until a member reserves:
-// ReleaseUnplaced). Otherwise it returns the failure.
-func (r *Registry) RetryUnplaced(key Key, now time.Time, room func() Room) (*Unplaced, bool) {
+// RetryUnplaced decides whether the gang's scout may try to be placed, and with it every
+// member: yes when no failure is remembered, or a node changed since, or room (the free
+// amounts of the failure's resources now, asked only then) has more of one of them than at
+// the failure, or the failure is older than UnplacedMaxAge. Then the failure is forgotten and
+// the hold ends (the caller activates the held members), so that a job that can run without
+// the scout (an elastic gang) is not held behind it. Any other member, and the scout
+// otherwise, gets the failure: only the scout retries, so that a member of another shape in
+// the queue does not restart the round the scout cannot complete. forgot says this call
+// ended the hold.
+func (r *Registry) RetryUnplaced(key Key, uid types.UID, now time.Time, room func(names []v1.ResourceName) Room) (failure *Unplaced, retry, forgot bool) {
 	r.mu.RLock()
 	g := r.groups[key]
 	if g == nil || g.unplaced == nil {
 		r.mu.RUnlock()
-		return nil, true
+		return nil, true, false
 	}
-	u, changed := g.unplaced, g.nodesChanged
+	u, changed, scout := g.unplaced, g.nodesChanged, g.scout
 	r.mu.RUnlock()
-	if !changed && now.Sub(u.At) < UnplacedMaxAge && !room().MoreThan(u.Room) {
-		return u, false
+	if uid != scout {
+		return u, false, false
+	}
+	if !changed && now.Sub(u.At) < UnplacedMaxAge && !room(slices.Sorted(maps.Keys(u.Room))).MoreThan(u.Room) {
+		return u, false, false
 	}
 	r.mu.Lock()
+	forgot = false
 	if g := r.groups[key]; g != nil && g.unplaced == u {
-		g.unplaced, g.nodesChanged = nil, false
+		forgot = g.releaseRetryLocked()
 	}
 	r.mu.Unlock()
-	return nil, true
+	return nil, true, forgot
+}
+
+// NodeChanges counts the node changes that let a gang waiting for room retry (nodesChanged),
+// so that one that came during the failed attempt is not lost (MarkUnplaced).
+func (r *Registry) NodeChanges() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.nodeChanges
 }
 
 // ReleaseUnplaced ends the hold of a gang placed member by member, now that one of its members

@@ -34,13 +34,26 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, b.Message(key))
 	}
 	if info.PodGroup != nil && !info.PlacedByTopology() {
-		room := func() podgroup.Room { return g.freeRoom(pod, g.reservedMembers(key)) }
-		if u, retry := g.registry.RetryUnplaced(key, time.Now(), room); !retry {
+		state.Write(nodeChangesKey, nodeChangesState(g.registry.NodeChanges()))
+		room := func(names []v1.ResourceName) podgroup.Room { return g.freeRoom(names, g.reservedMembers(key)) }
+		u, retry, forgot := g.registry.RetryUnplaced(key, pod.UID, time.Now(), room)
+		if !retry {
 			// Not the member retried for the gang: it waits out of the queue.
 			g.registry.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
 			podgroup.MarkWaitingForRoom(state)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 				"gang %s could not be placed when last tried (%s); it is retried when more room is free or a node changes", key, u.Why))
+		}
+		if forgot {
+			// The hold ended: the others try as well (the scout is in this cycle).
+			var others []*v1.Pod
+			for _, m := range g.registry.PendingMembers(key) {
+				if m.UID != pod.UID {
+					others = append(others, m)
+				}
+			}
+			n := podgroup.Activate(klog.FromContext(ctx), g.handle, others...)
+			klog.FromContext(ctx).V(3).Info("Gang retried: more room than at its failure", "podGroup", key, "scout", klog.KObj(pod), "activated", n)
 		}
 	}
 	if info.PodGroup == nil || len(info.PodGroup.Spec.MinResources) == 0 {

@@ -30,6 +30,9 @@ func (g *Gang) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, 
 		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: g.isSchedulableAfterPodGroupChange},
 		// Freed or added capacity can let a rejected gang complete.
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: g.isSchedulableAfterPodDeleted},
+		// A running pod resized down (a gang waiting for room is refused by Gang alone, so only
+		// Gang's events requeue it).
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.UpdatePodScaleDown}, QueueingHintFn: g.isSchedulableAfterPodScaledDown},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: g.isSchedulableAfterNodeChange},
 	}, nil
 }
@@ -121,6 +124,10 @@ func (g *Gang) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, old
 			return fwk.QueueSkip, nil
 		}
 	}
+	return g.isSchedulableAfterCapacityChange(logger, pod)
+}
+
+func (g *Gang) isSchedulableAfterPodScaledDown(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
 	return g.isSchedulableAfterCapacityChange(logger, pod)
 }
 

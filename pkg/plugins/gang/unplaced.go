@@ -8,16 +8,14 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// freeRoom sums, over the nodes of the cycle's snapshot, what is free of each resource the
-// member requests, with the requests of the gang's own reserved members added back: they are
+// freeRoom sums, over the nodes of the cycle's snapshot, what is free of each of the
+// resources named, with the requests of the gang's own reserved members added back: they are
 // released with a failed round, so they are not room that others hold (podgroup.Unplaced).
 // O(nodes), when a gang without a topology constraint fails or its scout is retried.
-func (g *Gang) freeRoom(pod *v1.Pod, ownReserved []*v1.Pod) podgroup.Room {
-	room := podgroup.Room{}
-	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
-		if q.Sign() > 0 {
-			room[name] = 0
-		}
+func (g *Gang) freeRoom(names []v1.ResourceName, ownReserved []*v1.Pod) podgroup.Room {
+	room := make(podgroup.Room, len(names))
+	for _, name := range names {
+		room[name] = 0
 	}
 	nodes, err := g.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
@@ -37,6 +35,36 @@ func (g *Gang) freeRoom(pod *v1.Pod, ownReserved []*v1.Pod) podgroup.Room {
 		}
 	}
 	return room
+}
+
+// requested names the resources the pod requests.
+func requested(pod *v1.Pod) []v1.ResourceName {
+	var names []v1.ResourceName
+	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		if q.Sign() > 0 {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// nodeChangesKey carries the registry's node-change count at the start of a member's cycle
+// (PreFilter) to its PostFilter, which records a failure (podgroup.MarkUnplaced).
+const nodeChangesKey fwk.StateKey = "hypernode.dev/gang-node-changes"
+
+type nodeChangesState uint64
+
+func (n nodeChangesState) Clone() fwk.StateData { return n }
+
+// nodeChangesAtStart reads the count PreFilter recorded, or the registry's count now when it
+// recorded none.
+func (g *Gang) nodeChangesAtStart(state fwk.CycleState) uint64 {
+	v, err := state.Read(nodeChangesKey)
+	if err != nil {
+		return g.registry.NodeChanges()
+	}
+	n, _ := v.(nodeChangesState)
+	return uint64(n)
 }
 
 // amount reads one resource of a NodeInfo's sums, CPU in millicores.
