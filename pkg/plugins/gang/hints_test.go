@@ -73,6 +73,8 @@ func TestQueueingHints(t *testing.T) {
 			pod: member("p0", "train"), old: onNode(solo), want: fwk.QueueSkip},
 		{name: "room freed for a blocked gang", members: 2, blocked: true, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterPodDeleted },
 			pod: member("p0", "train"), old: onNode(solo), want: fwk.QueueSkip},
+		{name: "a running pod resized down", members: 2, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterPodScaledDown },
+			pod: member("p0", "train"), old: onNode(solo), obj: onNode(solo), want: fwk.Queue, onlyOnce: true},
 		{name: "node added", members: 2, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterNodeChange },
 			pod: member("p0", "train"), obj: st.MakeNode().Name("node-2").Obj(), want: fwk.Queue, onlyOnce: true},
 		{name: "node added, pod outside any gang", members: 2, hint: func(g *Gang) fwk.QueueingHintFn { return g.isSchedulableAfterNodeChange },
