@@ -19,21 +19,20 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
 )
 
-// Event reasons of failed fetches and of warnings: each kind is its own Event.
+// Event reasons of failed fetches: each kind of failure is its own Event.
 const (
-	ReasonCredentials      = "UFMCredentialsUnavailable"
-	ReasonUnreachable      = "UFMUnreachable"
-	ReasonCertificate      = "UFMCertificateRejected"
-	ReasonUnauthorized     = "UFMUnauthorized"
-	ReasonHTTPError        = "UFMHTTPError"
-	ReasonMalformed        = "UFMMalformedAnswer"
-	ReasonEmpty            = "UFMEmptyAnswer"
-	ReasonNoHostMatched    = "UFMNoHostMatchesANode"
-	ReasonHostsUnmatched   = "UFMHostsWithoutNode"
-	ReasonNodesAboveLeaves = "UFMNodesAboveLeafSwitches"
-	ReasonInsecure         = "UFMTLSVerificationDisabled"
-	ReasonPartialAnswer    = "UFMPartialAnswer"
-	ReasonRedirect         = "UFMRedirectRefused"
+	ReasonCredentials    = "UFMCredentialsUnavailable"
+	ReasonUnreachable    = "UFMUnreachable"
+	ReasonCertificate    = "UFMCertificateRejected"
+	ReasonUnauthorized   = "UFMUnauthorized"
+	ReasonHTTPError      = "UFMHTTPError"
+	ReasonMalformed      = "UFMMalformedAnswer"
+	ReasonEmpty          = "UFMEmptyAnswer"
+	ReasonNoHostMatched  = "UFMNoHostMatchesANode"
+	ReasonHostsUnmatched = "UFMHostsWithoutNode"
+	ReasonInsecure       = "UFMTLSVerificationDisabled"
+	ReasonPartialAnswer  = "UFMPartialAnswer"
+	ReasonRedirect       = "UFMRedirectRefused"
 )
 
 // maxAnswerBytes bounds the answer read into memory (a port record is a few hundred bytes;

@@ -16,11 +16,10 @@ import (
 // maxTiers bounds the tiers built above the leaves (real fabrics have three or four).
 const maxTiers = 8
 
-// Fabric is what the source keeps of a UFM answer: which switches each host is cabled to, and
-// which switches are cabled to each other.
+// Fabric is what the source keeps of a UFM answer: which leaf switches each host is cabled
+// to, and which switches are cabled to each other.
 type Fabric struct {
-	// HostLeaves maps each host (a port's system_name) to the switches it is cabled to,
-	// sorted. Not all of them are leaves: see leafSwitches.
+	// HostLeaves maps each host (a port's system_name) to its leaf switches, sorted.
 	HostLeaves map[string][]string
 	// Links maps each switch to the switches it is cabled to.
 	Links map[string]sets.Set[string]
@@ -84,7 +83,7 @@ func (f *Fabric) link(a, b string) {
 
 // group is a set of hosts under a set of switches: a leaf group, then the groups above it.
 type group struct {
-	// hn is its HyperNode (every group holds a node: only nodes make leaves).
+	// hn is its HyperNode ("" when no node of the cluster is below it).
 	hn string
 	// frontier are its switches at the highest level reached so far.
 	frontier []string
@@ -103,79 +102,9 @@ func tierName(tier int) string {
 	return fmt.Sprintf("tier-%d", tier)
 }
 
-// leafSwitches returns, for every host that nodeOf maps to a node, the leaf switches it is
-// cabled to, and the hosts that map to a node but are cabled to no leaf switch.
-//
-// Only hosts that are nodes make a switch a leaf: the UFM appliance, storage servers and
-// login nodes outside the cluster are hosts too, often cabled to a spine or a core switch,
-// which would then be taken for a leaf and consumed at tier 1: a core would merge the pods
-// below it into one group, a spine would hide its pod's tier. Their switches stay ordinary
-// switches.
-//
-// A node cabled to a spine (a login node that is also a Kubernetes node) would do the same.
-// Leaf switches are never cabled to each other in a fat tree, so of two switches with nodes
-// that are cabled together, one is above the other: the one cabled to more switches with
-// nodes (a spine, to the leaves of its pod), or, cabled to as many, the one with fewer
-// nodes. Such a switch is not a leaf; nodes cabled only to such switches are returned in
-// above, to be reported, and are in no HyperNode. A node on a switch that no switch with
-// nodes is cabled to (a core) is not told apart: that switch is a leaf.
-func (f *Fabric) leafSwitches(nodeOf func(host string) (string, bool)) (leaves map[string][]string, above []string) {
-	nodes := map[string]int{} // switch -> the node hosts cabled to it
-	for h, switches := range f.HostLeaves {
-		if _, ok := nodeOf(h); ok {
-			for _, s := range switches {
-				nodes[s]++
-			}
-		}
-	}
-	linked := make(map[string]int, len(nodes)) // switch with nodes -> the switches with nodes it is cabled to
-	for s := range nodes {
-		for n := range f.Links[s] {
-			if nodes[n] > 0 {
-				linked[s]++
-			}
-		}
-	}
-	upper := sets.New[string]()
-	for s := range nodes {
-		for n := range f.Links[s] {
-			if nodes[n] > 0 && (linked[n] < linked[s] || linked[n] == linked[s] && nodes[n] > nodes[s]) {
-				upper.Insert(s)
-				break
-			}
-		}
-	}
-	leaves = map[string][]string{}
-	for _, h := range sortedKeys(f.HostLeaves) {
-		if _, ok := nodeOf(h); !ok {
-			continue
-		}
-		var own []string
-		for _, s := range f.HostLeaves[h] {
-			if !upper.Has(s) {
-				own = append(own, s)
-			}
-		}
-		if len(own) == 0 {
-			above = append(above, h)
-			continue
-		}
-		leaves[h] = own
-	}
-	return leaves, above
-}
-
-// HostsAboveTheLeaves returns the hosts that nodeOf maps to a node but that are cabled only
-// to switches above the leaf switches (see leafSwitches): they are in no HyperNode.
-func (f *Fabric) HostsAboveTheLeaves(nodeOf func(host string) (string, bool)) []string {
-	_, above := f.leafSwitches(nodeOf)
-	return above
-}
-
 // HyperNodes builds the HyperNodes of the fabric for the hosts that nodeOf maps to a node.
 //
-// Tier 1: hosts that are nodes and share leaf switches form one leaf HyperNode (see
-// leafSwitches for which switches are leaves) (a host cabled to 8 rails
+// Tier 1: hosts that share leaf switches form one leaf HyperNode (a host cabled to 8 rails
 // joins its 8 leaf switches into one group). Above, level by level, the switch-to-switch links
 // decide: groups whose switches reach a common switch of the next level form one HyperNode of
 // the next tier (leaf groups under the same spines, then spine groups under the same cores).
@@ -184,22 +113,21 @@ func (f *Fabric) HostsAboveTheLeaves(nodeOf func(host string) (string, bool)) []
 // new switch is a top. An answer without switch-to-switch ports gets one tier-2 HyperNode
 // over every leaf group, as Volcano builds it.
 func (f *Fabric) HyperNodes(nodeOf func(host string) (string, bool)) []*topologyv1alpha1.HyperNode {
-	// Leaf groups: connected components of leaf switches joined by the nodes they share.
-	hostLeaves, _ := f.leafSwitches(nodeOf)
+	// Leaf groups: connected components of leaf switches joined by the hosts they share.
 	uf := newUnionFind()
-	for _, leaves := range hostLeaves {
+	for _, leaves := range f.HostLeaves {
 		for _, l := range leaves {
 			uf.union(leaves[0], l)
 		}
 	}
 	members := map[string]sets.Set[string]{} // component root -> leaf switches
 	hosts := map[string][]string{}           // component root -> hosts
-	for _, h := range sortedKeys(hostLeaves) {
-		root := uf.find(hostLeaves[h][0])
+	for _, h := range sortedKeys(f.HostLeaves) {
+		root := uf.find(f.HostLeaves[h][0])
 		if members[root] == nil {
 			members[root] = sets.New[string]()
 		}
-		members[root].Insert(hostLeaves[h]...)
+		members[root].Insert(f.HostLeaves[h]...)
 		hosts[root] = append(hosts[root], h)
 	}
 	var out []*topologyv1alpha1.HyperNode
@@ -208,18 +136,22 @@ func (f *Fabric) HyperNodes(nodeOf func(host string) (string, bool)) []*topology
 	for _, root := range sortedByMin(members) {
 		leaves := sets.List(members[root])
 		consumed.Insert(leaves...)
-		// Every host of hostLeaves is a node: every group has a HyperNode.
+		g := &group{frontier: leaves}
 		nodes := sets.New[string]()
 		for _, h := range hosts[root] {
-			n, _ := nodeOf(h)
-			nodes.Insert(n)
+			if n, ok := nodeOf(h); ok {
+				nodes.Insert(n)
+			}
 		}
-		hn := newHyperNode(1, leaves)
-		for _, n := range sets.List(nodes) {
-			hn.Spec.Members = append(hn.Spec.Members, member(topologyv1alpha1.MemberTypeNode, n))
+		if nodes.Len() > 0 {
+			hn := newHyperNode(1, leaves)
+			for _, n := range sets.List(nodes) {
+				hn.Spec.Members = append(hn.Spec.Members, member(topologyv1alpha1.MemberTypeNode, n))
+			}
+			out = append(out, hn)
+			g.hn = hn.Name
 		}
-		out = append(out, hn)
-		groups = append(groups, &group{hn: hn.Name, frontier: leaves})
+		groups = append(groups, g)
 	}
 
 	if len(f.Links) == 0 {
@@ -227,7 +159,9 @@ func (f *Fabric) HyperNodes(nodeOf func(host string) (string, bool)) []*topology
 		// Volcano builds it.
 		var children []string
 		for _, g := range groups {
-			children = append(children, g.hn)
+			if g.hn != "" {
+				children = append(children, g.hn)
+			}
 		}
 		if len(children) > 1 {
 			hn := newHyperNode(2, []string{"all"})
@@ -291,16 +225,21 @@ func (f *Fabric) HyperNodes(nodeOf func(host string) (string, bool)) []*topology
 			var children []string
 			for _, i := range comp {
 				switches = switches.Union(ups[i])
-				children = append(children, groups[i].hn)
+				if groups[i].hn != "" {
+					children = append(children, groups[i].hn)
+				}
 			}
-			frontier := sets.List(switches)
-			hn := newHyperNode(tier, frontier)
-			sort.Strings(children)
-			for _, c := range children {
-				hn.Spec.Members = append(hn.Spec.Members, member(topologyv1alpha1.MemberTypeHyperNode, c))
+			g := &group{frontier: sets.List(switches)}
+			if len(children) > 0 {
+				hn := newHyperNode(tier, g.frontier)
+				sort.Strings(children)
+				for _, c := range children {
+					hn.Spec.Members = append(hn.Spec.Members, member(topologyv1alpha1.MemberTypeHyperNode, c))
+				}
+				out = append(out, hn)
+				g.hn = hn.Name
 			}
-			out = append(out, hn)
-			next = append(next, &group{hn: hn.Name, frontier: frontier})
+			next = append(next, g)
 		}
 		groups = next
 	}

@@ -1,7 +1,7 @@
 // Package ufm discovers HyperNodes of an InfiniBand fabric from NVIDIA UFM: one
 // GET {endpoint}/ufmRest/resources/ports with basic authentication from a Secret, TLS verified
 // unless insecureSkipVerify is configured, redirects followed only to https on the endpoint's
-// host and port. Nodes that share leaf switches form a leaf HyperNode; unlike Volcano, which
+// host and port. Hosts that share leaf switches form a leaf HyperNode; unlike Volcano, which
 // always builds exactly two tiers, the switch-to-switch ports build the real tiers above (see
 // Fabric.HyperNodes). UFM host names are mapped to Node names, exactly or else ignoring case.
 //
@@ -217,24 +217,14 @@ func (s *Source) build(f *Fabric, nodes []*v1.Node) (res *source.Result, matched
 		return nil, nil, source.Errorf(ReasonNoHostMatched, "none of the %d hosts UFM reports (%s) is the name of a Node, exactly or ignoring case",
 			len(unmatched), examples(unmatched))
 	}
-	mapped := func(h string) (string, bool) {
+	res = &source.Result{HyperNodes: f.HyperNodes(func(h string) (string, bool) {
 		n, ok := nodeOf[h]
 		return n, ok
-	}
-	res = &source.Result{HyperNodes: f.HyperNodes(mapped)}
+	})}
 	if len(unmatched) > 0 {
 		res.Warnings = append(res.Warnings, source.Warning{Reason: ReasonHostsUnmatched, Message: fmt.Sprintf(
 			"ufm: %d of %d hosts match no Node, exactly or ignoring case (%s); they are left out of the HyperNodes",
 			len(unmatched), len(hosts), examples(unmatched))})
-	}
-	if above := f.HostsAboveTheLeaves(mapped); len(above) > 0 {
-		described := make([]string, len(above))
-		for i, h := range above {
-			described[i] = fmt.Sprintf("%s on %s", nodeOf[h], strings.Join(f.HostLeaves[h], ","))
-		}
-		res.Warnings = append(res.Warnings, source.Warning{Reason: ReasonNodesAboveLeaves, Message: fmt.Sprintf(
-			"ufm: %d node(s) are cabled only to switches above the leaf switches of other nodes (%s); they are left out of the HyperNodes so that the tree stays right for the others: cable them to a leaf switch",
-			len(above), examples(described))})
 	}
 	return res, slices.Collect(maps.Values(nodeOf)), nil
 }
