@@ -25,7 +25,7 @@ func (r *Registry) ClusterAllocatable() v1.ResourceList {
 // member it requeued is refused again.
 func (r *Registry) MinResourcesShortfall(key Key, min v1.ResourceList) string {
 	r.mu.RLock()
-	short := Shortfall(min, r.clusterAllocatable)
+	short := shortfall(min, r.clusterAllocatable)
 	known := r.shortOfCluster.Has(key)
 	r.mu.RUnlock()
 	if (short != "") != known {
@@ -40,8 +40,8 @@ func (r *Registry) MinResourcesShortfall(key Key, min v1.ResourceList) string {
 	return short
 }
 
-// Shortfall describes the resources of want that exceed have, or "".
-func Shortfall(want, have v1.ResourceList) string {
+// shortfall describes the resources of want that exceed have, or "".
+func shortfall(want, have v1.ResourceList) string {
 	var parts []string
 	for name, q := range want {
 		h := have[name]
@@ -69,7 +69,12 @@ func (r *Registry) SetNode(old, node *v1.Node) {
 		// A blocker may fit now; kube-scheduler's own hints retry it.
 		r.unblockAllLocked()
 	}
-	enough := r.enoughNowLocked()
+	var enough []Key
+	if changed {
+		// Only a new node or new allocatable can cover minResources: a status heartbeat
+		// recounts nothing.
+		enough = r.enoughNowLocked()
+	}
 	r.mu.Unlock()
 	for _, key := range enough {
 		r.notify(key, false)
@@ -85,7 +90,7 @@ func (r *Registry) enoughNowLocked() []Key {
 	var out []Key
 	for key := range r.shortOfCluster {
 		g := r.groups[key]
-		if g == nil || g.podGroup == nil || Shortfall(g.podGroup.Spec.MinResources, r.clusterAllocatable) == "" {
+		if g == nil || g.podGroup == nil || shortfall(g.podGroup.Spec.MinResources, r.clusterAllocatable) == "" {
 			r.shortOfCluster.Delete(key)
 			if g != nil && g.podGroup != nil {
 				out = append(out, key)

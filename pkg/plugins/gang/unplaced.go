@@ -24,13 +24,13 @@ func (g *Gang) freeRoom(names []v1.ResourceName, ownReserved []*v1.Pod) podgroup
 	for _, ni := range nodes {
 		alloc, used := ni.GetAllocatable(), ni.GetRequested()
 		for name := range room {
-			room[name] += amount(alloc, name) - amount(used, name)
+			room[name] += podgroup.Amount(alloc, name) - podgroup.Amount(used, name)
 		}
 	}
 	for _, p := range ownReserved {
 		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
 			if _, ok := room[name]; ok {
-				room[name] += value(name, q.MilliValue(), q.Value())
+				room[name] += podgroup.QuantityAmount(name, q)
 			}
 		}
 	}
@@ -65,29 +65,6 @@ func (g *Gang) nodeChangesAtStart(state fwk.CycleState) uint64 {
 	}
 	n, _ := v.(nodeChangesState)
 	return uint64(n)
-}
-
-// amount reads one resource of a NodeInfo's sums, CPU in millicores.
-func amount(r fwk.Resource, name v1.ResourceName) int64 {
-	switch name {
-	case v1.ResourceCPU:
-		return r.GetMilliCPU()
-	case v1.ResourceMemory:
-		return r.GetMemory()
-	case v1.ResourceEphemeralStorage:
-		return r.GetEphemeralStorage()
-	case v1.ResourcePods:
-		return int64(r.GetAllowedPodNumber())
-	}
-	return r.GetScalarResources()[name]
-}
-
-// value is a request in amount's units.
-func value(name v1.ResourceName, milli, whole int64) int64 {
-	if name == v1.ResourceCPU {
-		return milli
-	}
-	return whole
 }
 
 // reservedMembers are the gang's members reserved and not bound (the registry's pods of them

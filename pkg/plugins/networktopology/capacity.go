@@ -130,23 +130,13 @@ func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo,
 		requested, allocatable := ni.GetRequested(), ni.GetAllocatable()
 		limit = min(limit, max(allocatable.GetAllowedPodNumber()-len(ni.GetPods()), 0))
 		for name, q := range reqs {
-			var free, want int64
-			switch name {
-			case v1.ResourceCPU:
-				free, want = allocatable.GetMilliCPU()-requested.GetMilliCPU(), q.MilliValue()
-			case v1.ResourceMemory:
-				free, want = allocatable.GetMemory()-requested.GetMemory(), q.Value()
-			case v1.ResourceEphemeralStorage:
-				free, want = allocatable.GetEphemeralStorage()-requested.GetEphemeralStorage(), q.Value()
-			default:
-				have := allocatable.GetScalarResources()[name]
-				if have == 0 && uncounted[name] {
-					// Not in allocatable because DRA or an extender provides it: only the
-					// simulation can tell.
-					continue
-				}
-				free, want = have-requested.GetScalarResources()[name], q.Value()
+			have := podgroup.Amount(allocatable, name)
+			if have == 0 && uncounted[name] {
+				// Not in allocatable because DRA or an extender provides it: only the
+				// simulation can tell.
+				continue
 			}
+			free, want := have-podgroup.Amount(requested, name), podgroup.QuantityAmount(name, q)
 			if want > 0 {
 				limit = min(limit, int(max(free, 0)/want))
 			}
@@ -165,7 +155,7 @@ func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo,
 func (p *NetworkTopologyAware) uncountedResources(reqs v1.ResourceList, nodes []fwk.NodeInfo) map[v1.ResourceName]bool {
 	out := p.draBackedResources(reqs)
 	for name := range reqs {
-		if name == v1.ResourceCPU || name == v1.ResourceMemory || name == v1.ResourceEphemeralStorage || out[name] {
+		if !podgroup.Scalar(name) || out[name] {
 			continue
 		}
 		advertised := false

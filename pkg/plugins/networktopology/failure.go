@@ -297,20 +297,10 @@ func emptyNodeBound(ni fwk.NodeInfo, reqs v1.ResourceList, limit int) int {
 	allocatable := ni.GetAllocatable()
 	limit = min(limit, int(allocatable.GetAllowedPodNumber()))
 	for name, q := range reqs {
-		var have, want int64
-		switch name {
-		case v1.ResourceCPU:
-			have, want = allocatable.GetMilliCPU(), q.MilliValue()
-		case v1.ResourceMemory:
-			have, want = allocatable.GetMemory(), q.Value()
-		case v1.ResourceEphemeralStorage:
-			have, want = allocatable.GetEphemeralStorage(), q.Value()
-		default:
-			have, want = allocatable.GetScalarResources()[name], q.Value()
-			if have == 0 {
-				// Not in allocatable: possibly provided through DRA. Unknown, so no bound.
-				continue
-			}
+		have, want := podgroup.Amount(allocatable, name), podgroup.QuantityAmount(name, q)
+		if have == 0 && podgroup.Scalar(name) {
+			// Not in allocatable: possibly provided through DRA. Unknown, so no bound.
+			continue
 		}
 		if want > 0 {
 			limit = min(limit, int(have/want))
