@@ -2,6 +2,7 @@ package podgroup
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sort"
 	"strings"
 
@@ -108,6 +109,42 @@ func NodeCapacityChanged(old, node *v1.Node) bool {
 		!equality.Semantic.DeepEqual(old.Spec.Taints, node.Spec.Taints) ||
 		old.Spec.Unschedulable != node.Spec.Unschedulable
 }
+
+// NodeFingerprint hashes what of a node NodeCapacityChanged compares (name, allocatable,
+// labels, taints, schedulability), independently of map order: summed over the nodes of a
+// cycle's snapshot, it tells a gang waiting for room whether the nodes it failed on changed
+// (unplaced.go). Heartbeats and conditions do not move it.
+func NodeFingerprint(node *v1.Node) uint64 {
+	h := maphash.String(fingerprintSeed, node.Name)
+	mix := func(parts ...string) uint64 {
+		var d maphash.Hash
+		d.SetSeed(fingerprintSeed)
+		for _, p := range parts {
+			d.WriteString(p)
+			d.WriteByte(0)
+		}
+		return d.Sum64()
+	}
+	var sum uint64
+	for name, q := range node.Status.Allocatable {
+		sum += mix("a", string(name), q.String())
+	}
+	for k, v := range node.Labels {
+		sum += mix("l", k, v)
+	}
+	for _, t := range node.Spec.Taints {
+		sum += mix("t", t.Key, t.Value, string(t.Effect))
+	}
+	if node.Spec.Unschedulable {
+		sum += mix("u")
+	}
+	// The name's hash ties the parts to the node: a label moving to another node changes the
+	// sum over the nodes.
+	return h ^ sum
+}
+
+// fingerprintSeed is fixed for the process: fingerprints are compared only within it.
+var fingerprintSeed = maphash.MakeSeed()
 
 // DeleteNode forgets a node.
 func (r *Registry) DeleteNode(name string) {

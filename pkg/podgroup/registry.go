@@ -104,9 +104,9 @@ type group struct {
 	retryHeld bool
 	scout     types.UID
 	// unplaced is the last failure of a gang placed member by member (unplaced.go);
-	// nodesChanged says a node changed since.
-	unplaced     *Unplaced
-	nodesChanged bool
+	// scoutWoken says a node change woke its scout, which has not tried since.
+	unplaced   *Unplaced
+	scoutWoken bool
 	// attempted are the members that went through a scheduling cycle: only those are held
 	// (retry.go).
 	attempted sets.Set[types.UID]

@@ -397,34 +397,41 @@ func TestFitNowhereByShape(t *testing.T) {
 	})
 }
 
-// TestRetryUnplaced: only the scout of a gang waiting for room may retry, when one of the
-// failure's resources has more free than at the failure (counted only for those), when a
-// node changed (since the failed attempt began: a change during it counts; it also wakes the
-// scout, once until it tries), or after UnplacedMaxAge; not for the same room or less. A
-// retry ends the hold, once.
+// TestRetryUnplaced: only the scout of a gang waiting for room may retry, when the nodes of
+// its cycle's snapshot offer more than at the failure (more free of one of the failure's
+// resources, counted only for those, or the nodes changed) or after UnplacedMaxAge; not for
+// the same room or less, whatever the registry's own node events said (its informer may be
+// ahead of the snapshot). A node event wakes the scout, once until it tries; one during the
+// failed attempt wakes it at once. A retry ends the hold, once.
 func TestRetryUnplaced(t *testing.T) {
 	key := Key{Namespace: "ns", Name: "g"}
 	at := time.Now()
-	failedWith := Room{v1.ResourceCPU: 8000, "nvidia.com/gpu": 4}
+	free := func(cpu, gpus int64) map[v1.ResourceName]int64 {
+		return map[v1.ResourceName]int64{v1.ResourceCPU: cpu, "nvidia.com/gpu": gpus}
+	}
+	failedWith := Room{Free: free(8000, 4), Nodes: 7}
 	for _, tc := range []struct {
 		name string
-		// asker is the member asking at now, room what is free then; nodeAdded adds a node
-		// after the failure, nodeDuringAttempt while the failing attempt ran.
+		// asker is the member asking at now, room what the nodes offer then; nodeAdded adds
+		// nodes after the failure, nodeDuringAttempt while the failing attempt ran.
 		asker             string
 		now               time.Time
 		room              Room
 		nodeAdded         bool
 		nodeDuringAttempt bool
-		retry             bool
+		wake              bool
 		woken             []string
+		retry             bool
 	}{
-		{name: "the same room", asker: "b", now: at, room: Room{v1.ResourceCPU: 8000, "nvidia.com/gpu": 4}},
-		{name: "less room (another gang reserved since)", asker: "b", now: at, room: Room{v1.ResourceCPU: 0, "nvidia.com/gpu": 0}},
-		{name: "more CPU", asker: "b", now: at, room: Room{v1.ResourceCPU: 8001, "nvidia.com/gpu": 4}, retry: true},
-		{name: "more GPUs, less CPU", asker: "b", now: at, room: Room{v1.ResourceCPU: 0, "nvidia.com/gpu": 8}, retry: true},
-		{name: "more room, asked by a member that is not the scout", asker: "a", now: at, room: Room{v1.ResourceCPU: 9000, "nvidia.com/gpu": 8}},
-		{name: "a node added", asker: "b", now: at, room: failedWith, nodeAdded: true, retry: true, woken: []string{"ns/g b"}},
-		{name: "a node added during the failed attempt", asker: "b", now: at, room: failedWith, nodeDuringAttempt: true, retry: true},
+		{name: "the same room", asker: "b", now: at, room: failedWith},
+		{name: "less room (another gang reserved since)", asker: "b", now: at, room: Room{Free: free(0, 0), Nodes: 7}},
+		{name: "more CPU", asker: "b", now: at, room: Room{Free: free(8001, 4), Nodes: 7}, retry: true},
+		{name: "more GPUs, less CPU", asker: "b", now: at, room: Room{Free: free(0, 8), Nodes: 7}, retry: true},
+		{name: "the nodes changed, no more free", asker: "b", now: at, room: Room{Free: free(8000, 4), Nodes: 8}, retry: true},
+		{name: "more room, asked by a member that is not the scout", asker: "a", now: at, room: Room{Free: free(9000, 8), Nodes: 9}},
+		{name: "a node event the snapshot does not show yet", asker: "b", now: at, room: failedWith, nodeAdded: true, woken: []string{"ns/g b"}},
+		{name: "a node event and the snapshot shows it", asker: "b", now: at, room: Room{Free: free(8000, 4), Nodes: 8}, nodeAdded: true, woken: []string{"ns/g b"}, retry: true},
+		{name: "a node event during the failed attempt", asker: "b", now: at, room: failedWith, nodeDuringAttempt: true, wake: true},
 		{name: "old enough", asker: "b", now: at.Add(UnplacedMaxAge), room: failedWith, retry: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -438,7 +445,9 @@ func TestRetryUnplaced(t *testing.T) {
 			if tc.nodeDuringAttempt {
 				r.SetNode(nil, st.MakeNode().Name("node-0").Obj())
 			}
-			r.MarkUnplaced(key, "b", "member b cannot be placed", at, failedWith, start)
+			if wake := r.MarkUnplaced(key, "b", "member b cannot be placed", at, failedWith, start); wake != tc.wake {
+				t.Errorf("MarkUnplaced: wake %v, want %v", wake, tc.wake)
+			}
 			if tc.nodeAdded {
 				r.SetNode(nil, st.MakeNode().Name("node-1").Obj())
 				r.SetNode(nil, st.MakeNode().Name("node-2").Obj()) // woken already
@@ -457,9 +466,67 @@ func TestRetryUnplaced(t *testing.T) {
 			if want := []v1.ResourceName{v1.ResourceCPU, "nvidia.com/gpu"}; counted != nil && !cmp.Equal(counted, want) {
 				t.Errorf("counted %v, want the failure's resources %v", counted, want)
 			}
-			if _, again, forgotAgain := r.RetryUnplaced(key, "b", tc.now, func([]v1.ResourceName) Room { return Room{} }); again != tc.retry || forgotAgain {
+			if _, again, forgotAgain := r.RetryUnplaced(key, "b", tc.now, func([]v1.ResourceName) Room { return failedWith }); again != tc.retry || forgotAgain {
 				t.Errorf("asked again: retry %v, forgot %v; want %v, false (a retry forgets the failure and ends the hold)", again, forgotAgain, tc.retry)
 			}
+			if tc.retry || tc.asker != "b" {
+				return
+			}
+			// The scout tried and stays held: the next node event wakes it again.
+			woken = nil
+			r.SetNode(nil, st.MakeNode().Name("node-3").Obj())
+			if diff := cmp.Diff([]string{"ns/g b"}, woken); diff != "" {
+				t.Errorf("woken after the scout tried (-want,+got):\n%s", diff)
+			}
 		})
+	}
+}
+
+// TestNodeFingerprint: what can make room for a pod moves the fingerprint (also a label
+// moving from one node to another, in the sum over nodes); a heartbeat does not.
+func TestNodeFingerprint(t *testing.T) {
+	base := func(name string) *v1.Node {
+		return st.MakeNode().Name(name).Label("rack", "r1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
+	}
+	sum := func(nodes ...*v1.Node) uint64 {
+		var s uint64
+		for _, n := range nodes {
+			s += NodeFingerprint(n)
+		}
+		return s
+	}
+	a, b := base("a"), base("b")
+	want := sum(a, b)
+	for _, tc := range []struct {
+		name    string
+		mutate  func(a, b *v1.Node)
+		changed bool
+	}{
+		{name: "a heartbeat", mutate: func(a, _ *v1.Node) {
+			a.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+			a.ResourceVersion = "2"
+		}},
+		{name: "a label", mutate: func(a, _ *v1.Node) { a.Labels["gpu"] = "h100" }, changed: true},
+		{name: "a taint", mutate: func(a, _ *v1.Node) {
+			a.Spec.Taints = []v1.Taint{{Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoSchedule}}
+		}, changed: true},
+		{name: "cordoned", mutate: func(a, _ *v1.Node) { a.Spec.Unschedulable = true }, changed: true},
+		{name: "allocatable", mutate: func(a, _ *v1.Node) { a.Status.Allocatable[v1.ResourceCPU] = resource.MustParse("3") }, changed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := base("a"), base("b")
+			tc.mutate(a, b)
+			if got := sum(a, b); (got != want) != tc.changed {
+				t.Errorf("fingerprint changed: %v, want %v", got != want, tc.changed)
+			}
+		})
+	}
+	// The same label on one node or the other.
+	x, y := base("a"), base("b")
+	x.Labels["gpu"] = "h100"
+	moved, other := base("a"), base("b")
+	other.Labels["gpu"] = "h100"
+	if sum(x, y) == sum(moved, other) {
+		t.Error("a label moving from one node to another leaves the fingerprint")
 	}
 }

@@ -16,28 +16,38 @@ import (
 // next member fails, and so on: on an idle scheduler, hundreds of cycles a second, each with
 // its preemption simulation. So the failure is remembered here, as NetworkTopologyAware
 // remembers a failed plan: the gang is held behind its failed member (the scout, retry.go),
-// and Gang's PreFilter lets it try again only when there is more room than when it failed:
+// and Gang's PreFilter lets it try again only when the nodes offer more than when it failed:
 // the free amount of a resource the member requests, summed over the nodes with the gang's
 // own reservations given back, grew (a pod left, a node came, another gang released a
-// reservation it held then); or a node's labels, taints or schedulability changed
-// (NodesChanged); or UnplacedMaxAge passed. The comparison is of state, not of events, so it
-// does not matter which plugin's hint requeued the scout, nor in which order kube-scheduler's
-// queue and this registry saw an event; and room another gang took after the failure and
-// released again is no more room, so two failed gangs do not wake each other in turn.
+// reservation it held then); or a node's labels, taints, allocatable or schedulability
+// changed; or UnplacedMaxAge passed. Both are read from the cycle's snapshot, the state the
+// failure was judged on, not from events: it does not matter which plugin's hint requeued
+// the scout, nor in which order kube-scheduler's cache and this registry saw a change (the
+// registry may count a node update the failed cycle's snapshot did not have yet); and room
+// another gang took after the failure and released again is no more room, so two failed
+// gangs do not wake each other in turn. The registry's own node events only wake the scout.
 
 // UnplacedMaxAge is how long a remembered failure holds without more room, as kube-scheduler
 // retries unschedulable pods after 5 minutes: some changes reach no count (a volume, a DRA
 // ResourceSlice, a node whose other pods left while ours grew).
 const UnplacedMaxAge = 5 * time.Minute
 
-// Room is the free amount of each resource a member requests, summed over the nodes: CPU in
-// millicores, other resources in their units.
-type Room map[v1.ResourceName]int64
+// Room is what the nodes of a cycle's snapshot offer a gang waiting for room: Free, the free
+// amount of each resource a member requests, summed over the nodes (CPU in millicores, other
+// resources in their units), and Nodes, the sum of the nodes' NodeFingerprint.
+type Room struct {
+	Free  map[v1.ResourceName]int64
+	Nodes uint64
+}
 
-// MoreThan reports whether some resource has more free than in before.
-func (r Room) MoreThan(before Room) bool {
-	for name, free := range r {
-		if free > before[name] {
+// OffersMoreThan reports whether the nodes changed since before (they may take the members
+// now) or some resource has more free.
+func (r Room) OffersMoreThan(before Room) bool {
+	if r.Nodes != before.Nodes {
+		return true
+	}
+	for name, free := range r.Free {
+		if free > before.Free[name] {
 			return true
 		}
 	}
@@ -47,7 +57,7 @@ func (r Room) MoreThan(before Room) bool {
 // Unplaced is a gang's last failure to place all its members.
 type Unplaced struct {
 	// Why is the failure in the words of Gang's PostFilter; At is when it happened, and Room
-	// what the nodes had free then.
+	// what the nodes offered then.
 	Why  string
 	At   time.Time
 	Room Room
@@ -55,16 +65,20 @@ type Unplaced struct {
 
 // MarkUnplaced remembers that the gang, placed member by member, could not place the members
 // it needs with room free, and holds it behind scout, the member that failed.
-// nodeChangesAtStart is NodeChanges when the failed attempt started: a node change since
-// lets the gang retry at once.
-func (r *Registry) MarkUnplaced(key Key, scout types.UID, why string, now time.Time, room Room, nodeChangesAtStart uint64) {
+// nodeChangesAtStart is NodeChanges when the failed attempt started: wake reports that a node
+// changed since, so the caller activates the scout (in its cycle, it comes back for another
+// try): its snapshot may not have had the change.
+func (r *Registry) MarkUnplaced(key Key, scout types.UID, why string, now time.Time, room Room, nodeChangesAtStart uint64) (wake bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if g := r.groups[key]; g != nil {
-		g.retryHeld, g.scout = true, scout
-		g.unplaced, g.nodesChanged = &Unplaced{Why: why, At: now, Room: room}, r.nodeChanges != nodeChangesAtStart
-		r.unplaced.Insert(key)
+	g := r.groups[key]
+	if g == nil {
+		return false
 	}
+	g.retryHeld, g.scout = true, scout
+	g.unplaced, g.scoutWoken = &Unplaced{Why: why, At: now, Room: room}, false
+	r.unplaced.Insert(key)
+	return r.nodeChanges != nodeChangesAtStart
 }
 
 // OnScoutWake registers f to be called (outside the registry's lock) with the scout of a gang
@@ -78,8 +92,9 @@ func (r *Registry) OnScoutWake(f func(Key, *v1.Pod)) {
 }
 
 // nodesChanged is told of a node added, or whose allocatable, labels, taints or
-// schedulability changed: a gang waiting for room may retry (a node it did not match may
-// match now), and its scout is woken. O(gangs waiting for room); node changes are rare.
+// schedulability changed: the scout of each gang waiting for room is woken, once until it
+// tries again (a rollout that relabels every node wakes it once, not once per node).
+// O(gangs waiting for room); node changes are rare.
 func (r *Registry) nodesChanged() {
 	type wake struct {
 		key   Key
@@ -94,11 +109,11 @@ func (r *Registry) nodesChanged() {
 			r.unplaced.Delete(key)
 			continue
 		}
-		if g.nodesChanged {
-			continue // woken already, not tried since
+		if g.scoutWoken {
+			continue
 		}
-		g.nodesChanged = true
 		if scout := g.members[g.scout]; scout != nil && g.pendingLocked(g.scout) {
+			g.scoutWoken = true
 			woken = append(woken, wake{key, scout})
 		}
 	}
@@ -112,14 +127,13 @@ func (r *Registry) nodesChanged() {
 }
 
 // RetryUnplaced decides whether the gang's scout may try to be placed, and with it every
-// member: yes when no failure is remembered, or a node changed since, or room (the free
-// amounts of the failure's resources now, asked only then) has more of one of them than at
-// the failure, or the failure is older than UnplacedMaxAge. Then the failure is forgotten and
-// the hold ends (the caller activates the held members), so that a job that can run without
-// the scout (an elastic gang) is not held behind it. Any other member, and the scout
-// otherwise, gets the failure: only the scout retries, so that a member of another shape in
-// the queue does not restart the round the scout cannot complete. forgot says this call
-// ended the hold.
+// member: yes when no failure is remembered, or room (what the nodes offer now for the
+// failure's resources, asked only then) offers more than at the failure, or the failure is
+// older than UnplacedMaxAge. Then the failure is forgotten and the hold ends (the caller
+// activates the held members), so that a job that can run without the scout (an elastic
+// gang) is not held behind it. Any other member, and the scout otherwise, gets the failure:
+// only the scout retries, so that a member of another shape in the queue does not restart
+// the round the scout cannot complete. forgot says this call ended the hold.
 func (r *Registry) RetryUnplaced(key Key, uid types.UID, now time.Time, room func(names []v1.ResourceName) Room) (failure *Unplaced, retry, forgot bool) {
 	r.mu.RLock()
 	g := r.groups[key]
@@ -127,25 +141,28 @@ func (r *Registry) RetryUnplaced(key Key, uid types.UID, now time.Time, room fun
 		r.mu.RUnlock()
 		return nil, true, false
 	}
-	u, changed, scout := g.unplaced, g.nodesChanged, g.scout
+	u, scout := g.unplaced, g.scout
 	r.mu.RUnlock()
 	if uid != scout {
 		return u, false, false
 	}
-	if !changed && now.Sub(u.At) < UnplacedMaxAge && !room(slices.Sorted(maps.Keys(u.Room))).MoreThan(u.Room) {
+	retry = now.Sub(u.At) >= UnplacedMaxAge || room(slices.Sorted(maps.Keys(u.Room.Free))).OffersMoreThan(u.Room)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g = r.groups[key]
+	if g == nil || g.unplaced != u {
+		return nil, true, false
+	}
+	if !retry {
+		// Tried: the next node change wakes the scout again.
+		g.scoutWoken = false
 		return u, false, false
 	}
-	r.mu.Lock()
-	forgot = false
-	if g := r.groups[key]; g != nil && g.unplaced == u {
-		forgot = g.releaseRetryLocked()
-	}
-	r.mu.Unlock()
-	return nil, true, forgot
+	return nil, true, g.releaseRetryLocked()
 }
 
-// NodeChanges counts the node changes that let a gang waiting for room retry (nodesChanged),
-// so that one that came during the failed attempt is not lost (MarkUnplaced).
+// NodeChanges counts the node changes the registry saw (nodesChanged), so that one during a
+// failed attempt wakes its scout (MarkUnplaced).
 func (r *Registry) NodeChanges() uint64 {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

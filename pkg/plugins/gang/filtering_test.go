@@ -169,11 +169,16 @@ func TestBlockedElasticGangReleasesItsWaiters(t *testing.T) {
 // TestUnconstrainedGangWaitsForRoomAfterItsRoundFails: a gang without a topology constraint,
 // whose round is rejected because p1 finds no room, is retried through p1 alone: PreFilter
 // refuses both members (and marks the cycle, so that preemption is not tried again) while
-// there is no more room than when it failed; its own released reservation requeues nobody; a
-// node added lets it retry and wakes p1, which then passes; its Reserve ends the hold and
-// activates p0. (More room free is TestUnconstrainedGangWaitsQuietlyForRoom's.)
+// the nodes of the snapshot offer no more than when it failed; its own released reservation
+// requeues nobody. A node added (tainted not-ready, as the apiserver creates it) wakes p1 as
+// soon as the registry sees it, but p1 retries only once the scheduler's snapshot shows the
+// change: the registry's informer may run ahead of it. The taint then removed lets p1 pass;
+// its Reserve ends the hold and activates p0. (More room free is
+// TestUnconstrainedGangWaitsQuietlyForRoom's.)
 func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
-	e := newEnv(t, 60)
+	node1 := st.MakeNode().Name("node-1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
+	snapshot := &swappableSnapshot{internalcache.NewSnapshot(nil, []*v1.Node{node1})}
+	e := newEnvOn(t, 60, snapshot)
 	e.podGroup("train", 2, nil)
 	p0, p1 := member("p0", "train"), member("p1", "train")
 	for _, p := range []*v1.Pod{p0, p1} {
@@ -192,15 +197,19 @@ func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 	e.unreserve(p0)
 
 	const refused = "gang team/train could not be placed when last tried (member p1 cannot be placed); it is retried when more room is free or a node changes"
-	for _, p := range []*v1.Pod{p1, p0} {
-		state := framework.NewCycleState()
-		if _, s := e.plugin.PreFilter(e.ctx, state, p, nil); s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != refused {
-			t.Errorf("PreFilter(%s) = %v, want UnschedulableAndUnresolvable %q", p.Name, s, refused)
-		}
-		if !podgroup.WaitingForRoom(state) {
-			t.Errorf("PreFilter(%s) did not mark the cycle as waiting for room", p.Name)
+	refusedBoth := func(when string) {
+		t.Helper()
+		for _, p := range []*v1.Pod{p1, p0} {
+			state := framework.NewCycleState()
+			if _, s := e.plugin.PreFilter(e.ctx, state, p, nil); s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != refused {
+				t.Errorf("%s: PreFilter(%s) = %v, want UnschedulableAndUnresolvable %q", when, p.Name, s, refused)
+			}
+			if !podgroup.WaitingForRoom(state) {
+				t.Errorf("%s: PreFilter(%s) did not mark the cycle as waiting for room", when, p.Name)
+			}
 		}
 	}
+	refusedBoth("after the failure")
 	hint := func(p *v1.Pod, fn fwk.QueueingHintFn, oldObj, newObj any) fwk.QueueingHint {
 		t.Helper()
 		h, err := fn(klog.Background(), p, oldObj, newObj)
@@ -214,31 +223,117 @@ func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 	if h := hint(p1, e.plugin.isSchedulableAfterPodDeleted, reserved, nil); h != fwk.QueueSkip {
 		t.Errorf("the gang's own released reservation requeues p1: %v", h)
 	}
-	node := st.MakeNode().Name("node-2").Obj()
-	if h := hint(p0, e.plugin.isSchedulableAfterNodeChange, nil, node); h != fwk.QueueSkip {
+	tainted := st.MakeNode().Name("node-2").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Taints([]v1.Taint{{Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoSchedule}}).Obj()
+	if h := hint(p0, e.plugin.isSchedulableAfterNodeChange, nil, tainted); h != fwk.QueueSkip {
 		t.Errorf("a node added requeues p0, held behind p1: %v", h)
 	}
-	if h := hint(p1, e.plugin.isSchedulableAfterNodeChange, nil, node); h != fwk.Queue {
+	if h := hint(p1, e.plugin.isSchedulableAfterNodeChange, nil, tainted); h != fwk.Queue {
 		t.Errorf("a node added does not requeue p1, retried for the gang: %v", h)
 	}
 	activatedNow(e)
-	e.registry.SetNode(nil, node)
+	e.registry.SetNode(nil, tainted)
 	if diff := cmp.Diff([]string{"team/p1"}, activatedNow(e)); diff != "" {
-		t.Errorf("activated when the node was added (-want,+got):\n%s", diff)
+		t.Errorf("activated when the registry saw the node (-want,+got):\n%s", diff)
 	}
+	refusedBoth("the registry saw the node, the snapshot not yet")
+
+	// The snapshot shows the tainted node: p1 retries, and fails on it.
+	snapshot.Snapshot = internalcache.NewSnapshot(nil, []*v1.Node{node1, tainted})
 	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p1, nil); s.Code() != fwk.Skip {
-		t.Errorf("PreFilter(p1) after the node was added = %v, want Skip", s)
+		t.Fatalf("PreFilter(p1) once the snapshot shows the node = %v, want Skip", s)
 	}
 	if s := e.reserveAndPermit(t, p1); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p1) = %v, want Wait", s)
 	}
-	// Reserve activates the held members, and so does Permit as its round starts to wait.
-	if diff := cmp.Diff([]string{"team/p0", "team/p0"}, activatedNow(e)); diff != "" {
-		t.Errorf("activated when p1 reserved and waited (-want,+got):\n%s", diff)
+	activatedNow(e)
+	// p0's cycle: the registry sees the taint removed before p0's PreFilter, its snapshot
+	// does not; p0 fails on the taint.
+	untainted := tainted.DeepCopy()
+	untainted.Spec.Taints = nil
+	e.registry.SetNode(tainted, untainted)
+	state := framework.NewCycleState()
+	if _, s := e.plugin.PreFilter(e.ctx, state, p0, nil); s.Code() != fwk.Skip {
+		t.Fatalf("PreFilter(p0) = %v, want Skip", s)
 	}
+	if _, s := e.plugin.PostFilter(e.ctx, state, p0, framework.NewDefaultNodeToStatus()); s.Code() != fwk.Unschedulable {
+		t.Fatalf("PostFilter(p0) = %v", s)
+	}
+	if s := e.fw.WaitOnPermit(e.ctx, p1); s.Code() != fwk.Unschedulable {
+		t.Fatalf("p1 = %v, want rejected", s)
+	}
+	e.unreserve(p1)
+	activatedNow(e)
+	const refusedP0 = "gang team/train could not be placed when last tried (member p0 cannot be placed); it is retried when more room is free or a node changes"
+	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p0, nil); s.Message() != refusedP0 {
+		t.Errorf("PreFilter(p0) on the same snapshot = %v, want %q", s, refusedP0)
+	}
+	// The scheduler's cache applies the taint's removal: the snapshot shows a change the
+	// registry counted before the failure, and p0 retries.
+	snapshot.Snapshot = internalcache.NewSnapshot(nil, []*v1.Node{node1, untainted})
 	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p0, nil); s.Code() != fwk.Skip {
-		t.Errorf("PreFilter(p0) once p1 reserved = %v, want Skip", s)
+		t.Errorf("PreFilter(p0) once the snapshot shows the taint removed = %v, want Skip", s)
 	}
+	if diff := cmp.Diff([]string{"team/p1"}, activatedNow(e)); diff != "" {
+		t.Errorf("activated when p0 retried (-want,+got):\n%s", diff)
+	}
+	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p1, nil); s.Code() != fwk.Skip {
+		t.Errorf("PreFilter(p1) once p0 reserved = %v, want Skip", s)
+	}
+}
+
+// TestNodeChangeDuringTheFailedCycleWakesTheScout: a node change the registry saw during the
+// cycle that failed may be missing from that cycle's snapshot: the scout is activated from
+// its PostFilter, to look again.
+func TestNodeChangeDuringTheFailedCycleWakesTheScout(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, nil)
+	p0, p1 := member("p0", "train"), member("p1", "train")
+	for _, p := range []*v1.Pod{p0, p1} {
+		e.registry.SetPod(nil, p)
+		e.registry.MarkAttempted(p)
+	}
+	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	for _, during := range []bool{false, true} {
+		state := framework.NewCycleState()
+		if _, s := e.plugin.PreFilter(e.ctx, state, p1, nil); !s.IsSkip() {
+			t.Fatalf("PreFilter(p1) = %v", s)
+		}
+		if during {
+			e.registry.SetNode(nil, st.MakeNode().Name("node-9").Obj())
+		}
+		activatedNow(e)
+		e.plugin.PostFilter(e.ctx, state, p1, framework.NewDefaultNodeToStatus())
+		var want []string
+		if during {
+			want = []string{"team/p1"}
+		}
+		if diff := cmp.Diff(want, activatedNow(e)); diff != "" {
+			t.Errorf("node changed during the cycle %v: activated (-want,+got):\n%s", during, diff)
+		}
+		if s := e.fw.WaitOnPermit(e.ctx, p0); s.Code() != fwk.Unschedulable {
+			t.Fatalf("p0 = %v, want rejected", s)
+		}
+		e.unreserve(p0)
+		if !during {
+			// Another round: p1's retry (the hold ends after UnplacedMaxAge only, so the
+			// failure is forgotten by hand) and p0 reserved again.
+			e.registry.ReleaseUnplaced(podgroup.Key{Namespace: ns, Name: "train"})
+			if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+				t.Fatalf("Permit(p0) = %v, want Wait", s)
+			}
+		}
+	}
+}
+
+// swappableSnapshot is the framework's snapshot, replaced as the scheduler's cache would
+// update it between cycles.
+type swappableSnapshot struct {
+	*internalcache.Snapshot
 }
 
 // TestGangThatReservedNothingIsNotHeld: an elastic gang (minMember 2 of 3) whose first member

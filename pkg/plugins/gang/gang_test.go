@@ -61,7 +61,7 @@ func newEnv(t *testing.T, defaultTimeout int64) *env {
 }
 
 // newEnvOn is newEnv with the cluster the framework's snapshot shows.
-func newEnvOn(t *testing.T, defaultTimeout int64, snapshot *internalcache.Snapshot) *env {
+func newEnvOn(t *testing.T, defaultTimeout int64, snapshot fwk.SharedLister) *env {
 	t.Helper()
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)

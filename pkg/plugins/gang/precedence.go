@@ -97,7 +97,11 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		if verdict := podgroup.PreemptionVerdict(state); verdict != "" {
 			last += "; " + verdict
 		}
-		g.registry.MarkUnplaced(key, pod.UID, last, time.Now(), g.freeRoom(requested(pod), released), g.nodeChangesAtStart(state))
+		if g.registry.MarkUnplaced(key, pod.UID, last, time.Now(), g.freeRoom(requested(pod), released), g.nodeChangesAtStart(state)) {
+			// A node changed during this cycle, maybe after its snapshot: the member comes
+			// back for another look (it is in flight: kube-scheduler requeues it on return).
+			podgroup.Activate(logger, g.handle, pod)
+		}
 	}
 	// A member its gang's plan left out for lack of room fails here by design, each of them
 	// in every cycle: an Event only when its failure released somebody.

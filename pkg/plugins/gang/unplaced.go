@@ -8,29 +8,33 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// freeRoom sums, over the nodes of the cycle's snapshot, what is free of each of the
-// resources named, with the requests of the gang's own reserved members added back: they are
-// released with a failed round, so they are not room that others hold (podgroup.Unplaced).
-// O(nodes), when a gang without a topology constraint fails or its scout is retried.
+// freeRoom reads what the nodes of the cycle's snapshot offer a gang waiting for room
+// (podgroup.Room): the free amount of each of the resources named, summed, with the requests
+// of the gang's own reserved members added back (they are released with a failed round, so
+// they are not room that others hold), and the nodes' fingerprint. O(nodes), when a gang
+// without a topology constraint fails or its scout is retried.
 func (g *Gang) freeRoom(names []v1.ResourceName, ownReserved []*v1.Pod) podgroup.Room {
-	room := make(podgroup.Room, len(names))
+	room := podgroup.Room{Free: make(map[v1.ResourceName]int64, len(names))}
 	for _, name := range names {
-		room[name] = 0
+		room.Free[name] = 0
 	}
 	nodes, err := g.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return room
 	}
 	for _, ni := range nodes {
+		if node := ni.Node(); node != nil {
+			room.Nodes += podgroup.NodeFingerprint(node)
+		}
 		alloc, used := ni.GetAllocatable(), ni.GetRequested()
-		for name := range room {
-			room[name] += podgroup.Amount(alloc, name) - podgroup.Amount(used, name)
+		for name := range room.Free {
+			room.Free[name] += podgroup.Amount(alloc, name) - podgroup.Amount(used, name)
 		}
 	}
 	for _, p := range ownReserved {
 		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
-			if _, ok := room[name]; ok {
-				room[name] += podgroup.QuantityAmount(name, q)
+			if _, ok := room.Free[name]; ok {
+				room.Free[name] += podgroup.QuantityAmount(name, q)
 			}
 		}
 	}
