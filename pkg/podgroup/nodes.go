@@ -1,6 +1,7 @@
 package podgroup
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"sort"
@@ -111,36 +112,40 @@ func NodeCapacityChanged(old, node *v1.Node) bool {
 }
 
 // NodeFingerprint hashes what of a node NodeCapacityChanged compares (name, allocatable,
-// labels, taints, schedulability), independently of map order: summed over the nodes of a
-// cycle's snapshot, it tells a gang waiting for room whether the nodes it failed on changed
-// (unplaced.go). Heartbeats and conditions do not move it.
+// labels, taints, schedulability), independently of map and list order: summed over the
+// nodes of a cycle's snapshot, it tells a gang waiting for room whether the nodes it failed
+// on changed (unplaced.go). Heartbeats and conditions do not move it, nor an allocatable
+// amount written in another format ("1Gi", "1073741824").
 func NodeFingerprint(node *v1.Node) uint64 {
-	h := maphash.String(fingerprintSeed, node.Name)
-	mix := func(parts ...string) uint64 {
+	mix := func(kind byte, amount int64, parts ...string) uint64 {
 		var d maphash.Hash
 		d.SetSeed(fingerprintSeed)
+		d.WriteByte(kind)
 		for _, p := range parts {
 			d.WriteString(p)
 			d.WriteByte(0)
 		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(amount))
+		d.Write(b[:])
 		return d.Sum64()
 	}
 	var sum uint64
 	for name, q := range node.Status.Allocatable {
-		sum += mix("a", string(name), q.String())
+		sum += mix('a', QuantityAmount(name, q), string(name))
 	}
 	for k, v := range node.Labels {
-		sum += mix("l", k, v)
+		sum += mix('l', 0, k, v)
 	}
 	for _, t := range node.Spec.Taints {
-		sum += mix("t", t.Key, t.Value, string(t.Effect))
+		sum += mix('t', 0, t.Key, t.Value, string(t.Effect))
 	}
 	if node.Spec.Unschedulable {
-		sum += mix("u")
+		sum += mix('u', 0)
 	}
 	// The name's hash ties the parts to the node: a label moving to another node changes the
 	// sum over the nodes.
-	return h ^ sum
+	return maphash.String(fingerprintSeed, node.Name) ^ sum
 }
 
 // fingerprintSeed is fixed for the process: fingerprints are compared only within it.

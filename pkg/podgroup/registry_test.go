@@ -486,7 +486,7 @@ func TestRetryUnplaced(t *testing.T) {
 // moving from one node to another, in the sum over nodes); a heartbeat does not.
 func TestNodeFingerprint(t *testing.T) {
 	base := func(name string) *v1.Node {
-		return st.MakeNode().Name(name).Label("rack", "r1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
+		return st.MakeNode().Name(name).Label("rack", "r1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourceMemory: "16Gi"}).Obj()
 	}
 	sum := func(nodes ...*v1.Node) uint64 {
 		var s uint64
@@ -512,6 +512,7 @@ func TestNodeFingerprint(t *testing.T) {
 		}, changed: true},
 		{name: "cordoned", mutate: func(a, _ *v1.Node) { a.Spec.Unschedulable = true }, changed: true},
 		{name: "allocatable", mutate: func(a, _ *v1.Node) { a.Status.Allocatable[v1.ResourceCPU] = resource.MustParse("3") }, changed: true},
+		{name: "allocatable written in another format", mutate: func(a, _ *v1.Node) { a.Status.Allocatable[v1.ResourceMemory] = resource.MustParse("17179869184") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := base("a"), base("b")
@@ -521,8 +522,15 @@ func TestNodeFingerprint(t *testing.T) {
 			}
 		})
 	}
+	// Two taints in either order.
+	one, two := v1.Taint{Key: "a", Effect: v1.TaintEffectNoSchedule}, v1.Taint{Key: "b", Value: "x", Effect: v1.TaintEffectNoExecute}
+	x, y := base("a"), base("a")
+	x.Spec.Taints, y.Spec.Taints = []v1.Taint{one, two}, []v1.Taint{two, one}
+	if NodeFingerprint(x) != NodeFingerprint(y) {
+		t.Error("the order of a node's taints moves its fingerprint")
+	}
 	// The same label on one node or the other.
-	x, y := base("a"), base("b")
+	x, y = base("a"), base("b")
 	x.Labels["gpu"] = "h100"
 	moved, other := base("a"), base("b")
 	other.Labels["gpu"] = "h100"

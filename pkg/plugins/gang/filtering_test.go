@@ -262,14 +262,20 @@ func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 		t.Fatalf("p1 = %v, want rejected", s)
 	}
 	e.unreserve(p1)
-	activatedNow(e)
+	if got := activatedNow(e); len(got) != 0 {
+		t.Errorf("activated when p0 failed: %v, want nobody (no node change during its cycle)", got)
+	}
 	const refusedP0 = "gang team/train could not be placed when last tried (member p0 cannot be placed); it is retried when more room is free or a node changes"
 	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p0, nil); s.Message() != refusedP0 {
 		t.Errorf("PreFilter(p0) on the same snapshot = %v, want %q", s, refusedP0)
 	}
-	// The scheduler's cache applies the taint's removal: the snapshot shows a change the
-	// registry counted before the failure, and p0 retries.
+	// The scheduler's cache applies the taint's removal, and its event requeues p0 through
+	// Gang's hint (Gang's refusal is p0's only one): the snapshot shows a change the registry
+	// counted before the failure, and p0 retries.
 	snapshot.Snapshot = internalcache.NewSnapshot(nil, []*v1.Node{node1, untainted})
+	if h := hint(p0, e.plugin.isSchedulableAfterNodeChange, tainted, untainted); h != fwk.Queue {
+		t.Errorf("the taint removed does not requeue p0, retried for the gang: %v", h)
+	}
 	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p0, nil); s.Code() != fwk.Skip {
 		t.Errorf("PreFilter(p0) once the snapshot shows the taint removed = %v, want Skip", s)
 	}
@@ -327,6 +333,45 @@ func TestNodeChangeDuringTheFailedCycleWakesTheScout(t *testing.T) {
 				t.Fatalf("Permit(p0) = %v, want Wait", s)
 			}
 		}
+	}
+}
+
+// TestNodeFingerprintsFollowTheSnapshot: the cached sum is the sum of the nodes'
+// fingerprints; a node replaced by the scheduler's cache (a new object) is hashed again, the
+// same object is not, and a deleted node is forgotten.
+func TestNodeFingerprintsFollowTheSnapshot(t *testing.T) {
+	node := func(name, rack string) *v1.Node { return st.MakeNode().Name(name).Label("rack", rack).Obj() }
+	a, b := node("a", "r1"), node("b", "r1")
+	var f nodeFingerprints
+	sumOf := func(nodes ...*v1.Node) uint64 {
+		var s uint64
+		for _, n := range nodes {
+			s += podgroup.NodeFingerprint(n)
+		}
+		return s
+	}
+	list := func(nodes ...*v1.Node) []fwk.NodeInfo {
+		infos, err := internalcache.NewSnapshot(nil, nodes).NodeInfos().List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return infos
+	}
+	if got, want := f.sum(list(a, b)), sumOf(a, b); got != want {
+		t.Errorf("sum %x, want %x", got, want)
+	}
+	// The same object changed in place (never done by the cache) keeps its cached print:
+	// proof that it is not hashed again.
+	a.Labels["rack"] = "r2"
+	if got, want := f.sum(list(a, b)), sumOf(node("a", "r1"), b); got != want {
+		t.Errorf("the same node object was hashed again: sum %x, want %x", got, want)
+	}
+	moved := node("a", "r3")
+	if got, want := f.sum(list(moved, b)), sumOf(moved, b); got != want {
+		t.Errorf("a replaced node object was not hashed again: sum %x, want %x", got, want)
+	}
+	if got, want := f.sum(list(b)), sumOf(b); got != want || len(f.byName) != 1 {
+		t.Errorf("after a deletion: sum %x, want %x; %d nodes kept, want 1", got, want, len(f.byName))
 	}
 }
 

@@ -76,6 +76,8 @@ type Gang struct {
 	memberBatch map[types.UID]*batch
 	// openBatches are each gang's batches that have neither passed their barrier nor failed.
 	openBatches map[podgroup.Key]map[*batch]struct{}
+	// fingerprints is the nodes' fingerprints a gang waiting for room compares (unplaced.go).
+	fingerprints nodeFingerprints
 	// binds bounds the allowed members binding at once (binding.go).
 	binds *bindSlots
 	// firstReserved is when each gang's first member was reserved, for the time a gang
