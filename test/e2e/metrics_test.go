@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"sort"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // scrape parses the running scheduler's /metrics.
@@ -73,7 +75,15 @@ func TestSchedulerMetrics(t *testing.T) {
 	applyYAML(t, "metrics", gangJobYAML("gang", 4, 4, 1))
 	_, nodes := waitGangBound(t, "metrics", "gang", 4, time.Minute)
 	assertOneDomain(t, nodes, 8)
-	after := scrape(t)
+	// The gang's scheduling duration is observed in PostBind, after its last bind is visible.
+	var after map[string]*dto.MetricFamily
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		after = scrape(t)
+		name := "hypernode_gang_scheduling_duration_seconds"
+		return sample(after, name, nil)-sample(before, name, nil) >= 1, nil
+	}); err != nil {
+		t.Logf("the gang's scheduling duration was not observed within 10 s: %v", err)
+	}
 
 	type family struct {
 		Type   dto.MetricType

@@ -17,6 +17,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -82,7 +83,19 @@ func runDoc(t *testing.T, block string, vars map[string]string) string {
 // message contains text.
 func waitObjectEvent(t *testing.T, ns, kind, name, reason, text string) {
 	t.Helper()
-	selector := fields.Set{"involvedObject.kind": kind, "involvedObject.name": name, "reason": reason}.String()
+	waitObjectEventOf(t, ns, kind, name, "", reason, text)
+}
+
+// waitObjectEventOf is waitObjectEvent for the object of this UID only ("" for any): an
+// earlier object of the same name (another test's, or an earlier run's) may have had the
+// same Event.
+func waitObjectEventOf(t *testing.T, ns, kind, name string, uid types.UID, reason, text string) {
+	t.Helper()
+	set := fields.Set{"involvedObject.kind": kind, "involvedObject.name": name, "reason": reason}
+	if uid != "" {
+		set["involvedObject.uid"] = string(uid)
+	}
+	selector := set.String()
 	var seen []string
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		list, err := cluster.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: selector})
@@ -367,7 +380,11 @@ spec:
         pattern: "gpu-[0-"
 `)
 	t.Cleanup(func() { deleteHyperNodes(t, "bad-leaf") })
-	waitObjectEvent(t, "default", "HyperNode", "bad-leaf", "InvalidMember", "bad-leaf")
+	hn, err := runner.Clients.Topology.TopologyV1alpha1().HyperNodes().Get(context.Background(), "bad-leaf", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitObjectEventOf(t, "default", "HyperNode", "bad-leaf", hn.UID, "InvalidMember", "bad-leaf")
 }
 
 func deleteHyperNodes(t *testing.T, names ...string) {

@@ -59,7 +59,7 @@ func TestGangPreemptionCountsAZoneAntiAffinityGivenBack(t *testing.T) {
 			if diff := cmp.Diff([]string{"low-node-0"}, e.remaining("low-")); diff != "" {
 				t.Errorf("low-priority pods left (-want,+got):\n%s", diff)
 			}
-			if preempted := e.eventsByReason()["Preempted"]; len(preempted) != 2 {
+			if preempted := e.eventsOnceCounted("Preempted", 2); len(preempted) != 2 {
 				t.Errorf("Preempted events %v, want 2", preempted)
 			}
 		})

@@ -183,3 +183,16 @@ func (e *topoEnv) eventsByReason() map[string][]string {
 	}
 	return out
 }
+
+// eventsOnceCounted waits until the namespace has want Events of reason (they are written
+// asynchronously, and may land after what the test waited for) and returns their notes; it
+// returns whatever there is after a few seconds, for the caller's comparison to report.
+func (e *topoEnv) eventsOnceCounted(reason string, want int) []string {
+	e.t.Helper()
+	var notes []string
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		notes = e.eventsByReason()[reason]
+		return len(notes) == want, nil
+	})
+	return notes
+}

@@ -330,9 +330,11 @@ func TestDeletedBlockerWakesTheSource(t *testing.T) {
 			if diff := cmp.Diff(wanted.Spec, got.Spec); diff != "" {
 				t.Errorf("fixed.1's spec (-want,+got):\n%s", diff)
 			}
-			// One rebuild from the last answer: a deletion does not ask the external system.
-			if diff := cmp.Diff([]bool{true, false}, src.discoveries()); diff != "" {
-				t.Errorf("discoveries, by refresh (-want,+got):\n%s", diff)
+			// Rebuilds from the last answer: a deletion does not ask the external system. (The
+			// source's own create of fixed.1 wakes it once more, as any change of a HyperNode it
+			// owns does: that rebuild may or may not have run yet.)
+			if d := src.discoveries(); len(d) < 2 || !d[0] || slices.Contains(d[1:], true) {
+				t.Errorf("discoveries, by refresh: %v, want true (the first) and then only false", d)
 			}
 		})
 	}

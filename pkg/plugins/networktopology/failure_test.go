@@ -70,7 +70,11 @@ func TestFailedPlanIsReused(t *testing.T) {
 	counts(1, 3)
 
 	// A node added can help, but the back-off is still running: the failure is reused and
-	// the member is woken when the back-off ends.
+	// the member is woken when the back-off ends. (The back-off is set long here: a test
+	// goroutine slower than the real 1 s back-off would plan again.)
+	e.plugin.mu.Lock()
+	e.plugin.failures[key].retryAt = time.Now().Add(time.Hour)
+	e.plugin.mu.Unlock()
 	e.plugin.markAllStale()
 	preFilter(1)
 	counts(1, 4)
