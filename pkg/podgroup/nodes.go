@@ -32,6 +32,9 @@ func (r *Registry) MinResourcesShortfall(key Key, min v1.ResourceList) string {
 	r.mu.RUnlock()
 	if (short != "") != known {
 		r.mu.Lock()
+		// Again under the write lock: a node counted in between, before the group was
+		// remembered short, would wake nobody.
+		short = shortfall(min, r.clusterAllocatable)
 		if short != "" {
 			r.shortOfCluster.Insert(key)
 		} else {

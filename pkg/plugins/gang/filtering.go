@@ -35,7 +35,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	}
 	if info.PodGroup != nil && !info.PlacedByTopology() {
 		state.Write(nodeChangesKey, nodeChangesState(g.registry.NodeChanges()))
-		room := func(names []v1.ResourceName) podgroup.Room { return g.freeRoom(names, g.reservedMembers(key)) }
+		room := func(names []v1.ResourceName) podgroup.Room { return g.freeRoom(names, g.roundMembers(key)) }
 		u, retry, forgot := g.registry.RetryUnplaced(key, pod.UID, time.Now(), room)
 		if !retry {
 			// Not the member retried for the gang: it waits out of the queue.

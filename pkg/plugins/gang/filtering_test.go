@@ -397,3 +397,38 @@ func TestGangThatReservedNothingIsNotHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestRoomGivesBackOnlyTheOpenRound: what a held scout's room gives back is the gang's open
+// round (what a failure now would release), not members allowed and still binding: the
+// snapshot holds their nodes, and counting them free would retry the gang for nothing.
+func TestRoomGivesBackOnlyTheOpenRound(t *testing.T) {
+	e := newEnv(t, 60)
+	e.podGroup("train", 2, nil)
+	key := podgroup.Key{Namespace: ns, Name: "train"}
+	p0, p1 := member("p0", "train"), member("p1", "train")
+	for _, p := range []*v1.Pod{p0, p1} {
+		e.registry.SetPod(nil, p)
+	}
+	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
+		t.Fatalf("Permit(p0) = %v, want Wait", s)
+	}
+	names := func(pods []*v1.Pod) []string {
+		var out []string
+		for _, p := range pods {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"p0"}, names(e.plugin.roundMembers(key))); diff != "" {
+		t.Errorf("round members while p0 waits (-want,+got):\n%s", diff)
+	}
+	if s := e.reserveAndPermit(t, p1); !s.IsSuccess() {
+		t.Fatalf("Permit(p1) = %v, want allowed", s)
+	}
+	if got := names(e.plugin.roundMembers(key)); len(got) != 0 {
+		t.Errorf("round members once the gang is allowed (binding): %v, want none", got)
+	}
+	if got := len(e.registry.PlacedMembers(key)); got != 2 {
+		t.Errorf("the registry places %d members, want 2 (reserved, not bound)", got)
+	}
+}

@@ -71,14 +71,20 @@ func (g *Gang) nodeChangesAtStart(state fwk.CycleState) uint64 {
 	return uint64(n)
 }
 
-// reservedMembers are the gang's members reserved and not bound (the registry's pods of them
-// carry no node).
-func (g *Gang) reservedMembers(key podgroup.Key) []*v1.Pod {
-	var out []*v1.Pod
-	for _, m := range g.registry.PlacedMembers(key) {
-		if m.Pod.Spec.NodeName == "" {
-			out = append(out, m.Pod)
-		}
+// roundMembers are the members of the gang's open round, reserved and not allowed: what a
+// failure now would release, as the failure remembered gave back its round's. Members
+// allowed and still binding are not: the snapshot holds their nodes, and no failure releases
+// them.
+func (g *Gang) roundMembers(key podgroup.Key) []*v1.Pod {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := g.rounds[key]
+	if r == nil {
+		return nil
+	}
+	out := make([]*v1.Pod, 0, len(r.members))
+	for _, m := range r.members {
+		out = append(out, m)
 	}
 	return out
 }

@@ -134,10 +134,11 @@ func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, pod *v1.Pod, stat
 	}
 }
 
-// treeChanged retries the gangs whose last plan failed on an older tree. kube-scheduler's
-// queue and the tree cache watch HyperNodes through different informers: the queue's hint
-// can run the retried member before the cache has the change, and the member then reuses the
-// old failure; nothing else would wake it.
+// treeChanged retries the gangs whose last plan failed on an older tree, whose constraint an
+// older tree could not serve, and whose plan on an older tree places nobody. kube-scheduler's
+// queue and the tree cache watch HyperNodes and nodes through different handlers: the
+// queue's hint can run the retried member before the cache has the change, and the member
+// then reuses the old answer; nothing else would wake it.
 func (p *NetworkTopologyAware) treeChanged(logger klog.Logger, tree *hypernode.Snapshot) {
 	var keys []podgroup.Key
 	p.mu.Lock()
@@ -147,10 +148,37 @@ func (p *NetworkTopologyAware) treeChanged(logger klog.Logger, tree *hypernode.S
 			keys = append(keys, key)
 		}
 	}
+	for key, generation := range p.refused {
+		if generation != tree.Generation() {
+			delete(p.refused, key)
+			keys = append(keys, key)
+		}
+	}
+	for key := range p.deferring {
+		if plan := p.plans[key]; plan != nil && plan.waitsForRoom && plan.generation != tree.Generation() {
+			p.deferring.Delete(key)
+			keys = append(keys, key)
+		}
+	}
 	p.mu.Unlock()
 	if n := p.activateRetried(logger, keys); n > 0 {
 		logger.V(4).Info("HyperNode tree changed: gangs that failed on the old tree retried", "gangs", n)
 	}
+}
+
+// refuseConstraint refuses the member of a gang whose constraint the tree cannot serve, and
+// remembers the tree it was judged on, so that a change of the tree retries the gang
+// (treeChanged); when the tree changed already, after this cycle's snapshot, the member comes
+// back at once (it is in its cycle: kube-scheduler requeues it when the cycle ends).
+func (p *NetworkTopologyAware) refuseConstraint(logger klog.Logger, key podgroup.Key, pod *v1.Pod, info podgroup.Info, tree *hypernode.Snapshot, msg string) *fwk.Status {
+	p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
+	p.mu.Lock()
+	p.refused[key] = tree.Generation()
+	p.mu.Unlock()
+	if p.cache.Snapshot().Generation() != tree.Generation() {
+		podgroup.Activate(logger, p.handle, pod)
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
 // activateRetried activates the member each gang is retried through; it reports how many.

@@ -2,17 +2,20 @@ package networktopology
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	hnmetrics "github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
@@ -296,5 +299,69 @@ func TestFailureOnAnOlderTreeRetries(t *testing.T) {
 	defer e.activated.mu.Unlock()
 	if diff := cmp.Diff([][]string{{"big-0"}}, e.activated.calls); diff != "" {
 		t.Errorf("activations (-want,+got):\n%s", diff)
+	}
+}
+
+// TestRefusedConstraintRetriedWhenTheTreeChanges: a gang whose constraint names a tier no
+// HyperNode carries is refused; the queue's HyperNode event may run a member before the cache
+// has the HyperNode that fixes it, so the cache's change retries the gang (once), and a
+// refusal judged on a tree older than the cache's retries the member at once.
+func TestRefusedConstraintRetriedWhenTheTreeChanges(t *testing.T) {
+	e := newPlanEnv(t, map[string]int{"big": 2})
+	key := podgroup.Key{Namespace: "ns", Name: "big"}
+	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "big", UID: "pg-big",
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierName":"spine"}`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2},
+	})
+	_, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("big", 0))
+	if status.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(status.Message(), `"spine"`) {
+		t.Fatalf("PreFilter(big-0) = %v, want refused for the tier name", status)
+	}
+	e.activated.take()
+	e.plugin.treeChanged(klog.Background(), e.cache.Snapshot())
+	if got := e.activated.take(); len(got) != 0 {
+		t.Errorf("activated on the same tree: %v", got)
+	}
+	e.cache.SetHyperNode(hntesting.MakeHyperNode("spine").Tier(2).TierName("spine").Children("s0", "s1").Obj())
+	e.plugin.treeChanged(klog.Background(), e.cache.Snapshot())
+	e.plugin.treeChanged(klog.Background(), e.cache.Snapshot())
+	if diff := cmp.Diff([][]string{{"big-0"}}, e.activated.take()); diff != "" {
+		t.Errorf("activations after the tree changed (-want,+got):\n%s", diff)
+	}
+	if _, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("big", 0)); !status.IsSuccess() {
+		t.Errorf("PreFilter(big-0) on the fixed tree = %v", status)
+	}
+
+	older := e.cache.Snapshot()
+	e.cache.SetHyperNode(hntesting.MakeHyperNode("s3").Tier(1).Nodes("node-6").Obj())
+	e.activated.take()
+	e.plugin.refuseConstraint(klog.Background(), key, e.pod("big", 1), e.registry.Info(key), older, "refused on an older tree")
+	if diff := cmp.Diff([][]string{{"big-1"}}, e.activated.take()); diff != "" {
+		t.Errorf("activations after a refusal on an older tree (-want,+got):\n%s", diff)
+	}
+}
+
+// TestPlanThatPlacesNobodyRetriedWhenTheTreeChanges: a plan that places nobody (the job's
+// other sub-groups find no room next to its running members) no longer answers on a newer
+// tree; the tree's change retries the gang through one member, once.
+func TestPlanThatPlacesNobodyRetriedWhenTheTreeChanges(t *testing.T) {
+	e, pod, _ := newRunningJobEnv(t, `[{"name":"tp","subGroupSize":1,"matchLabelKeys":["partition"]}]`)
+	e.registry.SetPod(nil, pod(2))
+	e.registry.SetPod(nil, pod(3))
+	e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), pod(2))
+	if plan := e.plan("e"); plan == nil || !plan.waitsForRoom {
+		t.Fatalf("plan %+v, want one that places nobody", plan)
+	}
+	e.activated.take()
+	e.plugin.treeChanged(klog.Background(), e.cache.Snapshot())
+	if got := e.activated.take(); len(got) != 0 {
+		t.Errorf("activated on the same tree: %v", got)
+	}
+	e.cache.SetHyperNode(hntesting.MakeHyperNode("s9").Tier(1).Obj())
+	e.plugin.treeChanged(klog.Background(), e.cache.Snapshot())
+	e.plugin.treeChanged(klog.Background(), e.cache.Snapshot())
+	if diff := cmp.Diff([][]string{{"e-2"}}, e.activated.take()); diff != "" {
+		t.Errorf("activations after the tree changed (-want,+got):\n%s", diff)
 	}
 }

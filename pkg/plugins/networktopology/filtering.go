@@ -44,8 +44,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	}
 	tree := p.cache.Snapshot()
 	if msg := constraintProblem(tree, key, info); msg != "" {
-		p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		return nil, p.refuseConstraint(klog.FromContext(ctx), key, pod, info, tree, msg)
 	}
 
 	// This member's attempt is running: the next cluster event may requeue the gang again.

@@ -160,9 +160,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	gang := p.registry.Gang(key).Including(pod)
 	req, err := placement.GangRequest(tree, gang)
 	if err != nil {
-		msg := fmt.Sprintf("PodGroup %s: %v", key, err)
-		p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		return nil, p.refuseConstraint(logger, key, pod, info, tree, fmt.Sprintf("PodGroup %s: %v", key, err))
 	}
 	shapes := shapesOf(gang.Pending)
 	simState, status := p.simulationState(ctx, pod)
@@ -339,6 +337,12 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 		p.deferring.Insert(key)
 	}
 	p.mu.Unlock()
+	if plan.waitsForRoom && p.cache.Snapshot().Generation() != plan.generation {
+		// The tree changed while the plan was made, and its listener (treeChanged) ran
+		// before this plan existed: the plan no longer answers, and nothing else would
+		// retry the members it leaves out.
+		podgroup.Activate(logger, p.handle, pod)
+	}
 	p.releaseHeld(logger, key)
 	if len(releasedOld) > 0 {
 		// Its old promises may have kept another gang out.
@@ -376,6 +380,7 @@ func (p *NetworkTopologyAware) forget(key podgroup.Key) {
 	delete(p.plans, key)
 	p.forgetFailureLocked(key)
 	p.deferring.Delete(key)
+	delete(p.refused, key)
 	p.mu.Unlock()
 	p.releaseHeld(klog.Background(), key)
 	p.withdraw(withdrawn)

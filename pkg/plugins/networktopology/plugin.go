@@ -88,6 +88,10 @@ type NetworkTopologyAware struct {
 	failuresRecorded uint64
 	lastFreed        freedMark
 	allStaleAt       uint64
+	// refused are the gangs whose constraint the tree could not serve (a tier name no
+	// HyperNode carries, an ambiguous one), by the generation of the tree they were refused
+	// on: a change of the tree retries them (treeChanged).
+	refused map[podgroup.Key]uint64
 	// deferring are the gangs with sub-groups deferred for lack of room; they are activated
 	// when another gang's promised slots are released, since no cluster event announces that.
 	deferring sets.Set[podgroup.Key]
@@ -154,6 +158,7 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		plans:     map[podgroup.Key]*gangPlan{},
 		failures:  map[podgroup.Key]*planFailure{},
 		deferring: sets.New[podgroup.Key](),
+		refused:   map[podgroup.Key]uint64{},
 	}
 	registry.OnGroupDelete(p.forget)
 	p.nominations = podstatus.NewWriter("hypernode-nominations", handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister(), p.nominationUpdate)
