@@ -35,7 +35,10 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	}
 	if info.PodGroup != nil && !info.PlacedByTopology() {
 		state.Write(nodeChangesKey, nodeChangesState(g.registry.NodeChanges()))
-		room := func(names []v1.ResourceName) podgroup.Room { return g.freeRoom(names, g.roundMembers(key)) }
+		// Nothing of the gang's own is given back: while it is held its round is empty (the
+		// failure rejected it; a Reserve ends the hold), and members allowed and still binding
+		// hold their nodes.
+		room := func(names []v1.ResourceName) podgroup.Room { return g.freeRoom(names, nil) }
 		u, retry, forgot := g.registry.RetryUnplaced(key, pod.UID, time.Now(), room)
 		if !retry {
 			// Not the member retried for the gang: it waits out of the queue.

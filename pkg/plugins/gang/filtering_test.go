@@ -2,6 +2,7 @@ package gang
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
@@ -398,37 +399,36 @@ func TestGangThatReservedNothingIsNotHeld(t *testing.T) {
 	}
 }
 
-// TestRoomGivesBackOnlyTheOpenRound: what a held scout's room gives back is the gang's open
-// round (what a failure now would release), not members allowed and still binding: the
-// snapshot holds their nodes, and counting them free would retry the gang for nothing.
-func TestRoomGivesBackOnlyTheOpenRound(t *testing.T) {
-	e := newEnv(t, 60)
+// TestHeldScoutCountsNoBindingMemberAsRoom: members allowed and still binding hold their
+// nodes in the snapshot, though the registry has them without a node yet: a held scout's room
+// does not count them free, so their binding does not retry the gang for nothing.
+func TestHeldScoutCountsNoBindingMemberAsRoom(t *testing.T) {
+	node := st.MakeNode().Name("node-1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
+	e := newEnvOn(t, 60, internalcache.NewSnapshot(nil, []*v1.Node{node}))
 	e.podGroup("train", 2, nil)
 	key := podgroup.Key{Namespace: ns, Name: "train"}
-	p0, p1 := member("p0", "train"), member("p1", "train")
-	for _, p := range []*v1.Pod{p0, p1} {
+	withCPU := func(p *v1.Pod) *v1.Pod {
+		p.Spec.Containers = []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}}}
+		return p
+	}
+	p0, p1, p2 := withCPU(member("p0", "train")), withCPU(member("p1", "train")), withCPU(member("p2", "train"))
+	for _, p := range []*v1.Pod{p0, p1, p2} {
 		e.registry.SetPod(nil, p)
+		e.registry.MarkAttempted(p)
 	}
 	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}
-	names := func(pods []*v1.Pod) []string {
-		var out []string
-		for _, p := range pods {
-			out = append(out, p.Name)
-		}
-		return out
-	}
-	if diff := cmp.Diff([]string{"p0"}, names(e.plugin.roundMembers(key))); diff != "" {
-		t.Errorf("round members while p0 waits (-want,+got):\n%s", diff)
-	}
 	if s := e.reserveAndPermit(t, p1); !s.IsSuccess() {
 		t.Fatalf("Permit(p1) = %v, want allowed", s)
 	}
-	if got := names(e.plugin.roundMembers(key)); len(got) != 0 {
-		t.Errorf("round members once the gang is allowed (binding): %v, want none", got)
-	}
 	if got := len(e.registry.PlacedMembers(key)); got != 2 {
-		t.Errorf("the registry places %d members, want 2 (reserved, not bound)", got)
+		t.Fatalf("the registry places %d members, want 2 (allowed, not bound)", got)
+	}
+	// p2 failed with the snapshot's room (what a failure with no round gives back).
+	e.registry.MarkUnplaced(key, p2.UID, "member p2 cannot be placed", time.Now(), e.plugin.freeRoom([]v1.ResourceName{v1.ResourceCPU}, nil), e.registry.NodeChanges())
+	const refused = "gang team/train could not be placed when last tried (member p2 cannot be placed); it is retried when more room is free or a node changes"
+	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p2, nil); s.Message() != refused {
+		t.Errorf("PreFilter(p2) = %v, want %q (the binding members are no room)", s, refused)
 	}
 }

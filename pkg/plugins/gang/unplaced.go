@@ -71,24 +71,6 @@ func (g *Gang) nodeChangesAtStart(state fwk.CycleState) uint64 {
 	return uint64(n)
 }
 
-// roundMembers are the members of the gang's open round, reserved and not allowed: what a
-// failure now would release, as the failure remembered gave back its round's. Members
-// allowed and still binding are not: the snapshot holds their nodes, and no failure releases
-// them.
-func (g *Gang) roundMembers(key podgroup.Key) []*v1.Pod {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	r := g.rounds[key]
-	if r == nil {
-		return nil
-	}
-	out := make([]*v1.Pod, 0, len(r.members))
-	for _, m := range r.members {
-		out = append(out, m)
-	}
-	return out
-}
-
 // nodeFingerprints keeps each node's podgroup.NodeFingerprint for the node object it was
 // computed from: the scheduler's cache replaces the object only when the node changes, so a
 // held scout's cycle hashes only the nodes that changed since the last one (hashing every

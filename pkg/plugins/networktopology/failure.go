@@ -155,14 +155,16 @@ func (p *NetworkTopologyAware) treeChanged(logger klog.Logger, tree *hypernode.S
 		}
 	}
 	for key := range p.deferring {
-		if plan := p.plans[key]; plan != nil && plan.waitsForRoom && plan.generation != tree.Generation() {
-			p.deferring.Delete(key)
+		// Kept among the deferring gangs: a release of promised slots must still wake it if
+		// this retry does not plan.
+		if plan := p.plans[key]; plan != nil && plan.waitsForRoom && plan.generation != tree.Generation() && !plan.treeWoken {
+			plan.treeWoken = true
 			keys = append(keys, key)
 		}
 	}
 	p.mu.Unlock()
 	if n := p.activateRetried(logger, keys); n > 0 {
-		logger.V(4).Info("HyperNode tree changed: gangs that failed on the old tree retried", "gangs", n)
+		logger.V(4).Info("HyperNode tree changed: gangs answered on the old tree retried", "gangs", n)
 	}
 }
 
@@ -172,10 +174,17 @@ func (p *NetworkTopologyAware) treeChanged(logger klog.Logger, tree *hypernode.S
 // back at once (it is in its cycle: kube-scheduler requeues it when the cycle ends).
 func (p *NetworkTopologyAware) refuseConstraint(logger klog.Logger, key podgroup.Key, pod *v1.Pod, info podgroup.Info, tree *hypernode.Snapshot, msg string) *fwk.Status {
 	p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
+	if info.TopologyErr != nil {
+		// An annotation that does not parse: only a change of the PodGroup can fix it.
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	p.mu.Lock()
 	p.refused[key] = tree.Generation()
 	p.mu.Unlock()
 	if p.cache.Snapshot().Generation() != tree.Generation() {
+		p.mu.Lock()
+		delete(p.refused, key)
+		p.mu.Unlock()
 		podgroup.Activate(logger, p.handle, pod)
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
@@ -191,11 +200,13 @@ func (p *NetworkTopologyAware) activateRetried(logger klog.Logger, keys []podgro
 }
 
 // releaseHeld ends the gang's retry hold and activates its pending members: no cluster event
-// requeues a held member.
-func (p *NetworkTopologyAware) releaseHeld(logger klog.Logger, key podgroup.Key) {
+// requeues a held member. It reports whether there was a hold.
+func (p *NetworkTopologyAware) releaseHeld(logger klog.Logger, key podgroup.Key) bool {
 	if p.registry.ReleaseRetry(key) {
 		p.registry.ActivatePending(logger, p.handle, key)
+		return true
 	}
+	return false
 }
 
 // forgetFailure drops the gang's failure (it planned, or it is gone). p.mu must be held.

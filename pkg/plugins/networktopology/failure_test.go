@@ -332,6 +332,10 @@ func TestRefusedConstraintRetriedWhenTheTreeChanges(t *testing.T) {
 	if _, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("big", 0)); !status.IsSuccess() {
 		t.Errorf("PreFilter(big-0) on the fixed tree = %v", status)
 	}
+	// The plan brings back the member refused before it (no hold: nothing else would).
+	if diff := cmp.Diff([][]string{{"big-1"}}, e.activated.take()); diff != "" {
+		t.Errorf("activations after the plan (-want,+got):\n%s", diff)
+	}
 
 	older := e.cache.Snapshot()
 	e.cache.SetHyperNode(hntesting.MakeHyperNode("s3").Tier(1).Nodes("node-6").Obj())
@@ -363,5 +367,30 @@ func TestPlanThatPlacesNobodyRetriedWhenTheTreeChanges(t *testing.T) {
 	e.plugin.treeChanged(klog.Background(), e.cache.Snapshot())
 	if diff := cmp.Diff([][]string{{"e-2"}}, e.activated.take()); diff != "" {
 		t.Errorf("activations after the tree changed (-want,+got):\n%s", diff)
+	}
+	e.plugin.mu.Lock()
+	deferring := e.plugin.deferring.Has(podgroup.Key{Namespace: "ns", Name: "e"})
+	e.plugin.mu.Unlock()
+	if !deferring {
+		t.Error("the tree's retry took the gang off the deferring gangs: a release of promised slots would not wake it if the retry does not plan")
+	}
+
+	// A plan that places nobody, made on a tree older than the cache's (its listener ran
+	// before the plan existed), retries its member at once.
+	older := e.cache.Snapshot()
+	e.cache.SetHyperNode(hntesting.MakeHyperNode("s8").Tier(1).Obj())
+	nodes, err := e.snapshot.NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := podgroup.Key{Namespace: "ns", Name: "e"}
+	if _, status := e.plugin.makePlan(e.ctx, framework.NewCycleState(), pod(3), key, e.registry.Info(key), older, nodes); !status.IsSuccess() {
+		t.Fatalf("makePlan(e-3) = %v", status)
+	}
+	if plan := e.plan("e"); plan == nil || !plan.waitsForRoom || plan.generation != older.Generation() {
+		t.Fatalf("plan %+v, want one that places nobody, on the older tree", plan)
+	}
+	if diff := cmp.Diff([][]string{{"e-3"}}, e.activated.take()); diff != "" {
+		t.Errorf("activations after a plan on an older tree (-want,+got):\n%s", diff)
 	}
 }

@@ -12,23 +12,28 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// TestStateIsBoundedByLiveGangs: 1,000 gangs are planned (half of them fit, half cannot) and
-// deleted; no plan, failure or Event memory is left behind.
+// TestStateIsBoundedByLiveGangs: 1,000 gangs are planned (half of them fit, half cannot; a
+// third are refused for a tier name the tree lacks) and deleted; no plan, failure, refusal or
+// Event memory is left behind.
 func TestStateIsBoundedByLiveGangs(t *testing.T) {
 	e := newPlanEnv(t, nil)
 	for i := range 1000 {
 		group := fmt.Sprintf("g-%d", i)
 		size := 1 + 2*(i%2) // 1 fits in a leaf of two nodes, 3 never does
+		constraint, refused := `{"highestTierAllowed":1}`, i%3 == 2
+		if refused {
+			constraint = `{"mode":"hard","highestTierName":"missing"}`
+		}
 		e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: group, UID: types.UID("pg-" + group),
-				Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`}},
+				Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: constraint}},
 			Spec: schedulingv1alpha1.PodGroupSpec{MinMember: int32(size)},
 		})
 		for j := range size {
 			e.registry.SetPod(nil, e.pod(group, j))
 		}
 		_, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod(group, 0))
-		if status.IsSuccess() != (size == 1) {
+		if status.IsSuccess() != (size == 1 && !refused) {
 			t.Fatalf("gang %s of %d: PreFilter = %v", group, size, status)
 		}
 		for j := range size {
@@ -38,8 +43,8 @@ func TestStateIsBoundedByLiveGangs(t *testing.T) {
 	}
 	e.plugin.mu.Lock()
 	defer e.plugin.mu.Unlock()
-	if len(e.plugin.plans)+len(e.plugin.failures)+e.plugin.deferring.Len() != 0 {
-		t.Errorf("left: %d plans, %d failures, %d deferring", len(e.plugin.plans), len(e.plugin.failures), e.plugin.deferring.Len())
+	if len(e.plugin.plans)+len(e.plugin.failures)+e.plugin.deferring.Len()+len(e.plugin.refused) != 0 {
+		t.Errorf("left: %d plans, %d failures, %d deferring, %d refused", len(e.plugin.plans), len(e.plugin.failures), e.plugin.deferring.Len(), len(e.plugin.refused))
 	}
 	if n := e.plugin.events.Len(); n != 0 {
 		t.Errorf("the Event log remembers %d deleted gangs", n)

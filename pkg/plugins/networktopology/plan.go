@@ -68,6 +68,8 @@ type gangPlan struct {
 	made         time.Time
 	generation   uint64
 	revision     int
+	// treeWoken says a newer tree has retried the gang since this plan (treeChanged).
+	treeWoken bool
 }
 
 // leftOutReuse bounds how long a plan that places nobody answers the left-out members: room
@@ -343,7 +345,19 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 		// retry the members it leaves out.
 		podgroup.Activate(logger, p.handle, pod)
 	}
-	p.releaseHeld(logger, key)
+	if !p.releaseHeld(logger, key) && len(result.PodLeaf) > 1 {
+		// Members refused before this plan (its constraint could not be served, or a plan
+		// that placed nobody) wait in the queue for an event; Gang's Permit activates them
+		// only when a round starts to wait, and a member allowed at once (the job runs
+		// already) starts none.
+		others := make([]*v1.Pod, 0, len(result.PodLeaf)-1)
+		for name := range result.PodLeaf {
+			if other := pendingPods[name]; other != nil && name != pod.Name {
+				others = append(others, other)
+			}
+		}
+		podgroup.Activate(logger, p.handle, others...)
+	}
 	if len(releasedOld) > 0 {
 		// Its old promises may have kept another gang out.
 		p.promisesReleased(logger, releasedOld)
