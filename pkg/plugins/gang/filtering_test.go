@@ -182,10 +182,7 @@ func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 	e := newEnvOn(t, 60, snapshot)
 	e.podGroup("train", 2, nil)
 	p0, p1 := member("p0", "train"), member("p1", "train")
-	for _, p := range []*v1.Pod{p0, p1} {
-		e.registry.SetPod(nil, p)
-		e.registry.MarkAttempted(p)
-	}
+	e.attempted(p0, p1)
 	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}
@@ -298,10 +295,7 @@ func TestNodeChangeDuringTheFailedCycleWakesTheScout(t *testing.T) {
 	e := newEnv(t, 60)
 	e.podGroup("train", 2, nil)
 	p0, p1 := member("p0", "train"), member("p1", "train")
-	for _, p := range []*v1.Pod{p0, p1} {
-		e.registry.SetPod(nil, p)
-		e.registry.MarkAttempted(p)
-	}
+	e.attempted(p0, p1)
 	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}
@@ -412,10 +406,7 @@ func TestHeldScoutCountsNoBindingMemberAsRoom(t *testing.T) {
 		return p
 	}
 	p0, p1, p2 := withCPU(member("p0", "train")), withCPU(member("p1", "train")), withCPU(member("p2", "train"))
-	for _, p := range []*v1.Pod{p0, p1, p2} {
-		e.registry.SetPod(nil, p)
-		e.registry.MarkAttempted(p)
-	}
+	e.attempted(p0, p1, p2)
 	if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}

@@ -120,6 +120,16 @@ func (e *env) gangOfThree(minMember int32) []*v1.Pod {
 	return pods
 }
 
+// attempted adds the pods to the registry as members that went through a scheduling cycle
+// (only those are held), and returns them.
+func (e *env) attempted(pods ...*v1.Pod) []*v1.Pod {
+	for _, p := range pods {
+		e.registry.SetPod(nil, p)
+		e.registry.MarkAttempted(p)
+	}
+	return pods
+}
+
 func member(name, group string) *v1.Pod {
 	return st.MakePod().Namespace(ns).Name(name).UID(name).Label(schedulingv1alpha1.PodGroupLabel, group).Obj()
 }
