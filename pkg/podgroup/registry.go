@@ -53,6 +53,8 @@ type Registry struct {
 	unplaced    sets.Set[Key]
 	scoutWakers []func(Key, *v1.Pod)
 	nodeChanges uint64
+	// now is the registry's clock (a fake one in tests).
+	now func() time.Time
 
 	synced    []cache.InformerSynced
 	listeners []func(Key, bool)
@@ -104,9 +106,9 @@ type group struct {
 	retryHeld bool
 	scout     types.UID
 	// unplaced is the last failure of a gang placed member by member (unplaced.go);
-	// scoutWoken says a node change woke its scout, which has not tried since.
+	// scoutWokenAt is when a node change last woke its scout (nodesChanged).
 	unplaced   *Unplaced
-	scoutWoken bool
+	scoutWokenAt time.Time
 	// attempted are the members that went through a scheduling cycle: only those are held
 	// (retry.go).
 	attempted sets.Set[types.UID]
@@ -178,6 +180,7 @@ func New() *Registry {
 		clusterAllocatable: v1.ResourceList{},
 		shortOfCluster:     sets.New[Key](),
 		unplaced:           sets.New[Key](),
+		now:                time.Now,
 	}
 }
 

@@ -401,8 +401,8 @@ func TestFitNowhereByShape(t *testing.T) {
 // its cycle's snapshot offer more than at the failure (more free of one of the failure's
 // resources, counted only for those, or the nodes changed) or after UnplacedMaxAge; not for
 // the same room or less, whatever the registry's own node events said (its informer may be
-// ahead of the snapshot). A node event wakes the scout, once until it tries; one during the
-// failed attempt wakes it at once. A retry ends the hold, once.
+// ahead of the snapshot). A node event wakes the scout, at most once per ScoutWakeInterval;
+// one during the failed attempt wakes it at once. A retry ends the hold, once.
 func TestRetryUnplaced(t *testing.T) {
 	key := Key{Namespace: "ns", Name: "g"}
 	at := time.Now()
@@ -436,6 +436,8 @@ func TestRetryUnplaced(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := New()
+			clock := at
+			r.now = func() time.Time { return clock }
 			var woken []string
 			r.OnScoutWake(func(k Key, scout *v1.Pod) { woken = append(woken, k.String()+" "+scout.Name) })
 			r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
@@ -472,10 +474,22 @@ func TestRetryUnplaced(t *testing.T) {
 			if tc.retry || tc.asker != "b" {
 				return
 			}
-			// The scout tried and stays held: the next node event wakes it again.
+			// The scout tried and stays held: node events wake it again, once the interval
+			// since the last wake-up has passed.
 			woken = nil
+			clock = clock.Add(ScoutWakeInterval - time.Second)
 			r.SetNode(nil, st.MakeNode().Name("node-3").Obj())
-			if diff := cmp.Diff([]string{"ns/g b"}, woken); diff != "" {
+			want := []string{"ns/g b"}
+			if tc.nodeAdded {
+				want = nil // woken a moment ago
+				if diff := cmp.Diff(want, woken); diff != "" {
+					t.Errorf("woken within the interval (-want,+got):\n%s", diff)
+				}
+				clock = clock.Add(time.Second)
+				r.SetNode(nil, st.MakeNode().Name("node-4").Obj())
+				want = []string{"ns/g b"}
+			}
+			if diff := cmp.Diff(want, woken); diff != "" {
 				t.Errorf("woken after the scout tried (-want,+got):\n%s", diff)
 			}
 		})

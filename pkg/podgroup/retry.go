@@ -62,7 +62,7 @@ func (g *group) releaseRetryLocked() bool {
 		return false
 	}
 	g.retryHeld, g.scout = false, ""
-	g.unplaced, g.scoutWoken = nil, false
+	g.unplaced = nil
 	return true
 }
 

@@ -76,7 +76,7 @@ func (r *Registry) MarkUnplaced(key Key, scout types.UID, why string, now time.T
 		return false
 	}
 	g.retryHeld, g.scout = true, scout
-	g.unplaced, g.scoutWoken = &Unplaced{Why: why, At: now, Room: room}, false
+	g.unplaced = &Unplaced{Why: why, At: now, Room: room}
 	r.unplaced.Insert(key)
 	return r.nodeChanges != nodeChangesAtStart
 }
@@ -91,10 +91,16 @@ func (r *Registry) OnScoutWake(f func(Key, *v1.Pod)) {
 	r.scoutWakers = append(r.scoutWakers, f)
 }
 
+// ScoutWakeInterval is the least time between two wake-ups of a gang's scout by node changes:
+// an activated pod skips kube-scheduler's back-off (at most 10 s), and nodes that keep
+// changing (a rollout that relabels every node, a flapping not-ready taint) must not run a
+// whole round of the gang per change. kube-scheduler's own hints still requeue the scout,
+// through the back-off.
+const ScoutWakeInterval = 10 * time.Second
+
 // nodesChanged is told of a node added, or whose allocatable, labels, taints or
-// schedulability changed: the scout of each gang waiting for room is woken, once until it
-// tries again (a rollout that relabels every node wakes it once, not once per node).
-// O(gangs waiting for room); node changes are rare.
+// schedulability changed: the scout of each gang waiting for room is woken, at most once per
+// ScoutWakeInterval. O(gangs waiting for room); node changes are rare.
 func (r *Registry) nodesChanged() {
 	type wake struct {
 		key   Key
@@ -103,17 +109,18 @@ func (r *Registry) nodesChanged() {
 	var woken []wake
 	r.mu.Lock()
 	r.nodeChanges++
+	now := r.now()
 	for key := range r.unplaced {
 		g := r.groups[key]
 		if g == nil || g.unplaced == nil {
 			r.unplaced.Delete(key)
 			continue
 		}
-		if g.scoutWoken {
+		if now.Sub(g.scoutWokenAt) < ScoutWakeInterval {
 			continue
 		}
 		if scout := g.members[g.scout]; scout != nil && g.pendingLocked(g.scout) {
-			g.scoutWoken = true
+			g.scoutWokenAt = now
 			woken = append(woken, wake{key, scout})
 		}
 	}
@@ -146,19 +153,15 @@ func (r *Registry) RetryUnplaced(key Key, uid types.UID, now time.Time, room fun
 	if uid != scout {
 		return u, false, false
 	}
-	retry = now.Sub(u.At) >= UnplacedMaxAge || room(slices.Sorted(maps.Keys(u.Room.Free))).OffersMoreThan(u.Room)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g = r.groups[key]
-	if g == nil || g.unplaced != u {
-		return nil, true, false
-	}
-	if !retry {
-		// Tried: the next node change wakes the scout again.
-		g.scoutWoken = false
+	if now.Sub(u.At) < UnplacedMaxAge && !room(slices.Sorted(maps.Keys(u.Room.Free))).OffersMoreThan(u.Room) {
 		return u, false, false
 	}
-	return nil, true, g.releaseRetryLocked()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if g := r.groups[key]; g != nil && g.unplaced == u {
+		return nil, true, g.releaseRetryLocked()
+	}
+	return nil, true, false
 }
 
 // NodeChanges counts the node changes the registry saw (nodesChanged), so that one during a
