@@ -107,7 +107,7 @@ type group struct {
 	scout     types.UID
 	// unplaced is the last failure of a gang placed member by member (unplaced.go);
 	// scoutWokenAt is when a node change last woke its scout (nodesChanged).
-	unplaced   *Unplaced
+	unplaced     *Unplaced
 	scoutWokenAt time.Time
 	// attempted are the members that went through a scheduling cycle: only those are held
 	// (retry.go).
