@@ -82,7 +82,8 @@ func TestUnconstrainedGangWaitsQuietlyForRoom(t *testing.T) {
 	startScheduler(t, nil)
 	names := e.gang("train", 2, "", cpu("8"))
 	e.waitConditionOnAny(names, v1.PodReasonUnschedulable, "could not be placed when last tried")
-	// Nothing happens in the cluster now, so no member is tried again.
+	// Nothing happens in the cluster now, so no member is tried again: for longer than
+	// kube-scheduler's longest back-off (10 s), so that a loop through the back-off shows too.
 	attempts := func() float64 {
 		v, err := testutil.GetCounterMetricValue(schedmetrics.PreemptionAttempts)
 		if err != nil {
@@ -91,7 +92,7 @@ func TestUnconstrainedGangWaitsQuietlyForRoom(t *testing.T) {
 		return v
 	}
 	quiet := attempts()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Second, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 11*time.Second, true, func(context.Context) (bool, error) {
 		return attempts() != quiet, nil
 	})
 	if err == nil {
