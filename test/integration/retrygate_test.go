@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
@@ -82,21 +83,26 @@ func TestUnconstrainedGangWaitsQuietlyForRoom(t *testing.T) {
 	startScheduler(t, nil)
 	names := e.gang("train", 2, "", cpu("8"))
 	e.waitConditionOnAny(names, v1.PodReasonUnschedulable, "could not be placed when last tried")
-	// Nothing happens in the cluster now, so no member is tried again: for longer than
-	// kube-scheduler's longest back-off (10 s), so that a loop through the back-off shows too.
-	attempts := func() float64 {
-		v, err := testutil.GetCounterMetricValue(schedmetrics.PreemptionAttempts)
-		if err != nil {
-			t.Fatal(err)
+	// Nothing happens in the cluster now, so no member is tried again: no scheduling cycle
+	// (a cycle refused in PreFilter counts too, and preemption is not tried in those), for
+	// longer than kube-scheduler's longest back-off (10 s), so that a loop through the
+	// back-off shows too. Counted from when the failed round's cycles are over (no cycle for
+	// 2 s; a fast spin never gets there).
+	quiet := scheduleAttempts(t)
+	settled := time.Now()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, boundTimeout, true, func(context.Context) (bool, error) {
+		if now := scheduleAttempts(t); now != quiet {
+			quiet, settled = now, time.Now()
 		}
-		return v
+		return time.Since(settled) >= 2*time.Second, nil
+	}); err != nil {
+		t.Fatalf("the gang's members kept being tried (%v scheduling attempts)", quiet)
 	}
-	quiet := attempts()
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 11*time.Second, true, func(context.Context) (bool, error) {
-		return attempts() != quiet, nil
+		return scheduleAttempts(t) != quiet, nil
 	})
 	if err == nil {
-		t.Errorf("the gang was tried again (%v preemption attempts, %v before) while nothing changed", attempts(), quiet)
+		t.Errorf("the gang was tried again (%v scheduling attempts, %v before) while nothing changed", scheduleAttempts(t), quiet)
 	}
 	for pod, node := range e.bound() {
 		if strings.HasPrefix(pod, "train-") {
@@ -107,4 +113,28 @@ func TestUnconstrainedGangWaitsQuietlyForRoom(t *testing.T) {
 	if diff := cmp.Diff([]string{"node-1", "node-2"}, nodeSet(e.waitBound(names))); diff != "" {
 		t.Errorf("gang nodes (-want,+got):\n%s", diff)
 	}
+}
+
+// scheduleAttempts sums kube-scheduler's scheduler_schedule_attempts_total of our profile, over
+// its results: one per scheduling cycle.
+func scheduleAttempts(t *testing.T) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != "scheduler_schedule_attempts_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "profile" && l.GetValue() == plugins.SchedulerName {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }

@@ -170,7 +170,7 @@ func TestLaterBatchSharesTheFateOfTheOneItCounted(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 60)
-			pods := e.gangOfThree(2)
+			pods := e.gangOf(2, 3)
 			p0, p1, p2 := pods[0], pods[1], pods[2]
 			if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
 				t.Fatalf("Permit(p0) = %v, want Wait", s)
@@ -262,7 +262,7 @@ func TestBindSlots(t *testing.T) {
 func TestBatchBindsThroughSlots(t *testing.T) {
 	e := newEnv(t, 60)
 	e.plugin.binds = newBindSlots(2)
-	pods := e.gangOfThree(3)
+	pods := e.gangOf(3, 3)
 	for i, p := range pods {
 		want := fwk.Wait
 		if i == len(pods)-1 {

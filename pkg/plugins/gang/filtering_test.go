@@ -48,7 +48,7 @@ func TestMinResources(t *testing.T) {
 // records an Event for it.
 func TestMemberHeldBehindTheBlocker(t *testing.T) {
 	e := newEnv(t, 60)
-	pods := e.gangOfThree(3)
+	pods := e.gangOf(3, 3)
 	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}
@@ -79,7 +79,7 @@ func TestMemberHeldBehindTheBlocker(t *testing.T) {
 // minMember placed is told the gang runs without it; nothing is rejected or reported.
 func TestExtraMemberOfARunningGang(t *testing.T) {
 	e := newEnv(t, 60)
-	pods := e.gangOfThree(2)
+	pods := e.gangOf(2, 3)
 	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}
@@ -381,7 +381,7 @@ type swappableSnapshot struct {
 // was released to spin on, and the others may make minMember without it.
 func TestGangThatReservedNothingIsNotHeld(t *testing.T) {
 	e := newEnv(t, 60)
-	pods := e.gangOfThree(2)
+	pods := e.gangOf(2, 3)
 	for _, p := range pods {
 		e.registry.MarkAttempted(p)
 	}

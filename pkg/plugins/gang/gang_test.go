@@ -110,12 +110,13 @@ func (e *env) podGroup(name string, minMember int32, timeout *int32) {
 	})
 }
 
-// gangOfThree creates the gang "train" with minMember and its members p0, p1 and p2.
-func (e *env) gangOfThree(minMember int32) []*v1.Pod {
+// gangOf creates the gang "train" with minMember and its members p0 to p<size-1>.
+func (e *env) gangOf(minMember int32, size int) []*v1.Pod {
 	e.podGroup("train", minMember, nil)
-	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train")}
-	for _, p := range pods {
-		e.registry.SetPod(nil, p)
+	pods := make([]*v1.Pod, size)
+	for i := range pods {
+		pods[i] = member(fmt.Sprintf("p%d", i), "train")
+		e.registry.SetPod(nil, pods[i])
 	}
 	return pods
 }

@@ -19,7 +19,7 @@ import (
 // once; the pending members are activated when the first one waits.
 func TestPermitAllOrNothing(t *testing.T) {
 	e := newEnv(t, 60)
-	pods := e.gangOfThree(3)
+	pods := e.gangOf(3, 3)
 	// The third member made the group ready: the registry's listener activated them all.
 	e.activator.mu.Lock()
 	if diff := cmp.Diff([]string{"team/p0", "team/p1", "team/p2"}, sorted(e.activator.activated)); diff != "" {
@@ -58,7 +58,7 @@ func TestPermitAllOrNothing(t *testing.T) {
 // once, with a message that names the gang and the member.
 func TestUnreserveRejectsWaitingSiblings(t *testing.T) {
 	e := newEnv(t, 60)
-	pods := e.gangOfThree(3)
+	pods := e.gangOf(3, 3)
 	for _, p := range pods[:2] {
 		e.reserveAndPermit(t, p)
 	}
@@ -173,11 +173,7 @@ func TestPermitCountsOnlyBindableMembers(t *testing.T) {
 // leaves one, and the round is rejected.
 func TestElasticGangKeepsWaitersWhileOthersCanComplete(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 2, nil)
-	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train"), member("p3", "train")}
-	for _, p := range pods {
-		e.registry.SetPod(nil, p)
-	}
+	pods := e.gangOf(2, 4)
 	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}
@@ -226,11 +222,7 @@ func TestElasticGangCountsAMemberTheRegistryHasNotSeen(t *testing.T) {
 // minMember, so the waiting members keep their places.
 func TestElasticGangForgetsFailuresOfMembersThatReserved(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 3, nil)
-	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train"), member("p3", "train")}
-	for _, p := range pods {
-		e.registry.SetPod(nil, p)
-	}
+	pods := e.gangOf(3, 4)
 	if s := e.reserveAndPermit(t, pods[0]); s.Code() != fwk.Wait {
 		t.Fatalf("Permit(p0) = %v, want Wait", s)
 	}
@@ -287,11 +279,7 @@ func TestPostFilterOfAMemberLeftOut(t *testing.T) {
 // TestGangBlockedByMemberThatFitsNoNode).
 func TestBlockerThatReservesUnblocksItsGang(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 2, nil)
-	pods := []*v1.Pod{member("p0", "train"), member("p1", "train")}
-	for _, p := range pods {
-		e.registry.SetPod(nil, p)
-	}
+	pods := e.gangOf(2, 2)
 	key := podgroup.Key{Namespace: ns, Name: "train"}
 	e.registry.SetBlocked(key, podgroup.Blocker{UID: "p1", Name: "p1", Reason: "2 node(s) didn't match Pod's node affinity/selector"})
 	blocked := "gang team/train is blocked: its member p1 fits no node (2 node(s) didn't match Pod's node affinity/selector); the gang is retried when that member or the nodes change"

@@ -434,11 +434,7 @@ func TestPodGroupChangeDecidesTheWaitingRoundAgain(t *testing.T) {
 // it, and its Unreserve failed the batch the others were allowed in.
 func TestDecideAgainLeavesOutAMemberBetweenReserveAndPermit(t *testing.T) {
 	e := newEnv(t, 60)
-	e.podGroup("train", 4, nil)
-	pods := []*v1.Pod{member("p0", "train"), member("p1", "train"), member("p2", "train"), member("p3", "train")}
-	for _, p := range pods {
-		e.registry.SetPod(nil, p)
-	}
+	pods := e.gangOf(4, 4)
 	for _, p := range pods[:2] {
 		if s := e.reserveAndPermit(t, p); s.Code() != fwk.Wait {
 			t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)

@@ -408,3 +408,16 @@ func metav1LabelSelectorString(ls *metav1.LabelSelector) (string, error) {
 	}
 	return sel.String(), nil
 }
+
+// spineLeafConfig is a source of one network topology type of two levels, ex.com/spine (tier
+// spine) above ex.com/leaf (tier leaf).
+func spineLeafConfig(typeName string) string {
+	return fmt.Sprintf(`
+networkTopologyTypes:
+  %s:
+  - nodeLabel: ex.com/spine
+    tierName: spine
+  - nodeLabel: ex.com/leaf
+    tierName: leaf
+`, typeName)
+}

@@ -25,14 +25,7 @@ func TestPathKeys(t *testing.T) {
 		node("a", "ex.com/spine=spine-1", "ex.com/leaf=leaf-1"),
 		node("b", "ex.com/spine=spine-2", "ex.com/leaf=leaf-1"),
 	}
-	s := newSource(t, `
-networkTopologyTypes:
-  fab:
-  - nodeLabel: ex.com/spine
-    tierName: spine
-  - nodeLabel: ex.com/leaf
-    tierName: leaf
-`, nodes...)
+	s := newSource(t, spineLeafConfig("fab"), nodes...)
 	res := discover(t, s)
 	want := []string{
 		`fab.spine-1 2 "spine" [fab.spine-1.leaf-1]`,
@@ -52,14 +45,7 @@ networkTopologyTypes:
 // the spine keeps its name.
 func TestPathsOfOtherLevelsGetOtherNames(t *testing.T) {
 	nodes := []*v1.Node{node("a", "ex.com/spine=1"), node("b", "ex.com/leaf=1")}
-	s := newSource(t, `
-networkTopologyTypes:
-  f:
-  - nodeLabel: ex.com/spine
-    tierName: spine
-  - nodeLabel: ex.com/leaf
-    tierName: leaf
-`, nodes...)
+	s := newSource(t, spineLeafConfig("f"), nodes...)
 	res := discover(t, s)
 	want := []string{
 		`f.1 2 "spine" [{!ex.com/leaf,ex.com/spine=1}]`,
@@ -102,14 +88,7 @@ func owned(sourceName, name, path string) *topologyv1alpha1.HyperNode {
 // with no such HyperNode, the path that holds every used level from the top keeps it. Either
 // way a second pass over the HyperNodes the first one wanted gives the same answer.
 func TestNameCollisionKeepsTheExistingHyperNode(t *testing.T) {
-	conf := `
-networkTopologyTypes:
-  f:
-  - nodeLabel: ex.com/spine
-    tierName: spine
-  - nodeLabel: ex.com/leaf
-    tierName: leaf
-`
+	conf := spineLeafConfig("f")
 	a, b, stray := node("a", "ex.com/leaf=1"), node("b", "ex.com/leaf=2"), node("stray", "ex.com/spine=1")
 	keyedSpine, keyedLeaf := source.Name("f", "ex.com/spine\x001"), source.Name("f", "ex.com/leaf\x001")
 	const (
