@@ -171,21 +171,3 @@ func (r *Registry) NodeChanges() uint64 {
 	defer r.mu.RUnlock()
 	return r.nodeChanges
 }
-
-// ReleaseUnplaced ends the hold of a gang placed member by member, now that one of its members
-// reserved a node; it reports whether there was one (then the held members must be
-// activated). Only for such gangs: the hold of a gang NetworkTopologyAware plans is its
-// plan's to end.
-func (r *Registry) ReleaseUnplaced(key Key) bool {
-	r.mu.RLock()
-	g := r.groups[key]
-	held := g != nil && g.retryHeld
-	r.mu.RUnlock()
-	if !held {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g = r.groups[key]
-	return g != nil && g.releaseRetryLocked()
-}

@@ -36,8 +36,8 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if info.PodGroup != nil && !info.PlacedByTopology() {
 		state.Write(nodeChangesKey, nodeChangesState(g.registry.NodeChanges()))
 		// Nothing of the gang's own is given back: while it is held its round is empty (the
-		// failure rejected it; a Reserve ends the hold), and members allowed and still binding
-		// hold their nodes.
+		// failure rejected it; only the scout passes, and its retry ends the hold), and
+		// members allowed and still binding hold their nodes.
 		room := func(names []v1.ResourceName) podgroup.Room { return g.freeRoom(names, nil) }
 		u, retry, forgot := g.registry.RetryUnplaced(key, pod.UID, time.Now(), room)
 		if !retry {

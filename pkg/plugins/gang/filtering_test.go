@@ -173,9 +173,9 @@ func TestBlockedElasticGangReleasesItsWaiters(t *testing.T) {
 // the nodes of the snapshot offer no more than when it failed; its own released reservation
 // requeues nobody. A node added (tainted not-ready, as the apiserver creates it) wakes p1 as
 // soon as the registry sees it, but p1 retries only once the scheduler's snapshot shows the
-// change: the registry's informer may run ahead of it. The taint then removed lets p1 pass;
-// its Reserve ends the hold and activates p0. (More room free is
-// TestUnconstrainedGangWaitsQuietlyForRoom's.)
+// change: the registry's informer may run ahead of it; its retry ends the hold and
+// activates p0. p0 then fails on the tainted node and becomes the scout; the taint removed
+// lets it retry. (More room free is TestUnconstrainedGangWaitsQuietlyForRoom's.)
 func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 	node1 := st.MakeNode().Name("node-1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
 	snapshot := &swappableSnapshot{internalcache.NewSnapshot(nil, []*v1.Node{node1})}
@@ -323,7 +323,7 @@ func TestNodeChangeDuringTheFailedCycleWakesTheScout(t *testing.T) {
 		if !during {
 			// Another round: p1's retry (the hold ends after UnplacedMaxAge only, so the
 			// failure is forgotten by hand) and p0 reserved again.
-			e.registry.ReleaseUnplaced(podgroup.Key{Namespace: ns, Name: "train"})
+			e.registry.ReleaseRetry(podgroup.Key{Namespace: ns, Name: "train"})
 			if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
 				t.Fatalf("Permit(p0) = %v, want Wait", s)
 			}

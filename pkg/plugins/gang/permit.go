@@ -35,10 +35,6 @@ func (g *Gang) Reserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeN
 	}
 	g.registry.Reserve(pod, nodeName)
 	g.mu.Unlock()
-	if info := g.registry.Info(key); !info.PlacedByTopology() && g.registry.ReleaseUnplaced(key) {
-		// A member of a gang held after a failure reserved: the others try again.
-		g.activatePending(klog.FromContext(ctx), key)
-	}
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
@@ -184,7 +185,7 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 			e.pl.mu.Lock()
 			a := e.pl.running[e.key]
 			e.pl.mu.Unlock()
-			e.pl.startEvictions(e.logger, trainPodGroup, e.key, a, &gangPreemptor{pod: e.train0})
+			e.pl.startEvictions(e.logger, trainPodGroup, e.key, a, &gangPreemptor{pod: e.train0, priority: corev1helpers.PodPriority(e.train0)})
 			e.pl.evicting.Wait()
 			run.check(t, evictionOutcome{evicted: tc.wantEvicted, waiting: tc.wantWaiting, activated: tc.wantActivated,
 				ends: tc.wantEnds, event: tc.wantEvent, nominating: tc.wantNominating, refused: tc.wantRefused, result: tc.wantResult})
@@ -348,7 +349,7 @@ func TestAbandonedAttemptEvictsNothing(t *testing.T) {
 	a := e.pl.running[e.key]
 	e.pl.mu.Unlock()
 	e.pl.forget(e.key)
-	e.pl.startEvictions(e.logger, nil, e.key, a, &gangPreemptor{pod: e.train0})
+	e.pl.startEvictions(e.logger, nil, e.key, a, &gangPreemptor{pod: e.train0, priority: corev1helpers.PodPriority(e.train0)})
 	e.pl.evicting.Wait()
 	if got := ev.get(); len(got) != 0 {
 		t.Errorf("evicted %v for an abandoned attempt, want nothing", got)
@@ -396,7 +397,7 @@ func TestFailureWhileAnotherEvictionRuns(t *testing.T) {
 		return false, nil
 	})
 	e.pl.evicting.Add(1)
-	e.pl.evict(sending, stop, e.logger, trainPodGroup, e.key, a, &gangPreemptor{pod: e.train0})
+	e.pl.evict(sending, stop, e.logger, trainPodGroup, e.key, a, &gangPreemptor{pod: e.train0, priority: corev1helpers.PodPriority(e.train0)})
 
 	if inFlightCtxErr != nil {
 		t.Errorf("the call in flight had its context cancelled by the failure: %v", inFlightCtxErr)

@@ -332,7 +332,7 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	// V(2), once per preemption; the benchmark harness reads the durations.
 	logger.V(2).Info("Gang preempting", "podGroup", key, "domain", c.domain.name, "victims", len(victims), "highestVictimPriority", c.highest, "need", need,
 		"decision", decision)
-	pl.startEvictions(logger, gang.Info.PodGroup, key, a, &gangPreemptor{pod: pod})
+	pl.startEvictions(logger, gang.Info.PodGroup, key, a, &gangPreemptor{pod: pod, priority: gangPriority(pod, gang)})
 	// Unresolvable: the gang's waiting members keep their reservations (see PostFilter).
 	return nominate(nodes[pod.UID]), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
@@ -348,6 +348,9 @@ func shorten(items []string, n int) []string {
 // gangPreemptor is the gang as kube-scheduler's preemption executor sees the preemptor.
 type gangPreemptor struct {
 	pod *v1.Pod
+	// priority is the gang's (gangPriority): the executor clears the nominations of lower
+	// priority on the victims' nodes, and those the gang could not evict stay.
+	priority int32
 }
 
 func (g *gangPreemptor) GetName() string       { return g.pod.Name }
@@ -355,7 +358,7 @@ func (g *gangPreemptor) GetNamespace() string  { return g.pod.Namespace }
 func (g *gangPreemptor) UID() types.UID        { return g.pod.UID }
 func (g *gangPreemptor) SchedulerName() string { return g.pod.Spec.SchedulerName }
 func (g *gangPreemptor) Obj() runtime.Object   { return g.pod }
-func (g *gangPreemptor) Priority() int32       { return corev1helpers.PodPriority(g.pod) }
+func (g *gangPreemptor) Priority() int32       { return g.priority }
 func (g *gangPreemptor) Type() string          { return "gang member" }
 func (g *gangPreemptor) Pods() map[string]*v1.Pod {
 	return map[string]*v1.Pod{g.pod.Name: g.pod}

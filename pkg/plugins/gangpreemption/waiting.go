@@ -187,7 +187,8 @@ func (pl *GangPreemption) resume(ctx context.Context, key podgroup.Key, pod *v1.
 			members = append(members, m)
 		}
 	}
-	priority := corev1helpers.PodPriority(pod)
+	// The gang's priority, as its attempt judged victims (gangPriority).
+	priority := gangPriority(pod, pl.registry.Gang(key))
 	nodeInfos := pl.handle.SnapshotSharedLister().NodeInfos()
 	a := &attempt{nodes: map[types.UID]string{}}
 	var names []string

@@ -309,14 +309,7 @@ func (p *NetworkTopologyAware) usage(ni fwk.NodeInfo) (used, alloc []float64) {
 	alloc = make([]float64, len(p.resources))
 	requested, allocatable := ni.GetRequested(), ni.GetAllocatable()
 	for i, r := range p.resources {
-		switch r {
-		case v1.ResourceCPU:
-			used[i], alloc[i] = float64(requested.GetMilliCPU()), float64(allocatable.GetMilliCPU())
-		case v1.ResourceMemory:
-			used[i], alloc[i] = float64(requested.GetMemory()), float64(allocatable.GetMemory())
-		default:
-			used[i], alloc[i] = float64(requested.GetScalarResources()[r]), float64(allocatable.GetScalarResources()[r])
-		}
+		used[i], alloc[i] = float64(podgroup.Amount(requested, r)), float64(podgroup.Amount(allocatable, r))
 	}
 	return used, alloc
 }

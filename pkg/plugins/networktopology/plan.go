@@ -332,6 +332,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 	releasedOld := p.plans[key].promisedLeaves()
 	p.plans[key] = plan
 	p.forgetFailureLocked(key)
+	delete(p.refused, key)
 	if len(deferred) == 0 {
 		p.deferring.Delete(key)
 	} else {
