@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sort"
 	"strings"
 
@@ -106,16 +107,18 @@ func (r *Registry) enoughNowLocked() []Key {
 }
 
 // NodeCapacityChanged reports a node update that can make room for a pod that did not fit:
-// allocatable resources, labels, taints or schedulability changed.
+// allocatable resources, labels, taints, schedulability or declared features (the
+// NodeDeclaredFeatures filter) changed.
 func NodeCapacityChanged(old, node *v1.Node) bool {
 	return !equality.Semantic.DeepEqual(old.Status.Allocatable, node.Status.Allocatable) ||
 		!equality.Semantic.DeepEqual(old.Labels, node.Labels) ||
 		!equality.Semantic.DeepEqual(old.Spec.Taints, node.Spec.Taints) ||
-		old.Spec.Unschedulable != node.Spec.Unschedulable
+		old.Spec.Unschedulable != node.Spec.Unschedulable ||
+		!slices.Equal(old.Status.DeclaredFeatures, node.Status.DeclaredFeatures)
 }
 
 // NodeFingerprint hashes what of a node NodeCapacityChanged compares (name, allocatable,
-// labels, taints, schedulability), independently of map and list order: summed over the
+// labels, taints, schedulability, declared features), independently of map and list order: summed over the
 // nodes of a cycle's snapshot, it tells a gang waiting for room whether the nodes it failed
 // on changed (unplaced.go). Heartbeats and conditions do not move it, nor an allocatable
 // amount written in another format ("1Gi", "1073741824").
@@ -145,6 +148,9 @@ func NodeFingerprint(node *v1.Node) uint64 {
 	}
 	if node.Spec.Unschedulable {
 		sum += mix('u', 0)
+	}
+	for _, f := range node.Status.DeclaredFeatures {
+		sum += mix('f', 0, f)
 	}
 	// The name's hash ties the parts to the node: a label moving to another node changes the
 	// sum over the nodes.

@@ -526,6 +526,7 @@ func TestNodeFingerprint(t *testing.T) {
 		}, changed: true},
 		{name: "cordoned", mutate: func(a, _ *v1.Node) { a.Spec.Unschedulable = true }, changed: true},
 		{name: "allocatable", mutate: func(a, _ *v1.Node) { a.Status.Allocatable[v1.ResourceCPU] = resource.MustParse("3") }, changed: true},
+		{name: "a declared feature", mutate: func(a, _ *v1.Node) { a.Status.DeclaredFeatures = []string{"InPlacePodVerticalScaling"} }, changed: true},
 		{name: "allocatable written in another format", mutate: func(a, _ *v1.Node) { a.Status.Allocatable[v1.ResourceMemory] = resource.MustParse("17179869184") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -533,6 +534,9 @@ func TestNodeFingerprint(t *testing.T) {
 			tc.mutate(a, b)
 			if got := sum(a, b); (got != want) != tc.changed {
 				t.Errorf("fingerprint changed: %v, want %v", got != want, tc.changed)
+			}
+			if got := NodeCapacityChanged(base("a"), a); got != tc.changed {
+				t.Errorf("NodeCapacityChanged = %v, want %v", got, tc.changed)
 			}
 		})
 	}
