@@ -208,37 +208,6 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 	return u
 }
 
-// seeAcrossNodes reports whether the members' own constraints count pods on other nodes
-// than the one they are checked on: required inter-pod affinity or anti-affinity, or a
-// topology spread constraint that refuses (DoNotSchedule).
-func seeAcrossNodes(views []view) bool {
-	for _, v := range views {
-		if a := v.pod.Spec.Affinity; a != nil &&
-			((a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0) ||
-				(a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0)) {
-			return true
-		}
-		for _, c := range v.pod.Spec.TopologySpreadConstraints {
-			if c.WhenUnsatisfiable == v1.DoNotSchedule {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// seenAcrossNodes reports whether a pod of the unit has a required anti-affinity, which
-// InterPodAffinity applies to incoming pods on every node of its topology domain.
-func (u *unit) seenAcrossNodes() bool {
-	for _, p := range u.pods {
-		if a := p.pod.Spec.Affinity; a != nil && a.PodAntiAffinity != nil &&
-			len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // refusalNote says how many victims the simulation spared because their eviction failed
 // recently ("" for none), after a message that counts "every pod of lower priority".
 func (s *simulation) refusalNote() string {
@@ -342,7 +311,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int, stri
 		return units[i].key < units[j].key
 	})
 	var victims []*unit
-	membersSeeAcross := seeAcrossNodes(views)
+	scope := newRecountScope(views, clones)
 	// Only the counts decide without a planner: one unit at a time is cheap. A planner
 	// decision is a run over the domain: in batches (giveBack).
 	for _, i := range giveBack(len(units), s.plan != nil, func(lo, hi int) bool {
@@ -350,19 +319,11 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int, stri
 		after := total
 		for _, u := range units[lo:hi] {
 			restore(u)
-			if membersSeeAcross || u.seenAcrossNodes() {
-				// A pod given back can refuse the members on other nodes of its topology
-				// domain (a zone, say): every node of the domain is counted again.
-				for name := range clones {
-					before[name] = counts[name]
+			scope.visit(u, inDomain(u), func(node string) {
+				if _, ok := before[node]; !ok {
+					before[node] = counts[node]
 				}
-				continue
-			}
-			for _, p := range inDomain(u) {
-				if _, ok := before[p.node]; !ok {
-					before[p.node] = counts[p.node]
-				}
-			}
+			})
 		}
 		for node, old := range before {
 			counts[node] = s.count(ctx, views, clones[node])
