@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -431,36 +432,68 @@ func TestPodGroupChangeDecidesTheWaitingRoundAgain(t *testing.T) {
 // while p0 and p1 wait and p2's cycle is between its Reserve and its Permit. The round is
 // allowed without p2, whose own Permit then allows it in a batch that waits for theirs: all
 // three bind. Before, p2 was put in the batch, its Permit found its round gone and rejected
-// it, and its Unreserve failed the batch the others were allowed in.
+// it, and its Unreserve failed the batch the others were allowed in. When p0 fails after
+// being allowed, p2's PreBind, which waits for the earlier batch, fails with it: its quorum
+// counted p0.
 func TestDecideAgainLeavesOutAMemberBetweenReserveAndPermit(t *testing.T) {
-	e := newEnv(t, 60)
-	pods := e.gangOf(4, 4)
-	for _, p := range pods[:2] {
-		if s := e.reserveAndPermit(t, p); s.Code() != fwk.Wait {
-			t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)
-		}
-	}
-	state := framework.NewCycleState()
-	if s := e.fw.RunReservePluginsReserve(e.ctx, state, pods[2], "node-1"); !s.IsSuccess() {
-		t.Fatal(s)
-	}
-	e.podGroup("train", 2, nil)
-	if _, s := e.fw.RunPermitPlugins(e.ctx, state, pods[2], "node-1"); !s.IsSuccess() {
-		t.Fatalf("Permit(p2) = %v, want Success", s)
-	}
-	done := make(chan *fwk.Status, 1)
-	go func() { done <- e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), pods[2], "node-1") }()
-	for _, p := range pods[:2] {
-		if s := e.fw.WaitOnPermit(e.ctx, p); !s.IsSuccess() {
-			t.Fatalf("%s = %v, want allowed", p.Name, s)
-		}
-	}
-	for _, p := range pods[:2] {
-		go func() { done <- e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), p, "node-1") }()
-	}
-	for range 3 {
-		if s := <-done; !s.IsSuccess() {
-			t.Errorf("PreBind = %v, want success: the gang (minMember 2) is complete", s)
-		}
+	for _, tc := range []struct {
+		name           string
+		firstFails     bool
+		wantP2, wantP1 string
+	}{
+		{name: "all bind"},
+		{name: "p0 does not bind", firstFails: true,
+			wantP2: "gang " + ns + "/train: member p0, allowed earlier and counted for this one, did not bind",
+			wantP1: "gang " + ns + "/train: member p0 was allowed with this one but did not bind"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 60)
+			pods := e.gangOf(4, 4)
+			for _, p := range pods[:2] {
+				if s := e.reserveAndPermit(t, p); s.Code() != fwk.Wait {
+					t.Fatalf("Permit(%s) = %v, want Wait", p.Name, s)
+				}
+			}
+			state := framework.NewCycleState()
+			if s := e.fw.RunReservePluginsReserve(e.ctx, state, pods[2], "node-1"); !s.IsSuccess() {
+				t.Fatal(s)
+			}
+			e.podGroup("train", 2, nil)
+			if _, s := e.fw.RunPermitPlugins(e.ctx, state, pods[2], "node-1"); !s.IsSuccess() {
+				t.Fatalf("Permit(p2) = %v, want Success", s)
+			}
+			p2 := make(chan *fwk.Status, 1)
+			go func() { p2 <- e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), pods[2], "node-1") }()
+			for _, p := range pods[:2] {
+				if s := e.fw.WaitOnPermit(e.ctx, p); !s.IsSuccess() {
+					t.Fatalf("%s = %v, want allowed", p.Name, s)
+				}
+			}
+			message := func(s *fwk.Status) string {
+				if s.IsSuccess() {
+					return ""
+				}
+				return s.Message()
+			}
+			if tc.firstFails {
+				e.fw.RunReservePluginsUnreserve(e.ctx, framework.NewCycleState(), pods[0], "node-1")
+				if got := message(e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), pods[1], "node-1")); !strings.Contains(got, tc.wantP1) {
+					t.Errorf("PreBind(p1) = %q, want %q", got, tc.wantP1)
+				}
+				if got := message(<-p2); !strings.Contains(got, tc.wantP2) {
+					t.Errorf("PreBind(p2) = %q, want %q", got, tc.wantP2)
+				}
+				return
+			}
+			done := make(chan *fwk.Status, 2)
+			for _, p := range pods[:2] {
+				go func() { done <- e.fw.RunPreBindPlugins(e.ctx, framework.NewCycleState(), p, "node-1") }()
+			}
+			for _, ch := range []chan *fwk.Status{done, done, p2} {
+				if s := <-ch; !s.IsSuccess() {
+					t.Errorf("PreBind = %v, want success: the gang (minMember 2) is complete", s)
+				}
+			}
+		})
 	}
 }
