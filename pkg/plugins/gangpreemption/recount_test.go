@@ -62,61 +62,115 @@ func TestRecountScope(t *testing.T) {
 		ni.SetNode(node)
 		clones[name] = ni
 	}
-	member := func(edit func(*v1.Pod)) []view {
-		p := st.MakePod().Name("train-0").Label(schedulingv1alpha1.PodGroupLabel, "train").Obj()
+	shape := func(edit func(*v1.Pod, fwk.CycleState)) view {
+		v := view{pod: st.MakePod().Name("train-0").Label(schedulingv1alpha1.PodGroupLabel, "train").Obj(), state: framework.NewCycleState()}
 		if edit != nil {
-			edit(p)
+			edit(v.pod, v.state)
 		}
-		return []view{{pod: p}}
+		return v
 	}
-	victim := func(affinity *v1.Affinity, nodes ...string) *unit {
+	members := func(edit func(*v1.Pod, fwk.CycleState)) []view { return []view{shape(edit)} }
+	victim := func(edit func(*v1.Pod), nodes ...string) *unit {
 		u := &unit{key: "victim"}
 		for _, node := range nodes {
 			p := st.MakePod().Name("low-" + node).Node(node).Obj()
-			p.Spec.Affinity = affinity
+			if edit != nil {
+				edit(p)
+			}
 			u.pods = append(u.pods, placed{pod: p, node: node})
 		}
 		return u
 	}
+	withAntiAffinity := func(key string) func(*v1.Pod, fwk.CycleState) {
+		return func(p *v1.Pod, _ fwk.CycleState) { p.Spec.Affinity = antiAffinity(key) }
+	}
+	mounting := func(claim string) func(*v1.Pod) {
+		return func(p *v1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{
+				PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+		}
+	}
 	all := []string{"n0", "n1", "n2", "n3", "n4"}
 	for _, tc := range []struct {
-		name   string
-		member func(*v1.Pod)
-		unit   *unit
-		want   []string
+		name  string
+		views []view
+		unit  *unit
+		want  []string
 	}{
-		{name: "no constraint across nodes", unit: victim(nil, "n0"), want: []string{"n0"}},
-		{name: "members' hostname anti-affinity", member: func(p *v1.Pod) { p.Spec.Affinity = antiAffinity(hostnameKey) },
+		{name: "no constraint across nodes", views: members(nil), unit: victim(nil, "n0"), want: []string{"n0"}},
+		{name: "members' hostname anti-affinity", views: members(withAntiAffinity(hostnameKey)),
 			unit: victim(nil, "n0"), want: []string{"n0"}},
-		{name: "members' zone anti-affinity", member: func(p *v1.Pod) { p.Spec.Affinity = antiAffinity("zone") },
+		{name: "members' zone anti-affinity", views: members(withAntiAffinity("zone")),
 			unit: victim(nil, "n0"), want: []string{"n0", "n1"}},
-		{name: "members' zone anti-affinity, a node without a zone", member: func(p *v1.Pod) { p.Spec.Affinity = antiAffinity("zone") },
+		{name: "members' zone anti-affinity, a node without a zone", views: members(withAntiAffinity("zone")),
 			unit: victim(nil, "n4"), want: []string{"n4"}},
-		{name: "the victim's zone anti-affinity", unit: victim(antiAffinity("zone"), "n2"), want: []string{"n2", "n3"}},
-		{name: "a gang on two zones", member: func(p *v1.Pod) { p.Spec.Affinity = antiAffinity("zone") },
+		{name: "a later shape's zone anti-affinity", views: []view{shape(nil), shape(withAntiAffinity("zone"))},
+			unit: victim(nil, "n0"), want: []string{"n0", "n1"}},
+		{name: "the victim's zone anti-affinity", views: members(nil),
+			unit: victim(func(p *v1.Pod) { p.Spec.Affinity = antiAffinity("zone") }, "n2"), want: []string{"n2", "n3"}},
+		{name: "a gang on two zones", views: members(withAntiAffinity("zone")),
 			unit: victim(nil, "n0", "n2"), want: []string{"n0", "n1", "n2", "n3"}},
-		{name: "members' required affinity", member: func(p *v1.Pod) {
+		{name: "a gang with a pod outside the domain", views: members(withAntiAffinity("zone")),
+			unit: victim(nil, "n0", "elsewhere"), want: []string{"n0", "n1"}},
+		{name: "members' required affinity", views: members(func(p *v1.Pod, _ fwk.CycleState) {
 			p.Spec.Affinity = &v1.Affinity{PodAffinity: &v1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: antiAffinity("zone").PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
-		}, unit: victim(nil, "n0"), want: all},
-		{name: "members' DoNotSchedule spread", member: func(p *v1.Pod) {
+		}), unit: victim(nil, "n0"), want: all},
+		{name: "members' DoNotSchedule spread", views: members(func(p *v1.Pod, _ fwk.CycleState) {
 			p.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: v1.DoNotSchedule}}
-		}, unit: victim(nil, "n0"), want: all},
-		{name: "members' ScheduleAnyway spread", member: func(p *v1.Pod) {
+		}), unit: victim(nil, "n0"), want: all},
+		{name: "members' ScheduleAnyway spread", views: members(func(p *v1.Pod, _ fwk.CycleState) {
 			p.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: v1.ScheduleAnyway}}
-		}, unit: victim(nil, "n0"), want: []string{"n0"}},
+		}), unit: victim(nil, "n0"), want: []string{"n0"}},
+		{name: "the profile's DoNotSchedule default spread (PodTopologySpread's state)", views: members(func(_ *v1.Pod, state fwk.CycleState) {
+			state.Write(spreadStateKey, spreadState{})
+		}), unit: victim(nil, "n0"), want: all},
+		{name: "a victim mounting a member's claim", views: members(func(p *v1.Pod, _ fwk.CycleState) { mounting("checkpoints")(p) }),
+			unit: victim(mounting("checkpoints"), "n0"), want: all},
+		{name: "a victim mounting another claim", views: members(func(p *v1.Pod, _ fwk.CycleState) { mounting("checkpoints")(p) }),
+			unit: victim(mounting("scratch"), "n0"), want: []string{"n0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			scope := newRecountScope(member(tc.member), clones)
-			got := sets.New[string]()
-			scope.visit(tc.unit, tc.unit.pods, func(node string) { got.Insert(node) })
-			if diff := cmp.Diff(tc.want, sets.List(got)); diff != "" {
+			scope := newRecountScope(tc.views, clones)
+			if diff := cmp.Diff(tc.want, visited(scope, tc.unit, clones)); diff != "" {
 				t.Errorf("nodes counted again (-want,+got):\n%s", diff)
 			}
 		})
 	}
+	// One scope for a domain's give-backs: a unit's own keys do not stay for the next.
+	scope := newRecountScope(members(withAntiAffinity(hostnameKey)), clones)
+	for _, step := range []struct {
+		unit *unit
+		want []string
+	}{
+		{victim(func(p *v1.Pod) { p.Spec.Affinity = antiAffinity("zone") }, "n2"), []string{"n2", "n3"}},
+		{victim(nil, "n0"), []string{"n0"}},
+		{victim(func(p *v1.Pod) { p.Spec.Affinity = antiAffinity("zone") }, "n1"), []string{"n0", "n1"}},
+	} {
+		if diff := cmp.Diff(step.want, visited(scope, step.unit, clones)); diff != "" {
+			t.Errorf("%s: nodes counted again (-want,+got):\n%s", step.unit.pods[0].pod.Name, diff)
+		}
+	}
 }
 
-// simulationEnv runs a simulation with kube-scheduler's default Filter plugins on nodes of 8
+// spreadState stands for PodTopologySpread's PreFilter state.
+type spreadState struct{}
+
+func (spreadState) Clone() fwk.StateData { return spreadState{} }
+
+// visited returns the nodes the scope visits for the unit's pods in the domain (clones).
+func visited(scope *recountScope, u *unit, clones map[string]fwk.NodeInfo) []string {
+	var on []placed
+	for _, p := range u.pods {
+		if _, ok := clones[p.node]; ok {
+			on = append(on, p)
+		}
+	}
+	got := sets.New[string]()
+	scope.visit(u, on, func(node string) { got.Insert(node) })
+	return sets.List(got)
+}
+
+// simulationEnv runs a simulation with kube-scheduler's default Filter plugins (without DynamicResources) on nodes of 8
 // CPUs labelled with their hostname and zone (zones[i] for node-i).
 type simulationEnv struct {
 	ctx   context.Context
@@ -261,6 +315,28 @@ func BenchmarkGiveBackOneMemberPerHost(b *testing.B) {
 	for b.Loop() {
 		if c := e.evaluate(b, 128, func(p *v1.Pod) { p.Spec.Affinity = antiAffinity(hostnameKey) }); len(c.victims) != 128 {
 			b.Fatalf("%d victims, want 128", len(c.victims))
+		}
+	}
+}
+
+// TestSpreadStateKey: PodTopologySpread's PreFilter writes its state under spreadStateKey for a
+// pod with a DoNotSchedule constraint, and none for a pod without.
+func TestSpreadStateKey(t *testing.T) {
+	e := newSimulationEnv(t, []string{"a", "b"}, nil)
+	spread := cpuPod("spread", "", 100)
+	spread.Labels = map[string]string{"app": "x"}
+	spread.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: v1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}}}
+	for _, tc := range []struct {
+		pod  *v1.Pod
+		want bool
+	}{{spread, true}, {cpuPod("plain", "", 100), false}} {
+		state := framework.NewCycleState()
+		if _, s, _ := e.fw.RunPreFilterPlugins(e.ctx, state, tc.pod); !s.IsSuccess() {
+			t.Fatalf("PreFilter(%s): %v", tc.pod.Name, s)
+		}
+		if _, err := state.Read(spreadStateKey); (err == nil) != tc.want {
+			t.Errorf("%s: state under %q: %v, want %v", tc.pod.Name, spreadStateKey, err == nil, tc.want)
 		}
 	}
 }
