@@ -2,8 +2,6 @@ package gang
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,7 +16,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
@@ -28,15 +25,9 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/plugintesting"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
-
-type noNominations struct{}
-
-func (noNominations) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
-func (noNominations) DeleteNominatedPodIfExists(*v1.Pod)                            {}
-func (noNominations) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo)          {}
-func (noNominations) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
 
 // precedenceEnv: one 2-CPU node holding a waiting member of gang "waiter" (2 CPUs), and a
 // member of gang "failer" (2 CPUs) that fits only if the waiter yields. The default profile
@@ -45,10 +36,7 @@ func precedenceEnv(t *testing.T, waiterOlder bool) (context.Context, framework.F
 	t.Helper()
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx = klog.NewContext(ctx, logger)
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
+	profile := plugintesting.LoadProfiles(t, `profiles:
 - schedulerName: hypernode-scheduler
   plugins:
     multiPoint:
@@ -56,13 +44,7 @@ profiles:
       - name: Gang
       disabled:
       - name: DynamicResources
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := options.LoadConfigFromFile(logger, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)[0]
 	registry := podgroup.New()
 	now := time.Now()
 	for name, created := range map[string]time.Time{"waiter": now, "failer": now.Add(time.Minute)} {
@@ -88,13 +70,13 @@ profiles:
 		return g, nil
 	}
 	client := fake.NewClientset()
-	fw, err := frameworkruntime.NewFramework(ctx, reg, &cfg.Profiles[0],
+	fw, err := frameworkruntime.NewFramework(ctx, reg, &profile,
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(client, 0)),
 		frameworkruntime.WithSnapshotSharedLister(internalcache.NewSnapshot([]*v1.Pod{waiter}, []*v1.Node{node})),
 		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
-		frameworkruntime.WithPodNominator(noNominations{}),
+		frameworkruntime.WithPodNominator(plugintesting.NoNominations{}),
 		frameworkruntime.WithPodActivator(&activatorMock{}),
 	)
 	if err != nil {

@@ -3,8 +3,6 @@ package gangpreemption
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -19,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
@@ -28,17 +25,11 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/plugintesting"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 const hostnameKey = v1.LabelHostname
-
-type noNominations struct{}
-
-func (noNominations) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
-func (noNominations) DeleteNominatedPodIfExists(*v1.Pod)                            {}
-func (noNominations) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo)          {}
-func (noNominations) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
 
 // antiAffinity is a required anti-affinity against the pods of gang "train" across key.
 func antiAffinity(key string) *v1.Affinity {
@@ -184,22 +175,13 @@ func newSimulationEnv(tb testing.TB, zones []string, pods []*v1.Pod) *simulation
 	schedmetrics.Register()
 	logger := klog.Background()
 	ctx := klog.NewContext(context.Background(), logger)
-	path := filepath.Join(tb.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
+	profile := plugintesting.LoadProfiles(tb, `profiles:
 - schedulerName: hypernode-scheduler
   plugins:
     multiPoint:
       disabled:
       - name: DynamicResources
-`), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	cfg, err := options.LoadConfigFromFile(logger, path)
-	if err != nil {
-		tb.Fatal(err)
-	}
+`)[0]
 	var nodes []*v1.Node
 	e := &simulationEnv{ctx: ctx, nodes: map[string]fwk.NodeInfo{}}
 	for i, zone := range zones {
@@ -210,13 +192,14 @@ profiles:
 	}
 	snapshot := internalcache.NewSnapshot(pods, nodes)
 	client := fake.NewClientset()
-	if e.fw, err = frameworkruntime.NewFramework(ctx, plugins.NewInTreeRegistry(), &cfg.Profiles[0],
+	var err error
+	if e.fw, err = frameworkruntime.NewFramework(ctx, plugins.NewInTreeRegistry(), &profile,
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(client, 0)),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
 		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
-		frameworkruntime.WithPodNominator(noNominations{}),
+		frameworkruntime.WithPodNominator(plugintesting.NoNominations{}),
 	); err != nil {
 		tb.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package networktopology
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -19,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -34,6 +31,7 @@ import (
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/plugintesting"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -53,10 +51,7 @@ func benchNodeName(i int) string { return fmt.Sprintf("r%03d-n%02d", i/benchPerL
 // GPUs here come from a device plugin, and the plugin needs a DRA manager this benchmark
 // does not run.
 func benchProfiles(b testing.TB) (with, without schedconfig.KubeSchedulerProfile) {
-	path := filepath.Join(b.TempDir(), "config.yaml")
-	yaml := `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
+	profiles := plugintesting.LoadProfiles(b, `profiles:
 - schedulerName: with-topology
   plugins:
     multiPoint:
@@ -69,15 +64,8 @@ profiles:
     multiPoint:
       disabled:
       - name: DynamicResources
-`
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := options.LoadConfigFromFile(klog.Background(), path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return cfg.Profiles[0], cfg.Profiles[1]
+`)
+	return profiles[0], profiles[1]
 }
 
 type benchEnv struct {
