@@ -161,8 +161,9 @@ func visited(scope *recountScope, u *unit, clones map[string]fwk.NodeInfo) []str
 	return sets.List(got)
 }
 
-// simulationEnv runs a simulation with kube-scheduler's default Filter plugins (without DynamicResources) on nodes of 8
-// CPUs labelled with their hostname and zone (zones[i] for node-i).
+// simulationEnv runs a simulation with kube-scheduler's default Filter plugins (without
+// DynamicResources) on nodes of 8 CPUs labelled with their hostname and zone (zones[i] for
+// node-i).
 type simulationEnv struct {
 	ctx   context.Context
 	fw    framework.Framework
@@ -260,8 +261,8 @@ func victimNames(c *choice) []string {
 // a, node-2 and node-3 zone b. guard-0 (the highest priority, given back first) forbids the
 // gang in zone a, node-1 is free, low-2 and low-3 fill zone b. Given back, guard-0 must make
 // node-1 refuse the gang too (its key, zone, is counted, and the members' hostname alone would
-// miss it): both of zone b's pods are evicted. With a victim of equal priority on node-1
-// instead of the guard, the lowest two go.
+// miss it): both of zone b's pods are evicted. Without the guard, a plain pod on every node:
+// the two lowest, low-0 and low-3, go.
 func TestGiveBackAcrossTopologyKeys(t *testing.T) {
 	oneHost := func(p *v1.Pod) { p.Spec.Affinity = antiAffinity(hostnameKey) }
 	guard := cpuPod("guard-0", "node-0", 40)

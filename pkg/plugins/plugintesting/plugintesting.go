@@ -32,10 +32,17 @@ func LoadProfiles(tb testing.TB, profilesYAML string) []schedconfig.KubeSchedule
 	return cfg.Profiles
 }
 
-// NoNominations is a PodNominator without nominated pods.
+// NoNominations is a PodNominator without nominated pods: every method does nothing.
 type NoNominations struct{}
 
+// AddNominatedPod does nothing.
 func (NoNominations) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
-func (NoNominations) DeleteNominatedPodIfExists(*v1.Pod)                            {}
-func (NoNominations) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo)          {}
-func (NoNominations) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
+
+// DeleteNominatedPodIfExists does nothing.
+func (NoNominations) DeleteNominatedPodIfExists(*v1.Pod) {}
+
+// UpdateNominatedPod does nothing.
+func (NoNominations) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo) {}
+
+// NominatedPodsForNode returns no pods.
+func (NoNominations) NominatedPodsForNode(string) []fwk.PodInfo { return nil }
