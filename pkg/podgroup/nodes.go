@@ -120,8 +120,8 @@ func NodeCapacityChanged(old, node *v1.Node) bool {
 // NodeFingerprint hashes what of a node NodeCapacityChanged compares (name, allocatable,
 // labels, taints, schedulability, declared features), independently of map and list order:
 // summed over the nodes of a cycle's snapshot, it tells a gang waiting for room whether the
-// nodes it failed on changed (unplaced.go). Heartbeats and conditions do not move it, nor an allocatable
-// amount written in another format ("1Gi", "1073741824").
+// nodes it failed on changed (unplaced.go). Heartbeats and conditions do not move it, nor an
+// allocatable amount written in another format ("1Gi", "1073741824").
 func NodeFingerprint(node *v1.Node) uint64 {
 	mix := func(kind byte, amount int64, parts ...string) uint64 {
 		var d maphash.Hash

@@ -52,6 +52,7 @@ type Registry struct {
 	// unplaced are the gangs that may be waiting for room (unplaced.go), told by scoutWakers.
 	unplaced    sets.Set[Key]
 	scoutWakers []func(Key, *v1.Pod)
+	// nodeChanges counts the node changes seen (nodesChanged), for MarkUnplaced.
 	nodeChanges uint64
 	// now is the registry's clock (a fake one in tests).
 	now func() time.Time

@@ -19,13 +19,14 @@ import (
 // and Gang's PreFilter lets it try again only when the nodes offer more than when it failed:
 // the free amount of a resource the member requests, summed over the nodes with the gang's
 // own reservations given back, grew (a pod left, a node came, another gang released a
-// reservation it held then); or a node's labels, taints, allocatable or schedulability
-// changed; or UnplacedMaxAge passed. Both are read from the cycle's snapshot, the state the
-// failure was judged on, not from events: it does not matter which plugin's hint requeued
-// the scout, nor in which order kube-scheduler's cache and this registry saw a change (the
-// registry may count a node update the failed cycle's snapshot did not have yet); and room
-// another gang took after the failure and released again is no more room, so two failed
-// gangs do not wake each other in turn. The registry's own node events only wake the scout.
+// reservation it held then); or a node changed as NodeCapacityChanged counts (labels,
+// taints, allocatable, schedulability, declared features); or UnplacedMaxAge passed. Both
+// are read from the cycle's snapshot, the state the failure was judged on, not from events:
+// it does not matter which plugin's hint requeued the scout, nor in which order
+// kube-scheduler's cache and this registry saw a change (the registry may count a node
+// update the failed cycle's snapshot did not have yet); and room another gang took after the
+// failure and released again is no more room, so two failed gangs do not wake each other in
+// turn. The registry's own node events only wake the scout.
 
 // UnplacedMaxAge is how long a remembered failure holds without more room, as kube-scheduler
 // retries unschedulable pods after 5 minutes: some changes reach no count (a volume, a DRA
@@ -98,9 +99,9 @@ func (r *Registry) OnScoutWake(f func(Key, *v1.Pod)) {
 // through the back-off.
 const ScoutWakeInterval = 10 * time.Second
 
-// nodesChanged is told of a node added, or whose allocatable, labels, taints or
-// schedulability changed: the scout of each gang waiting for room is woken, at most once per
-// ScoutWakeInterval. O(gangs waiting for room); node changes are rare.
+// nodesChanged is told of a node added, or changed as NodeCapacityChanged counts: the scout
+// of each gang waiting for room is woken, at most once per ScoutWakeInterval. O(gangs waiting
+// for room); node changes are rare.
 func (r *Registry) nodesChanged() {
 	type wake struct {
 		key   Key

@@ -57,9 +57,9 @@ func newRecountScope(views []view, clones map[string]fwk.NodeInfo) *recountScope
 	return r
 }
 
-// visit calls f for each node of the domain whose count the unit's pods in it (on) can
-// change, possibly more than once.
-func (r *recountScope) visit(u *unit, on []placed, f func(node string)) {
+// visit calls f for each node of the domain whose count the unit's pods in the domain can
+// change, possibly more than once (its pods elsewhere were neither taken off nor given back).
+func (r *recountScope) visit(u *unit, f func(node string)) {
 	if r.all || r.mountsAMemberClaim(u) {
 		for name := range r.clones {
 			f(name)
@@ -72,9 +72,13 @@ func (r *recountScope) visit(u *unit, on []placed, f func(node string)) {
 			keys = appendAntiAffinityKeys(keys, a)
 		}
 	}
-	for _, p := range on {
+	for _, p := range u.pods {
+		ni, ok := r.clones[p.node]
+		if !ok {
+			continue
+		}
 		f(p.node)
-		labels := r.clones[p.node].Node().Labels
+		labels := ni.Node().Labels
 		for _, key := range keys {
 			if value, ok := labels[key]; ok {
 				for _, name := range r.nodesWith(key)[value] {
@@ -85,6 +89,7 @@ func (r *recountScope) visit(u *unit, on []placed, f func(node string)) {
 	}
 }
 
+// mountsAMemberClaim reports whether a pod of the unit mounts a claim a member mounts.
 func (r *recountScope) mountsAMemberClaim(u *unit) bool {
 	for _, p := range u.pods {
 		for _, name := range claimNames(p.pod) {

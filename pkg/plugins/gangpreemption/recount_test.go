@@ -122,7 +122,7 @@ func TestRecountScope(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			scope := newRecountScope(tc.views, clones)
-			if diff := cmp.Diff(tc.want, visited(scope, tc.unit, clones)); diff != "" {
+			if diff := cmp.Diff(tc.want, visited(scope, tc.unit)); diff != "" {
 				t.Errorf("nodes counted again (-want,+got):\n%s", diff)
 			}
 		})
@@ -137,7 +137,7 @@ func TestRecountScope(t *testing.T) {
 		{victim(nil, "n0"), []string{"n0"}},
 		{victim(func(p *v1.Pod) { p.Spec.Affinity = antiAffinity("zone") }, "n1"), []string{"n0", "n1"}},
 	} {
-		if diff := cmp.Diff(step.want, visited(scope, step.unit, clones)); diff != "" {
+		if diff := cmp.Diff(step.want, visited(scope, step.unit)); diff != "" {
 			t.Errorf("%s: nodes counted again (-want,+got):\n%s", step.unit.pods[0].pod.Name, diff)
 		}
 	}
@@ -148,16 +148,10 @@ type spreadState struct{}
 
 func (spreadState) Clone() fwk.StateData { return spreadState{} }
 
-// visited returns the nodes the scope visits for the unit's pods in the domain (clones).
-func visited(scope *recountScope, u *unit, clones map[string]fwk.NodeInfo) []string {
-	var on []placed
-	for _, p := range u.pods {
-		if _, ok := clones[p.node]; ok {
-			on = append(on, p)
-		}
-	}
+// visited returns the nodes the scope visits for the unit.
+func visited(scope *recountScope, u *unit) []string {
 	got := sets.New[string]()
-	scope.visit(u, on, func(node string) { got.Insert(node) })
+	scope.visit(u, func(node string) { got.Insert(node) })
 	return sets.List(got)
 }
 

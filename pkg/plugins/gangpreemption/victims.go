@@ -319,7 +319,7 @@ func (s *simulation) evaluate(ctx context.Context, d domain) (*choice, int, stri
 		after := total
 		for _, u := range units[lo:hi] {
 			restore(u)
-			scope.visit(u, inDomain(u), func(node string) {
+			scope.visit(u, func(node string) {
 				if _, ok := before[node]; !ok {
 					before[node] = counts[node]
 				}

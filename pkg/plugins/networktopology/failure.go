@@ -178,6 +178,7 @@ func (p *NetworkTopologyAware) refuseConstraint(logger klog.Logger, key podgroup
 		// An annotation that does not parse: only a change of the PodGroup can fix it.
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
+	// Remembered before the tree is checked again: a change in between finds it (treeChanged).
 	p.mu.Lock()
 	p.refused[key] = tree.Generation()
 	p.mu.Unlock()
