@@ -44,27 +44,38 @@ func TestExplainSubGroupConstraintOnly(t *testing.T) {
 }
 
 // TestExplainVerdictBinPacks: the verdict names the candidate the scheduler's default
-// bin-pack picks, the fuller leaf b, not the first by name.
+// bin-pack picks, the fuller leaf b, not the first by name; also when the pods request only
+// GPUs, which the default weighs.
 func TestExplainVerdictBinPacks(t *testing.T) {
-	kube := []runtime.Object{
-		gpuNode("a-n0"), gpuNode("a-n1"), gpuNode("b-n0"), gpuNode("b-n1"),
-		memberPod("team-x", "busy-0", "busy", "b-n0", nil), memberPod("team-x", "busy-1", "busy", "b-n1", nil),
-		memberPod("team-x", "job-0", "job", "", nil), memberPod("team-x", "job-1", "job", "", nil),
+	gpusOnly := func(p *v1.Pod) *v1.Pod {
+		gpus := v1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: gpus, Limits: gpus}
+		return p
 	}
-	topology := []runtime.Object{
-		hntesting.MakeHyperNode("a").Tier(1).Nodes("a-n0", "a-n1").Obj(),
-		hntesting.MakeHyperNode("b").Tier(1).Nodes("b-n0", "b-n1").Obj(),
-	}
-	tier1 := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}
-	scheduling := []runtime.Object{podGroup("team-x", "busy", 2, nil), podGroup("team-x", "job", 2, tier1)}
-	c := loadObjects(t, kube, topology, scheduling)
-	e, err := c.Explain("team-x", "job", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const want = "it fits now: the planner would place the 2 pending pods in b (tier 1)"
-	if e.Search == nil || e.Search.Verdict != want {
-		t.Errorf("verdict %+v, want %q", e.Search, want)
+	unchanged := func(p *v1.Pod) *v1.Pod { return p }
+	for name, requests := range map[string]func(*v1.Pod) *v1.Pod{"cpu, memory and GPUs": unchanged, "GPUs only": gpusOnly} {
+		t.Run(name, func(t *testing.T) {
+			kube := []runtime.Object{
+				gpuNode("a-n0"), gpuNode("a-n1"), gpuNode("b-n0"), gpuNode("b-n1"),
+				requests(memberPod("team-x", "busy-0", "busy", "b-n0", nil)), requests(memberPod("team-x", "busy-1", "busy", "b-n1", nil)),
+				requests(memberPod("team-x", "job-0", "job", "", nil)), requests(memberPod("team-x", "job-1", "job", "", nil)),
+			}
+			topology := []runtime.Object{
+				hntesting.MakeHyperNode("a").Tier(1).Nodes("a-n0", "a-n1").Obj(),
+				hntesting.MakeHyperNode("b").Tier(1).Nodes("b-n0", "b-n1").Obj(),
+			}
+			tier1 := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}
+			scheduling := []runtime.Object{podGroup("team-x", "busy", 2, nil), podGroup("team-x", "job", 2, tier1)}
+			c := loadObjects(t, kube, topology, scheduling)
+			e, err := c.Explain("team-x", "job", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			const want = "it fits now: the planner would place the 2 pending pods in b (tier 1)"
+			if e.Search == nil || e.Search.Verdict != want {
+				t.Errorf("verdict %+v, want %q", e.Search, want)
+			}
+		})
 	}
 }
 

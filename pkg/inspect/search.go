@@ -40,8 +40,24 @@ type planOutcome struct {
 	planned int
 }
 
-// binPackResources are the resources of the default bin-pack weights, in their order.
-var binPackResources = []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
+// binPackResources and binPackWeights are the scheduler's default bin-pack weights, in the
+// plugin's order: cpu, memory, then the extended resources by name.
+var binPackResources, binPackWeights = defaultBinPack()
+
+func defaultBinPack() ([]v1.ResourceName, []float64) {
+	resources := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
+	weights := []float64{float64(configv1.DefaultBinPackCPUWeight), float64(configv1.DefaultBinPackMemoryWeight)}
+	extended := configv1.DefaultBinPackResources()
+	names := make([]v1.ResourceName, 0, len(extended))
+	for name := range extended {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	for _, name := range names {
+		resources, weights = append(resources, name), append(weights, float64(extended[name]))
+	}
+	return resources, weights
+}
 
 // binPackUsage returns a node's requested and allocatable binPackResources.
 func (c *Cluster) binPackUsage(name string) (used, alloc []float64) {
@@ -77,10 +93,9 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 		nodes[n.Name] = placement.Node{Capacity: holds, Used: used, Allocatable: alloc}
 	}
 	sort.Slice(report.UnusableNodes, func(i, j int) bool { return report.UnusableNodes[i].Node < report.UnusableNodes[j].Node })
-	// The scheduler's default candidate scoring: BinPack over cpu and memory, weight 1 each
-	// (a scheduler configured otherwise may pick another candidate of the same tier).
-	req.Nodes, req.Strategy = nodes, placement.BinPack
-	req.Weights = []float64{float64(configv1.DefaultBinPackCPUWeight), float64(configv1.DefaultBinPackMemoryWeight)}
+	// The scheduler's default candidate scoring: BinPack with the default weights (a scheduler
+	// configured otherwise may pick another candidate of the same tier).
+	req.Nodes, req.Strategy, req.Weights = nodes, placement.BinPack, binPackWeights
 	req.PodRequest = placement.Amounts(in.request, binPackResources)
 	if len(shapes) > 1 {
 		// Members of several shapes: planned shape by shape as the scheduler does, with

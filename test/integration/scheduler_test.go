@@ -131,7 +131,7 @@ func TestSchedulerRefusesInvalidPluginArgs(t *testing.T) {
 		},
 		{
 			name:       "all bin-pack weights zero",
-			pluginArgs: map[string]map[string]any{"NetworkTopologyAware": {"hyperNodeBinPack": map[string]any{"cpu": 0, "memory": 0}}},
+			pluginArgs: map[string]map[string]any{"NetworkTopologyAware": {"hyperNodeBinPack": map[string]any{"cpu": 0, "memory": 0, "resources": map[string]any{}}}},
 			wantErr:    `initializing plugin "NetworkTopologyAware": hyperNodeBinPack: Invalid value: "all weights 0": at least one resource weight must be greater than 0`,
 		},
 		{

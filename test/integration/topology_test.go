@@ -459,3 +459,34 @@ func TestTopologyNormalPodPrefersFullerLeaf(t *testing.T) {
 		t.Errorf("second normal pod placed on %v, want node-0 (s0 became the fuller leaf)", got)
 	}
 }
+
+// TestTopologyGPUPodsPackByGPUByDefault: with the shipped default args, pods that request
+// only GPUs (the usual training pod) are packed by GPUs. A pod bound without a scheduler uses
+// 4 of node-5's 8 GPUs, so s2 (node-4, node-5) is the fuller leaf. A plain 1-GPU pod prefers
+// s2; then a gang of two 4-GPU pods, hard at tier 1, fits in every leaf and is placed in s2,
+// where weighing cpu and memory alone scores every leaf 0 and picks s0 by name.
+func TestTopologyGPUPodsPackByGPUByDefault(t *testing.T) {
+	gpus := func(q string) v1.ResourceList { return v1.ResourceList{"nvidia.com/gpu": resource.MustParse(q)} }
+	e := newTopoEnv(t, nodesWithCPU("8", "node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"),
+		gpus("8"), seedHyperNodes(t)...)
+	withGPUs := func(p *v1.Pod, q string) *v1.Pod {
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: gpus(q), Limits: gpus(q)}
+		return p
+	}
+	filler := withGPUs(util.Pod(e.ns, "filler-node-5", "no-scheduler", "", nil), "4")
+	filler.Spec.NodeName = "node-5"
+	if _, err := util.CreatePods(context.Background(), e.c.kube, filler); err != nil {
+		t.Fatal(err)
+	}
+	startScheduler(t, nil)
+	if _, err := util.CreatePods(context.Background(), e.c.kube, withGPUs(util.Pod(e.ns, "web", plugins.SchedulerName, "", nil), "1")); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.waitBound([]string{"web"}); !within(got, "node-4", "node-5") {
+		t.Errorf("1-GPU plain pod placed on %v, want the fuller leaf s2 (node-4, node-5)", got)
+	}
+	got := e.waitBound(e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, gpus("4")))
+	if len(got) != 2 || !within(got, "node-4", "node-5") {
+		t.Errorf("GPU gang placed on %v, want both members in the fuller leaf s2 (node-4, node-5)", got)
+	}
+}

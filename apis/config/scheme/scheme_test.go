@@ -67,7 +67,26 @@ func TestDecodeDefaultsAndConversion(t *testing.T) {
 			want: map[string]any{
 				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 60},
 				"NetworkTopologyAware": &config.NetworkTopologyAwareArgs{
-					HyperNodeBinPack:         config.HyperNodeBinPackArgs{CPU: 1, Memory: 1},
+					HyperNodeBinPack: config.HyperNodeBinPackArgs{CPU: 1, Memory: 1,
+						Resources: map[v1.ResourceName]int64{"nvidia.com/gpu": 2, "amd.com/gpu": 2}},
+					NormalPod:                config.NormalPodArgs{Enable: true, Fading: 0.8},
+					CandidateScoringStrategy: config.BinPack,
+				},
+			},
+		},
+		{
+			name: "an empty list of extended resources weighs none",
+			yaml: header + `  pluginConfig:
+  - name: NetworkTopologyAware
+    args:
+      hyperNodeBinPack:
+        resources: {}
+`,
+			want: map[string]any{
+				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 60},
+				"NetworkTopologyAware": &config.NetworkTopologyAwareArgs{
+					HyperNodeBinPack: config.HyperNodeBinPackArgs{CPU: 1, Memory: 1,
+						Resources: map[v1.ResourceName]int64{}},
 					NormalPod:                config.NormalPodArgs{Enable: true, Fading: 0.8},
 					CandidateScoringStrategy: config.BinPack,
 				},

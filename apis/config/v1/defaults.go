@@ -1,6 +1,9 @@
 package v1
 
-import "k8s.io/utils/ptr"
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+)
 
 // Default values of the plugin args, as documented in docs/user-guide.md.
 const (
@@ -9,7 +12,16 @@ const (
 	DefaultBinPackMemoryWeight      int64   = 1
 	DefaultNormalPodFading          float64 = 0.8
 	DefaultCandidateScoringStrategy         = "BinPack"
+	// DefaultBinPackGPUWeight is the weight of each resource of DefaultBinPackResources.
+	DefaultBinPackGPUWeight int64 = 2
 )
+
+// DefaultBinPackResources are the extended resources weighed when the args list none: the
+// GPUs of NVIDIA's and AMD's device plugins. Without them, a gang whose pods request only GPUs
+// (the usual training pod) would score 0 in every HyperNode and be placed by name.
+func DefaultBinPackResources() map[corev1.ResourceName]int64 {
+	return map[corev1.ResourceName]int64{"nvidia.com/gpu": DefaultBinPackGPUWeight, "amd.com/gpu": DefaultBinPackGPUWeight}
+}
 
 // SetDefaults_GangArgs sets the default schedule timeout.
 func SetDefaults_GangArgs(obj *GangArgs) {
@@ -18,8 +30,10 @@ func SetDefaults_GangArgs(obj *GangArgs) {
 	}
 }
 
-// SetDefaults_NetworkTopologyAwareArgs sets Volcano's defaults: cpu and memory weigh 1,
-// normal-pod scoring is on with fading 0.8, and candidates are chosen by bin-pack.
+// SetDefaults_NetworkTopologyAwareArgs sets Volcano's defaults (cpu and memory weigh 1,
+// normal-pod scoring is on with fading 0.8, candidates are chosen by bin-pack) and, unlike
+// Volcano, weighs the GPUs of DefaultBinPackResources when no extended resource is listed
+// (an empty list, `resources: {}`, weighs none).
 func SetDefaults_NetworkTopologyAwareArgs(obj *NetworkTopologyAwareArgs) {
 	if obj.HyperNodeBinPack == nil {
 		obj.HyperNodeBinPack = &HyperNodeBinPackArgs{}
@@ -29,6 +43,9 @@ func SetDefaults_NetworkTopologyAwareArgs(obj *NetworkTopologyAwareArgs) {
 	}
 	if obj.HyperNodeBinPack.Memory == nil {
 		obj.HyperNodeBinPack.Memory = ptr.To(DefaultBinPackMemoryWeight)
+	}
+	if obj.HyperNodeBinPack.Resources == nil {
+		obj.HyperNodeBinPack.Resources = DefaultBinPackResources()
 	}
 	if obj.NormalPod == nil {
 		obj.NormalPod = &NormalPodArgs{}
