@@ -2,6 +2,8 @@ package podgroup
 
 import (
 	"sort"
+	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -140,20 +142,72 @@ func infoOf(pg *schedulingv1alpha1.PodGroup) Info {
 	return Info{PodGroup: pg, Topology: topology, TopologyErr: topologyErr, SubGroupPolicies: policies, SubGroupErr: policyErr}
 }
 
-// SortByRank orders members by rank (Job completion index or hypernode.dev/rank; members
-// with a rank first), then by name: the order in which the planner fills leaves.
+// SortByRank orders members by rank (Rank; members with a rank first, a JobSet's child Jobs
+// one after another), then by name with the numbers in names compared as numbers (worker-2
+// before worker-10): the order in which the planner fills leaves, so neighbouring ranks
+// share a leaf.
 func SortByRank(members []Member) {
 	sort.SliceStable(members, func(i, j int) bool {
-		ri, iok := Rank(members[i].Pod)
-		rj, jok := Rank(members[j].Pod)
+		pi, pj := members[i].Pod, members[j].Pod
+		ri, iok := Rank(pi)
+		rj, jok := Rank(pj)
 		if iok != jok {
 			return iok
 		}
-		if iok && ri != rj {
-			return ri < rj
+		if iok {
+			if ji, jj := jobSetJobIndex(pi), jobSetJobIndex(pj); ji != jj {
+				return ji < jj
+			}
+			if ri != rj {
+				return ri < rj
+			}
 		}
-		return members[i].Pod.Name < members[j].Pod.Name
+		return naturalLess(pi.Name, pj.Name)
 	})
+}
+
+// jobSetJobIndex is the index of the member's JobSet child Job, 0 outside a JobSet.
+func jobSetJobIndex(pod *v1.Pod) int {
+	n, err := strconv.Atoi(pod.Labels[JobSetJobIndexLabel])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// naturalLess compares names as strings, except that runs of digits compare as numbers.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digitPrefix(a), digitPrefix(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			if da != db {
+				return da < db // the same number: fewer leading zeros first
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+// digitPrefix is the length of the run of ASCII digits s starts with.
+func digitPrefix(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 // CycleMark is a fact about a member's scheduling cycle that one plugin writes into the

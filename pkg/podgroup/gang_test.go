@@ -126,7 +126,9 @@ func TestGangView(t *testing.T) {
 }
 
 // TestSortByRank: the Job completion index orders members (so consecutive ranks fill a leaf
-// together), then the hypernode.dev/rank annotation, then members without a rank by name.
+// together), then the hypernode.dev/rank annotation, then mpi-operator's replica index; a
+// JobSet's child Jobs come one after another; members without a rank follow by name, with
+// numbers compared as numbers.
 func TestSortByRank(t *testing.T) {
 	withIndex := func(name, index string) *v1.Pod {
 		return st.MakePod().Name(name).Label("batch.kubernetes.io/job-completion-index", index).Obj()
@@ -134,20 +136,53 @@ func TestSortByRank(t *testing.T) {
 	withRank := func(name, rank string) *v1.Pod {
 		return st.MakePod().Name(name).Annotation(RankAnnotation, rank).Obj()
 	}
-	members := []Member{
-		{Pod: st.MakePod().Name("b-unranked").Obj()},
-		{Pod: withIndex("w-10", "10")},
-		{Pod: withRank("r-3", "3")},
-		{Pod: withIndex("w-2", "2")},
-		{Pod: st.MakePod().Name("a-unranked").Obj()},
-		{Pod: withRank("bad", "x")},
+	withReplicaIndex := func(name, index string) *v1.Pod {
+		return st.MakePod().Name(name).Label(ReplicaIndexLabel, index).Obj()
 	}
-	SortByRank(members)
-	var got []string
-	for _, m := range members {
-		got = append(got, m.Pod.Name)
+	inJobSet := func(name, job, index string) *v1.Pod {
+		return st.MakePod().Name(name).Label(JobSetJobIndexLabel, job).
+			Label("batch.kubernetes.io/job-completion-index", index).Obj()
 	}
-	if diff := cmp.Diff([]string{"w-2", "r-3", "w-10", "a-unranked", "b-unranked", "bad"}, got); diff != "" {
-		t.Errorf("order (-want,+got):\n%s", diff)
+	named := func(name string) *v1.Pod { return st.MakePod().Name(name).Obj() }
+	tests := []struct {
+		name string
+		pods []*v1.Pod
+		want []string
+	}{{
+		name: "completion index, rank annotation, unranked by name",
+		pods: []*v1.Pod{named("b-unranked"), withIndex("w-10", "10"), withRank("r-3", "3"), withIndex("w-2", "2"),
+			named("a-unranked"), withRank("bad", "x")},
+		want: []string{"w-2", "r-3", "w-10", "a-unranked", "b-unranked", "bad"},
+	}, {
+		name: "an MPIJob: workers by replica index, the launcher (no index) last",
+		pods: []*v1.Pod{named("pi-launcher"), withReplicaIndex("pi-worker-10", "10"), withReplicaIndex("pi-worker-2", "2"),
+			withReplicaIndex("pi-worker-0", "0")},
+		want: []string{"pi-worker-0", "pi-worker-2", "pi-worker-10", "pi-launcher"},
+	}, {
+		name: "a JobSet: child Job by child Job, each by completion index",
+		pods: []*v1.Pod{inJobSet("js-workers-1-0", "1", "0"), inJobSet("js-workers-0-1", "0", "1"),
+			inJobSet("js-workers-1-1", "1", "1"), inJobSet("js-workers-0-0", "0", "0")},
+		want: []string{"js-workers-0-0", "js-workers-0-1", "js-workers-1-0", "js-workers-1-1"},
+	}, {
+		name: "unranked: numbers in names compare as numbers",
+		pods: []*v1.Pod{named("worker-10"), named("worker-9"), named("worker-1"), named("worker-01"), named("worker"),
+			named("worker-2b"), named("worker-2a"), named("master-0")},
+		want: []string{"master-0", "worker", "worker-1", "worker-01", "worker-2a", "worker-2b", "worker-9", "worker-10"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			members := make([]Member, 0, len(tc.pods))
+			for _, p := range tc.pods {
+				members = append(members, Member{Pod: p})
+			}
+			SortByRank(members)
+			var got []string
+			for _, m := range members {
+				got = append(got, m.Pod.Name)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("order (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }
