@@ -2,7 +2,6 @@ package podgroup
 
 import (
 	"sort"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -142,10 +141,10 @@ func infoOf(pg *schedulingv1alpha1.PodGroup) Info {
 	return Info{PodGroup: pg, Topology: topology, TopologyErr: topologyErr, SubGroupPolicies: policies, SubGroupErr: policyErr}
 }
 
-// SortByRank orders members by rank (Rank; members with a rank first, a JobSet's child Jobs
-// one after another), then by name with the numbers in names compared as numbers (worker-2
-// before worker-10): the order in which the planner fills leaves, so neighbouring ranks
-// share a leaf.
+// SortByRank orders members by rank (Job completion index or hypernode.dev/rank; members
+// with a rank first), then by name with the numbers in names compared as numbers (worker-2
+// before worker-10, as mpi-operator numbers its workers in rank order): the order in which
+// the planner fills leaves, so neighbouring ranks share a leaf.
 func SortByRank(members []Member) {
 	sort.SliceStable(members, func(i, j int) bool {
 		pi, pj := members[i].Pod, members[j].Pod
@@ -154,25 +153,11 @@ func SortByRank(members []Member) {
 		if iok != jok {
 			return iok
 		}
-		if iok {
-			if ji, jj := jobSetJobIndex(pi), jobSetJobIndex(pj); ji != jj {
-				return ji < jj
-			}
-			if ri != rj {
-				return ri < rj
-			}
+		if iok && ri != rj {
+			return ri < rj
 		}
 		return naturalLess(pi.Name, pj.Name)
 	})
-}
-
-// jobSetJobIndex is the index of the member's JobSet child Job, 0 outside a JobSet.
-func jobSetJobIndex(pod *v1.Pod) int {
-	n, err := strconv.Atoi(pod.Labels[JobSetJobIndexLabel])
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
 }
 
 // naturalLess compares names as strings, except that runs of digits compare as numbers.

@@ -126,22 +126,14 @@ func TestGangView(t *testing.T) {
 }
 
 // TestSortByRank: the Job completion index orders members (so consecutive ranks fill a leaf
-// together), then the hypernode.dev/rank annotation, then mpi-operator's replica index; a
-// JobSet's child Jobs come one after another; members without a rank follow by name, with
-// numbers compared as numbers.
+// together), then the hypernode.dev/rank annotation; members without a rank follow by name,
+// with numbers compared as numbers.
 func TestSortByRank(t *testing.T) {
 	withIndex := func(name, index string) *v1.Pod {
 		return st.MakePod().Name(name).Label("batch.kubernetes.io/job-completion-index", index).Obj()
 	}
 	withRank := func(name, rank string) *v1.Pod {
 		return st.MakePod().Name(name).Annotation(RankAnnotation, rank).Obj()
-	}
-	withReplicaIndex := func(name, index string) *v1.Pod {
-		return st.MakePod().Name(name).Label(ReplicaIndexLabel, index).Obj()
-	}
-	inJobSet := func(name, job, index string) *v1.Pod {
-		return st.MakePod().Name(name).Label(JobSetJobIndexLabel, job).
-			Label("batch.kubernetes.io/job-completion-index", index).Obj()
 	}
 	named := func(name string) *v1.Pod { return st.MakePod().Name(name).Obj() }
 	tests := []struct {
@@ -154,15 +146,9 @@ func TestSortByRank(t *testing.T) {
 			named("a-unranked"), withRank("bad", "x")},
 		want: []string{"w-2", "r-3", "w-10", "a-unranked", "b-unranked", "bad"},
 	}, {
-		name: "an MPIJob: workers by replica index, the launcher (no index) last",
-		pods: []*v1.Pod{named("pi-launcher"), withReplicaIndex("pi-worker-10", "10"), withReplicaIndex("pi-worker-2", "2"),
-			withReplicaIndex("pi-worker-0", "0")},
-		want: []string{"pi-worker-0", "pi-worker-2", "pi-worker-10", "pi-launcher"},
-	}, {
-		name: "a JobSet: child Job by child Job, each by completion index",
-		pods: []*v1.Pod{inJobSet("js-workers-1-0", "1", "0"), inJobSet("js-workers-0-1", "0", "1"),
-			inJobSet("js-workers-1-1", "1", "1"), inJobSet("js-workers-0-0", "0", "0")},
-		want: []string{"js-workers-0-0", "js-workers-0-1", "js-workers-1-0", "js-workers-1-1"},
+		name: "an MPIJob's pods by name: the launcher, then the workers in rank order",
+		pods: []*v1.Pod{named("pi-worker-10"), named("pi-worker-2"), named("pi-launcher"), named("pi-worker-0")},
+		want: []string{"pi-launcher", "pi-worker-0", "pi-worker-2", "pi-worker-10"},
 	}, {
 		name: "unranked: numbers in names compare as numbers",
 		pods: []*v1.Pod{named("worker-10"), named("worker-9"), named("worker-1"), named("worker-01"), named("worker"),

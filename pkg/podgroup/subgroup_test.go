@@ -158,30 +158,6 @@ func TestExampleParses(t *testing.T) {
 	}
 }
 
-// TestPartitionsOfAnMPIJob: partitionSize reads mpi-operator's replica index, so an MPIJob's
-// workers form partitions without a label of their own; the launcher, without an index, is in
-// the job's default group.
-func TestPartitionsOfAnMPIJob(t *testing.T) {
-	policies, err := ParseSubGroupPolicies(map[string]string{
-		SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":4,"partitionSize":4,"labelSelector":{"matchLabels":{"training.kubeflow.org/job-role":"worker"}}}]`,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	worker := func(index string) *v1.Pod {
-		return st.MakePod().Label("training.kubeflow.org/job-role", "worker").Label(ReplicaIndexLabel, index).Obj()
-	}
-	for index, want := range map[string]string{"0": "tp-0", "3": "tp-0", "4": "tp-1", "11": "tp-2"} {
-		if sub, ok := SubGroupOf(policies, worker(index)); !ok || sub.ID != want {
-			t.Errorf("worker %s is in %v (%v), want %s", index, sub, ok, want)
-		}
-	}
-	launcher := st.MakePod().Label("training.kubeflow.org/job-role", "launcher").Obj()
-	if sub, ok := SubGroupOf(policies, launcher); ok {
-		t.Errorf("the launcher is in %v, want the job's default group", sub)
-	}
-}
-
 // TestProgressFollowsEveryChange: after every change of a random sequence (members added,
 // relabelled into another sub-group, reserved, unreserved, bound, deleted; the policies
 // changed, the PodGroup deleted and recreated), Progress, kept by events, equals a count

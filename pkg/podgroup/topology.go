@@ -17,16 +17,6 @@ const NetworkTopologyAnnotation = "hypernode.dev/network-topology"
 // RankAnnotation gives a member its rank when it has no Job completion index.
 const RankAnnotation = "hypernode.dev/rank"
 
-// Labels that workload controllers set and the member order reads.
-const (
-	// ReplicaIndexLabel is the index of a pod among its replica type's pods, set by
-	// mpi-operator (its workers: their MPI rank order) and training-operator.
-	ReplicaIndexLabel = "training.kubeflow.org/replica-index"
-	// JobSetJobIndexLabel is the index of a JobSet's child Job, whose pods' completion indexes
-	// each start from 0.
-	JobSetJobIndexLabel = "jobset.sigs.k8s.io/job-index"
-)
-
 // TopologyMode is hard (never cross the allowed tier) or soft (prefer small domains, still run).
 type TopologyMode string
 
@@ -103,14 +93,12 @@ func (nt *NetworkTopology) String() string {
 }
 
 // Rank returns a member's rank: the Job completion index, else the hypernode.dev/rank
-// annotation, else the training.kubeflow.org/replica-index label; ok is false when none is a
-// number.
+// annotation; ok is false when neither is a number.
 func Rank(pod *v1.Pod) (int, bool) {
 	for _, v := range []string{
 		pod.Labels["batch.kubernetes.io/job-completion-index"],
 		pod.Annotations["batch.kubernetes.io/job-completion-index"],
 		pod.Annotations[RankAnnotation],
-		pod.Labels[ReplicaIndexLabel],
 	} {
 		if v == "" {
 			continue

@@ -460,7 +460,7 @@ func TestTopologyNormalPodPrefersFullerLeaf(t *testing.T) {
 	}
 }
 
-// TestTopologyGPUPodsPackByGPUByDefault: with the shipped default args, pods that request
+// TestTopologyGPUPodsPackByGPUByDefault: with the default args, pods that request
 // only GPUs (the usual training pod) are packed by GPUs. A pod bound without a scheduler uses
 // 4 of node-5's 8 GPUs, so s2 (node-4, node-5) is the fuller leaf. A plain 1-GPU pod prefers
 // s2; then a gang of two 4-GPU pods, hard at tier 1, fits in every leaf and is placed in s2,
@@ -478,7 +478,8 @@ func TestTopologyGPUPodsPackByGPUByDefault(t *testing.T) {
 	if _, err := util.CreatePods(context.Background(), e.c.kube, filler); err != nil {
 		t.Fatal(err)
 	}
-	startScheduler(t, nil)
+	// Args without `resources`: the plugin's defaults fill it in.
+	startScheduler(t, map[string]map[string]any{"NetworkTopologyAware": {"hyperNodeBinPack": map[string]any{"cpu": 1, "memory": 1}}})
 	if _, err := util.CreatePods(context.Background(), e.c.kube, withGPUs(util.Pod(e.ns, "web", plugins.SchedulerName, "", nil), "1")); err != nil {
 		t.Fatal(err)
 	}
