@@ -45,33 +45,54 @@ func TestExplainSubGroupConstraintOnly(t *testing.T) {
 
 // TestExplainVerdictBinPacks: the verdict names the candidate the scheduler's default
 // bin-pack picks, the fuller leaf b, not the first by name; also when the pods request only
-// GPUs, which the default weighs.
+// GPUs, which the default weighs, and for a gang of two shapes (a launcher and workers).
 func TestExplainVerdictBinPacks(t *testing.T) {
-	gpusOnly := func(p *v1.Pod) *v1.Pod {
+	gpusOnly := func(p *v1.Pod) {
 		gpus := v1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}
 		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: gpus, Limits: gpus}
-		return p
 	}
-	unchanged := func(p *v1.Pod) *v1.Pod { return p }
-	for name, requests := range map[string]func(*v1.Pod) *v1.Pod{"cpu, memory and GPUs": unchanged, "GPUs only": gpusOnly} {
-		t.Run(name, func(t *testing.T) {
-			kube := []runtime.Object{
-				gpuNode("a-n0"), gpuNode("a-n1"), gpuNode("b-n0"), gpuNode("b-n1"),
-				requests(memberPod("team-x", "busy-0", "busy", "b-n0", nil)), requests(memberPod("team-x", "busy-1", "busy", "b-n1", nil)),
-				requests(memberPod("team-x", "job-0", "job", "", nil)), requests(memberPod("team-x", "job-1", "job", "", nil)),
+	launcher := func(p *v1.Pod) {
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}
+	}
+	tests := []struct {
+		name string
+		// requests changes every pod's request; first changes job-0's after it.
+		requests, first func(*v1.Pod)
+		demand          int
+	}{
+		{name: "cpu, memory and GPUs", demand: 2},
+		{name: "GPUs only", requests: gpusOnly, demand: 2},
+		{name: "a launcher and GPU workers", first: launcher, demand: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := func(name, group, node string) *v1.Pod {
+				p := memberPod("team-x", name, group, node, nil)
+				if tc.requests != nil {
+					tc.requests(p)
+				}
+				if name == "job-0" && tc.first != nil {
+					tc.first(p)
+				}
+				return p
+			}
+			kube := []runtime.Object{gpuNode("a-n0"), gpuNode("a-n1"), gpuNode("b-n0"), gpuNode("b-n1"),
+				pod("busy-0", "busy", "b-n0"), pod("busy-1", "busy", "b-n1")}
+			for i := range tc.demand {
+				kube = append(kube, pod(fmt.Sprintf("job-%d", i), "job", ""))
 			}
 			topology := []runtime.Object{
 				hntesting.MakeHyperNode("a").Tier(1).Nodes("a-n0", "a-n1").Obj(),
 				hntesting.MakeHyperNode("b").Tier(1).Nodes("b-n0", "b-n1").Obj(),
 			}
 			tier1 := map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}
-			scheduling := []runtime.Object{podGroup("team-x", "busy", 2, nil), podGroup("team-x", "job", 2, tier1)}
+			scheduling := []runtime.Object{podGroup("team-x", "busy", 2, nil), podGroup("team-x", "job", int32(tc.demand), tier1)}
 			c := loadObjects(t, kube, topology, scheduling)
 			e, err := c.Explain("team-x", "job", "")
 			if err != nil {
 				t.Fatal(err)
 			}
-			const want = "it fits now: the planner would place the 2 pending pods in b (tier 1)"
+			want := fmt.Sprintf("it fits now: the planner would place the %d pending pods in b (tier 1)", tc.demand)
 			if e.Search == nil || e.Search.Verdict != want {
 				t.Errorf("verdict %+v, want %q", e.Search, want)
 			}

@@ -40,24 +40,9 @@ type planOutcome struct {
 	planned int
 }
 
-// binPackResources and binPackWeights are the scheduler's default bin-pack weights, in the
-// plugin's order: cpu, memory, then the extended resources by name.
-var binPackResources, binPackWeights = defaultBinPack()
-
-func defaultBinPack() ([]v1.ResourceName, []float64) {
-	resources := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
-	weights := []float64{float64(configv1.DefaultBinPackCPUWeight), float64(configv1.DefaultBinPackMemoryWeight)}
-	extended := configv1.DefaultBinPackResources()
-	names := make([]v1.ResourceName, 0, len(extended))
-	for name := range extended {
-		names = append(names, name)
-	}
-	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
-	for _, name := range names {
-		resources, weights = append(resources, name), append(weights, float64(extended[name]))
-	}
-	return resources, weights
-}
+// binPackResources and binPackWeights are the scheduler's default bin-pack weights.
+var binPackResources, binPackWeights = placement.Weights(configv1.DefaultBinPackCPUWeight,
+	configv1.DefaultBinPackMemoryWeight, configv1.DefaultBinPackResources())
 
 // binPackUsage returns a node's requested and allocatable binPackResources.
 func (c *Cluster) binPackUsage(name string) (used, alloc []float64) {
@@ -182,7 +167,8 @@ func (c *Cluster) shapeCapacities(shapes []podgroup.Shape) ([]placement.Shape, p
 		request, _ := c.counted(podRequests(s.Rep))
 		in := searchInput{shape: s.Rep, request: request, demand: len(s.Members), affinity: nodeaffinity.GetRequiredNodeAffinity(s.Rep)}
 		inputs[i] = in
-		out[i] = placement.Shape{Name: s.Name, Members: s.Members, Capacity: map[string]int{}}
+		out[i] = placement.Shape{Name: s.Name, Members: s.Members, Capacity: map[string]int{},
+			Request: placement.Amounts(request, binPackResources)}
 		for _, n := range c.Nodes {
 			out[i].Capacity[n.Name], _ = c.nodeCapacity(n.Name, in)
 		}

@@ -179,3 +179,27 @@ func Amounts(list v1.ResourceList, resources []v1.ResourceName) []float64 {
 	}
 	return out
 }
+
+// Weights returns the resources BinPack weighs and their weights, in the order Request.Weights
+// and Amounts use: cpu, memory, then the extended resources by name; a resource of weight 0
+// is left out.
+func Weights(cpu, memory int64, extended map[v1.ResourceName]int64) ([]v1.ResourceName, []float64) {
+	var resources []v1.ResourceName
+	var weights []float64
+	add := func(name v1.ResourceName, w int64) {
+		if w > 0 {
+			resources, weights = append(resources, name), append(weights, float64(w))
+		}
+	}
+	add(v1.ResourceCPU, cpu)
+	add(v1.ResourceMemory, memory)
+	names := make([]v1.ResourceName, 0, len(extended))
+	for name := range extended {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	for _, name := range names {
+		add(name, extended[name])
+	}
+	return resources, weights
+}

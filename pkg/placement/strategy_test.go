@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
@@ -137,5 +139,33 @@ func TestTieBreakPrefersPlacedMembers(t *testing.T) {
 	}
 	if got.Domain != "s1" {
 		t.Errorf("domain = %s, want s1 (it holds the placed member); s0 only wins by name", got.Domain)
+	}
+}
+
+// TestWeights: cpu, memory, then extended resources by name; a weight of 0 leaves its
+// resource out, so BinPack never divides by a zero weight sum for it.
+func TestWeights(t *testing.T) {
+	tests := []struct {
+		name        string
+		cpu, memory int64
+		extended    map[v1.ResourceName]int64
+		wantNames   []v1.ResourceName
+		wantWeights []float64
+	}{
+		{name: "defaults", cpu: 1, memory: 1, extended: map[v1.ResourceName]int64{"nvidia.com/gpu": 2, "amd.com/gpu": 2},
+			wantNames: []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, "amd.com/gpu", "nvidia.com/gpu"}, wantWeights: []float64{1, 1, 2, 2}},
+		{name: "zero weights left out", cpu: 0, memory: 3, extended: map[v1.ResourceName]int64{"b.com/x": 0, "a.com/y": 5},
+			wantNames: []v1.ResourceName{v1.ResourceMemory, "a.com/y"}, wantWeights: []float64{3, 5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			names, weights := Weights(tc.cpu, tc.memory, tc.extended)
+			if diff := cmp.Diff(tc.wantNames, names); diff != "" {
+				t.Errorf("resources (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantWeights, weights); diff != "" {
+				t.Errorf("weights (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -167,14 +167,9 @@ func quartiles(xs []float64) [3]float64 {
 // nodes in map order, so a pod's nodes spread over most leaves, as in a cluster whose nodes
 // registered in parallel.
 func BenchmarkNormalScorePrepare(b *testing.B) {
-	e := newBenchEnv(b)
+	e, pod := newPlainCycleEnv(b)
 	list, _ := e.snapshot.NodeInfos().List()
 	u := e.plugin.usageSums
-	for _, ni := range list {
-		u.setNode(ni.Node().Name, u.allocatable(ni.Node()))
-	}
-	pod := st.MakePod().Namespace(benchNamespace).Name("web").UID("web").
-		Req(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi"}).Obj()
 	req, tree := u.podRequest(pod), e.plugin.cache.Snapshot()
 	const scored = benchNodes * 5 / 100
 	// The first pass builds the node-to-leaf table and every bin-pack value: not timed.

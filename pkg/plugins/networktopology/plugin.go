@@ -11,7 +11,6 @@ package networktopology
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
@@ -162,22 +162,8 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 	}
 	registry.OnGroupDelete(p.forget)
 	p.nominations = podstatus.NewWriter("hypernode-nominations", handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister(), p.nominationUpdate)
-	add := func(name v1.ResourceName, w int64) {
-		if w > 0 {
-			p.resources = append(p.resources, name)
-			p.weights = append(p.weights, float64(w))
-		}
-	}
-	add(v1.ResourceCPU, args.HyperNodeBinPack.CPU)
-	add(v1.ResourceMemory, args.HyperNodeBinPack.Memory)
-	var extra []string
-	for name := range args.HyperNodeBinPack.Resources {
-		extra = append(extra, string(name))
-	}
-	sort.Strings(extra)
-	for _, name := range extra {
-		add(v1.ResourceName(name), args.HyperNodeBinPack.Resources[v1.ResourceName(name)])
-	}
+	binPack := args.HyperNodeBinPack
+	p.resources, p.weights = placement.Weights(binPack.CPU, binPack.Memory, binPack.Resources)
 	if args.NormalPod.Enable {
 		p.usageSums = newUsageCache(p.resources, args.NormalPod.Fading)
 	}
