@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -188,7 +189,9 @@ func newBenchEnv(b *testing.B) *benchEnv {
 // cycle runs what a scheduling cycle runs for pod up to scoring: PreFilter, Filter on the
 // nodes the scheduler would evaluate (the PreFilterResult, or the first numFeasible feasible
 // ones from where the previous cycle stopped, as kube-scheduler's percentageOfNodesToScore
-// stops early and its next cycle goes on from there), PreScore and Score.
+// stops early and its next cycle goes on from there; numFeasible < 0 for all), PreScore and
+// Score. Filter runs as kube-scheduler runs it: on the profile's parallelizer, in chunks of
+// consecutive nodes, the feasible ones listed as they are found.
 func (e *benchEnv) cycle(b *testing.B, fw framework.Framework, pod *v1.Pod, numFeasible int) int {
 	state := framework.NewCycleState()
 	result, status, _ := fw.RunPreFilterPlugins(e.ctx, state, pod)
@@ -211,20 +214,29 @@ func (e *benchEnv) cycle(b *testing.B, fw framework.Framework, pod *v1.Pod, numF
 	if result.AllNodes() {
 		start = e.nextStart
 	}
-	var feasible []fwk.NodeInfo
-	processed := 0
-	for i := range candidates {
-		ni := candidates[(start+i)%len(candidates)]
-		processed++
-		if fw.RunFilterPluginsWithNominatedPods(e.ctx, state, pod, ni).IsSuccess() {
-			feasible = append(feasible, ni)
-			if len(feasible) == numFeasible {
-				break
-			}
-		}
+	if numFeasible < 0 || numFeasible > len(candidates) {
+		numFeasible = len(candidates)
 	}
+	feasible := make([]fwk.NodeInfo, numFeasible)
+	var feasibleLen, failed atomic.Int32
+	ctx, cancel := context.WithCancel(e.ctx)
+	fw.Parallelizer().Until(ctx, len(candidates), func(i int) {
+		ni := candidates[(start+i)%len(candidates)]
+		if !fw.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni).IsSuccess() {
+			failed.Add(1)
+			return
+		}
+		if n := feasibleLen.Add(1); n > int32(numFeasible) {
+			cancel()
+			feasibleLen.Add(-1)
+		} else {
+			feasible[n-1] = ni
+		}
+	}, "Filter")
+	cancel()
+	feasible = feasible[:feasibleLen.Load()]
 	if result.AllNodes() {
-		e.nextStart = (e.nextStart + processed) % len(candidates)
+		e.nextStart = (e.nextStart + len(feasible) + int(failed.Load())) % len(candidates)
 	}
 	if s := fw.RunPreScorePlugins(e.ctx, state, pod, feasible); !s.IsSuccess() {
 		b.Fatalf("PreScore: %v", s)

@@ -77,3 +77,63 @@ func (t *nodeTable[V]) get(ni fwk.NodeInfo) (v V, ok bool) {
 		}
 	}
 }
+
+// listStreams is how many runs of consecutive nodes nodeList.find follows at once: a few more
+// than the Filter workers that run together on a machine of a few cores.
+const listStreams = 8
+
+// nodeList holds a value for each node of kube-scheduler's node list, by position, and finds
+// the position of a NodeInfo. kube-scheduler's Filter goes through the list in chunks of
+// consecutive nodes, a few workers at a time, and lists the feasible nodes as they pass: most
+// of a pod's scored nodes come right after a node scored shortly before. find therefore tries
+// the slot after each of the last few positions it found, memory the previous finds brought
+// into the CPU cache, before the table, whose lookup misses the cache for almost every node
+// once a cycle's Filter has gone over hundreds of NodeInfos.
+type nodeList[V any] struct {
+	nodes    []*framework.NodeInfo
+	values   []V
+	position nodeTable[int32]
+	// recent are the last positions found, most recent first.
+	recent [listStreams]int32
+}
+
+// reset makes the list hold list's nodes, value(NodeInfo) each; NodeInfos that are not
+// kube-scheduler's are left out.
+func (l *nodeList[V]) reset(list []fwk.NodeInfo, value func(*framework.NodeInfo) V) {
+	l.nodes, l.values = l.nodes[:0], l.values[:0]
+	l.position.reset(len(list))
+	for _, ni := range list {
+		if p, ok := ni.(*framework.NodeInfo); ok {
+			l.position.set(p, int32(len(l.nodes)))
+			l.nodes = append(l.nodes, p)
+			l.values = append(l.values, value(p))
+		}
+	}
+	clear(l.recent[:])
+}
+
+// get returns the value held for ni; ok is false for a node not in the list.
+func (l *nodeList[V]) get(ni fwk.NodeInfo) (v V, ok bool) {
+	p, _ := ni.(*framework.NodeInfo)
+	if p == nil || len(l.nodes) == 0 {
+		return v, false
+	}
+	for k, last := range l.recent {
+		next := last + 1
+		if int(next) == len(l.nodes) {
+			next = 0
+		}
+		if l.nodes[next] == p {
+			copy(l.recent[1:k+1], l.recent[:k])
+			l.recent[0] = next
+			return l.values[next], true
+		}
+	}
+	pos, ok := l.position.get(p)
+	if !ok {
+		return v, false
+	}
+	copy(l.recent[1:], l.recent[:listStreams-1])
+	l.recent[0] = pos
+	return l.values[pos], true
+}

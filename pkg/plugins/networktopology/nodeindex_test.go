@@ -3,9 +3,11 @@ package networktopology
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 )
@@ -101,5 +103,106 @@ func TestNodeTableGrows(t *testing.T) {
 		if v, ok := table.get(ni); !ok || v != int32(i) {
 			t.Errorf("node %d: got %d, %v", i, v, ok)
 		}
+	}
+}
+
+// TestNodeList: every order kube-scheduler can list feasible nodes in finds each node's own
+// value, whether the slot after a recent find holds it or the table does.
+func TestNodeList(t *testing.T) {
+	const n = 200
+	nodes := tableNodes(n)
+	list := make([]fwk.NodeInfo, n)
+	for i, ni := range nodes {
+		list[i] = ni
+	}
+	// interleaved takes streams runs of consecutive positions, one node of each in turn, as
+	// Filter workers on consecutive chunks list them.
+	interleaved := func(streams, from, length int) []int {
+		var out []int
+		for i := range length {
+			for s := range streams {
+				out = append(out, (from+s*length+i)%n)
+			}
+		}
+		return out
+	}
+	seq := func(from, to int) []int {
+		var out []int
+		for i := from; i < to; i++ {
+			out = append(out, i%n)
+		}
+		return out
+	}
+	backwards := func(s []int) []int {
+		slices.Reverse(s)
+		return s
+	}
+	tests := []struct {
+		name  string
+		order []int
+	}{
+		{name: "in list order", order: seq(0, n)},
+		{name: "around the end of the list", order: seq(n-5, n+5)},
+		{name: "two workers", order: interleaved(2, 10, 40)},
+		{name: "as many workers as followed", order: interleaved(listStreams, 0, n/listStreams)},
+		{name: "more workers than followed", order: interleaved(listStreams+3, 7, 15)},
+		{name: "backwards", order: backwards(seq(0, n))},
+		{name: "the same node twice", order: []int{5, 5, 6, 6, 4}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var l nodeList[string]
+			l.reset(list, func(ni *framework.NodeInfo) string { return ni.Node().Name })
+			var want, got []string
+			for _, pos := range tc.order {
+				want = append(want, nodes[pos].Node().Name)
+				v, ok := l.get(nodes[pos])
+				if !ok {
+					v = "(absent)"
+				}
+				got = append(got, v)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("values (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestNodeListReset: after a reset to another list, the previous list's nodes are absent and
+// positions found in the longer list before are not read past the end of the new one.
+func TestNodeListReset(t *testing.T) {
+	nodes := tableNodes(50)
+	asList := func(nodes []*framework.NodeInfo) []fwk.NodeInfo {
+		out := []fwk.NodeInfo{framework.NewNodeInfo()} // no Node: never asked for, still listed
+		for _, ni := range nodes {
+			out = append(out, ni)
+		}
+		return out
+	}
+	var l nodeList[int]
+	index := func(ni *framework.NodeInfo) int { return slices.Index(nodes, ni) }
+	l.reset(asList(nodes), index)
+	for _, ni := range nodes[40:] {
+		l.get(ni)
+	}
+	l.reset(asList(nodes[:10]), index)
+	got := map[int]bool{}
+	for i, ni := range nodes {
+		v, ok := l.get(ni)
+		if ok && v != i {
+			t.Errorf("node %d: value %d", i, v)
+		}
+		got[i] = ok
+	}
+	want := map[int]bool{}
+	for i := range nodes {
+		want[i] = i < 10
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("found (-want,+got):\n%s", diff)
+	}
+	if _, ok := l.get(nil); ok {
+		t.Error("a nil NodeInfo was found")
 	}
 }

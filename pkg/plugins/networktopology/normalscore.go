@@ -20,9 +20,9 @@ import (
 // then adds up the values along the leaf path of each node kube-scheduler is about to score,
 // in one pass; Score reads the node's result. Consecutive pods of one shape so cost O(depth)
 // per placed pod and O(depth) per scored node: nothing per pod that grows with the cluster.
-// One pass in PreScore rather than a lookup per Score call, because the node-to-leaf lookup
-// misses the CPU cache for almost every node, and a tight loop overlaps those misses where
-// Score calls, interleaved with the other plugins', cannot (docs/benchmarks.md).
+// One pass in PreScore rather than a lookup per Score call: the node-to-leaf lookup of a node
+// found in kube-scheduler's list right after one found before reads memory already in the CPU
+// cache (nodeList), which Score calls, spread over workers, would not (docs/benchmarks.md).
 //
 // Score reads the table of results without the lock. That is safe because only prepare
 // writes it, and kube-scheduler runs one pod's PreScore and Score in order, in its single
@@ -42,16 +42,12 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 	if treeChanged || !sameList(list, u.leafOfList, u.leafOfLen) {
 		// Nodes were added or removed (kube-scheduler then builds a new list) or the tree
 		// changed: O(nodes), rarely.
-		u.leafOf.reset(len(list))
-		for _, ni := range list {
-			if p, ok := ni.(*framework.NodeInfo); ok {
-				index := int32(-1)
-				if leaf := u.leafOfLocked(ni.Node().Name); leaf != nil {
-					index = leaf.index
-				}
-				u.leafOf.set(p, index)
+		u.leafOf.reset(list, func(ni *framework.NodeInfo) int32 {
+			if leaf := u.leafOfLocked(ni.Node().Name); leaf != nil {
+				return leaf.index
 			}
-		}
+			return -1
+		})
 		u.leafOfList, u.leafOfLen = nil, len(list)
 		if len(list) > 0 {
 			u.leafOfList = &list[0]

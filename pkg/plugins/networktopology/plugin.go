@@ -95,6 +95,9 @@ type NetworkTopologyAware struct {
 	// deferring are the gangs with sub-groups deferred for lack of room; they are activated
 	// when another gang's promised slots are released, since no cluster event announces that.
 	deferring sets.Set[podgroup.Key]
+	// lastPreScore is the latest pod's PreScore state. It keeps that pod's CycleState alive,
+	// so a CycleState at the same address is the same cycle.
+	lastPreScore atomic.Pointer[preScoreState]
 	// lastSimulated is how many nodes the latest plan ran the Filter plugins on.
 	lastSimulated atomic.Int64
 	// roomEpoch counts the changes that can make room (an assigned pod gone, a node added or

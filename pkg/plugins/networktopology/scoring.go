@@ -14,7 +14,9 @@ import (
 
 // preScoreState holds what Score needs for one pod.
 type preScoreState struct {
-	tree *hypernode.Snapshot
+	// cycle is the cycle state this was written to (see NetworkTopologyAware.lastPreScore).
+	cycle fwk.CycleState
+	tree  *hypernode.Snapshot
 	// Constrained members: the HyperNode their gang occupies (placed members and plan), and
 	// the number of placed members per leaf.
 	reference    string
@@ -63,7 +65,7 @@ func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleStat
 			}
 		}
 		p.mu.Unlock()
-		state.Write(preScoreStateKey, s)
+		p.writePreScore(state, s)
 		return nil
 	}
 	if p.usageSums == nil || tree.Len() == 0 {
@@ -75,24 +77,38 @@ func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleStat
 	}
 	s.req = p.usageSums.podRequest(pod)
 	s.normal = p.usageSums.prepare(tree, list, nodes, s.req, p.weights)
-	state.Write(preScoreStateKey, s)
+	p.writePreScore(state, s)
 	return nil
+}
+
+func (p *NetworkTopologyAware) writePreScore(state fwk.CycleState, s *preScoreState) {
+	s.cycle = state
+	state.Write(preScoreStateKey, s)
+	p.lastPreScore.Store(s)
+}
+
+// preScoreOf is what PreScore wrote to state: the latest one without CycleState's map lookup
+// (Score asks once per scored node), else read from state.
+func (p *NetworkTopologyAware) preScoreOf(state fwk.CycleState) *preScoreState {
+	if s := p.lastPreScore.Load(); s != nil && s.cycle == state {
+		return s
+	}
+	return readState[*preScoreState](state, preScoreStateKey)
 }
 
 // Score ranks a node for the pod.
 func (p *NetworkTopologyAware) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	s := readState[*preScoreState](state, preScoreStateKey)
+	s := p.preScoreOf(state)
 	if s == nil {
 		return 0, nil
 	}
-	name := nodeInfo.Node().Name
 	if s.normal == nil {
-		return p.scoreMember(s, name), nil
+		return p.scoreMember(s, nodeInfo.Node().Name), nil
 	}
 	score, ok := s.normal.score(nodeInfo)
 	if !ok {
 		// PreScore saw the scheduler's node list of this cycle, which holds every node scored.
-		return 0, fwk.AsStatus(fmt.Errorf("node %s is not in the scheduler's node list", name))
+		return 0, fwk.AsStatus(fmt.Errorf("node %s is not in the scheduler's node list", nodeInfo.Node().Name))
 	}
 	return score, nil
 }

@@ -1,11 +1,15 @@
 package networktopology
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
@@ -53,5 +57,30 @@ func TestScoreMember(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("scores (-want,+got):\n%s", diff)
+	}
+}
+
+// TestScoreReadsItsOwnCycle: Score of a cycle other than the latest PreScore's (Score reads
+// the latest without a CycleState lookup) scores with that cycle's own state, and a cycle
+// PreScore wrote nothing to scores 0.
+func TestScoreReadsItsOwnCycle(t *testing.T) {
+	p := &NetworkTopologyAware{}
+	tree := seedTree()
+	first, second := framework.NewCycleState(), framework.NewCycleState()
+	p.writePreScore(first, &preScoreState{tree: tree, reference: "rack-0", placedByLeaf: map[string]int{}, members: 4})
+	p.writePreScore(second, &preScoreState{tree: tree, reference: "rack-3", placedByLeaf: map[string]int{}, members: 4})
+	node := framework.NewNodeInfo()
+	node.SetNode(st.MakeNode().Name("node-0").Obj())
+	got := map[string]int64{}
+	for name, state := range map[string]fwk.CycleState{"first": first, "second": second, "none": framework.NewCycleState()} {
+		score, status := p.Score(context.Background(), state, st.MakePod().Obj(), node)
+		if !status.IsSuccess() {
+			t.Fatalf("%s: %v", name, status)
+		}
+		got[name] = score
+	}
+	// node-0 is in rack-0: full in the first cycle; LCA spine-0 with rack-3 in the second.
+	if diff := cmp.Diff(map[string]int64{"first": 90, "second": 30, "none": 0}, got); diff != "" {
+		t.Errorf("scores of node-0 (-want,+got):\n%s", diff)
 	}
 }

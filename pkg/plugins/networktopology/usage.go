@@ -46,7 +46,7 @@ type usageCache struct {
 	fading      float64
 	totalWeight float64
 	lastReq     []int64
-	leafOf      nodeTable[int32] // index in leafList, -1 for a node no leaf holds
+	leafOf      nodeList[int32] // index in leafList, -1 for a node no leaf holds
 	leafOfList  *fwk.NodeInfo
 	leafOfLen   int
 	scores      nodeTable[int32]

@@ -129,13 +129,20 @@ func TestNodeScores(t *testing.T) {
 // nodeScores prepares u for a pod requesting req and scores each of nodes.
 func nodeScores(t *testing.T, u *usageCache, tree *hypernode.Snapshot, nodes []fwk.NodeInfo, req []int64) map[fwk.NodeInfo]int64 {
 	t.Helper()
+	return scoredNodes(t, u, tree, nodes, nodes, req)
+}
+
+// scoredNodes prepares u for a pod requesting req, scored on scored of the node list list,
+// and scores each of scored.
+func scoredNodes(t *testing.T, u *usageCache, tree *hypernode.Snapshot, list, scored []fwk.NodeInfo, req []int64) map[fwk.NodeInfo]int64 {
+	t.Helper()
 	weights := make([]float64, len(req))
 	for i := range weights {
 		weights[i] = 1
 	}
-	scores := u.prepare(tree, nodes, nodes, req, weights)
+	scores := u.prepare(tree, list, scored, req, weights)
 	out := map[fwk.NodeInfo]int64{}
-	for _, ni := range nodes {
+	for _, ni := range scored {
 		score, ok := scores.score(ni)
 		if !ok {
 			t.Fatalf("node %s not prepared", ni.Node().Name)
@@ -475,11 +482,18 @@ func TestNodeScoresMatchThePathWalk(t *testing.T) {
 		}
 		req := []int64{rng.Int64N(4000), rng.Int64N(1 << 34)}
 		snap := tree.Snapshot()
-		got := map[string]int64{}
-		for ni, score := range nodeScores(t, u, snap, infos, req) {
+		// Some of the nodes, in any order, as Filter's workers list them.
+		scored := slices.Clone(infos)
+		rng.Shuffle(len(scored), func(i, j int) { scored[i], scored[j] = scored[j], scored[i] })
+		scored = scored[:1+rng.IntN(len(scored))]
+		got, scoredNames := map[string]int64{}, []string{}
+		for ni, score := range scoredNodes(t, u, snap, infos, scored, req) {
 			got[ni.Node().Name] = score
 		}
-		if diff := cmp.Diff(pathWalkScores(snap, names, recount(snap, m.nodes, m.pods), req, fading), got); diff != "" {
+		for _, ni := range scored {
+			scoredNames = append(scoredNames, ni.Node().Name)
+		}
+		if diff := cmp.Diff(pathWalkScores(snap, scoredNames, recount(snap, m.nodes, m.pods), req, fading), got); diff != "" {
 			t.Fatalf("step %d: scores (-path walk,+incremental):\n%s", step, diff)
 		}
 	}
