@@ -101,8 +101,11 @@ type resourceSums struct{ used, alloc []float64 }
 
 // BinPackScore is the weighted bin-pack score of adding count pods of request to a domain with
 // the given used and allocatable resources: sum_r w_r*(used_r+count*req_r)/alloc_r / sum_r w_r
-// over the weighted resources r the pods request, 0 when one would overflow (or is not
-// allocatable) and when they request none.
+// over the weighted resources r the pods request and the domain's nodes list as allocatable,
+// 0 when one would overflow and when there is no such resource. A requested resource that no
+// node of the domain lists (a GPU that a DeviceClass provides through DRA, a resource an
+// extender manages) is left out: the pods passed Filter there, so something else provides it,
+// and its sums say nothing about how full the domain is.
 func BinPackScore(used, alloc, request []float64, count float64, weights []float64) float64 {
 	total, weightSum := 0.0, 0.0
 	for i, w := range weights {
@@ -119,7 +122,7 @@ func BinPackScore(used, alloc, request []float64, count float64, weights []float
 			continue
 		}
 		if alloc[i] == 0 {
-			return 0
+			continue
 		}
 		u := used[i] + req
 		if u > alloc[i] {

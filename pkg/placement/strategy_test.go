@@ -78,7 +78,8 @@ func TestBinPackScore(t *testing.T) {
 		{"one resource", []float64{2}, []float64{8}, []float64{2}, 1, []float64{1}, 0.5},
 		{"weighted", []float64{0, 0}, []float64{4, 4}, []float64{4, 2}, 1, []float64{3, 1}, (3*1.0 + 1*0.5) / 4},
 		{"overflow scores 0", []float64{7}, []float64{8}, []float64{2}, 1, []float64{1}, 0},
-		{"requested but not allocatable", []float64{0}, []float64{0}, []float64{1}, 1, []float64{1}, 0},
+		{"requested, allocatable on no node: left out", []float64{2, 3}, []float64{8, 0}, []float64{2, 1}, 1, []float64{1, 2}, 0.5},
+		{"only resources allocatable on no node: 0", []float64{0}, []float64{0}, []float64{1}, 1, []float64{1}, 0},
 		{"zero weight ignored", []float64{0, 100}, []float64{4, 1}, []float64{4, 0}, 1, []float64{1, 0}, 1},
 		{"unrequested resource ignored", []float64{0, 0}, []float64{4, 8}, []float64{4, 0}, 1, []float64{1, 1}, 1},
 		{"nothing requested scores 0", []float64{2, 2}, []float64{4, 8}, []float64{0, 0}, 1, []float64{1, 1}, 0},
@@ -124,6 +125,40 @@ func TestStrategiesDisagree(t *testing.T) {
 		if got.Domain != want {
 			t.Errorf("%s chose %s, want %s", strategy, got.Domain, want)
 		}
+	}
+}
+
+// TestBinPackWithoutAdvertisedGPUs: the pods request GPUs that no node lists as allocatable (a
+// DeviceClass provides them through DRA); BinPack ranks by the CPUs alone and prefers the
+// fuller spine-1 ((12+16)/32 = 0.875 > (10+16)/40 = 0.65), where counting the GPUs scored
+// every spine 0 and the name chose spine-0.
+func TestBinPackWithoutAdvertisedGPUs(t *testing.T) {
+	nodes := map[string]labels.Set{}
+	capacity := map[string]Node{}
+	for i := range 9 {
+		name := fmt.Sprintf("node-%d", i)
+		nodes[name] = labels.Set{}
+		used := 2.0
+		if i >= 5 {
+			used = 3
+		}
+		capacity[name] = Node{Capacity: 1, Used: []float64{used, 8}, Allocatable: []float64{8, 0}}
+	}
+	tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
+		hntesting.MakeHyperNode("block-0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj(),
+		hntesting.MakeHyperNode("block-1").Tier(1).Nodes("node-3", "node-4").Obj(),
+		hntesting.MakeHyperNode("block-2").Tier(1).Nodes("node-5", "node-6").Obj(),
+		hntesting.MakeHyperNode("block-3").Tier(1).Nodes("node-7", "node-8").Obj(),
+		hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
+		hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
+	}).Snapshot()
+	got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4),
+		Nodes: capacity, Strategy: BinPack, Weights: []float64{1, 2}, PodRequest: []float64{4, 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Domain != "spine-1" {
+		t.Errorf("BinPack chose %s, want spine-1", got.Domain)
 	}
 }
 

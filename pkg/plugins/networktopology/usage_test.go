@@ -126,6 +126,26 @@ func TestNodeScores(t *testing.T) {
 	}
 }
 
+// TestNodeScoresWithDRAProvidedGPUs: TestNodeScores' first step with every pod also asking
+// for a GPU that no node lists as allocatable (a DeviceClass provides it through DRA): the
+// CPUs alone rank the racks, as without the GPUs, where counting them scored every rack 0.
+func TestNodeScoresWithDRAProvidedGPUs(t *testing.T) {
+	tree := seedCache()
+	u := newUsageCache([]v1.ResourceName{v1.ResourceCPU, "nvidia.com/gpu"}, 0.5)
+	for _, n := range allSeedNodes {
+		u.setNode(n, []int64{4000, 0})
+	}
+	u.setPod("a", 0, "node-0", []int64{2000, 1})
+	u.setPod("b", 0, "node-2", []int64{1000, 1})
+	u.setPod("c", 0, "node-4", []int64{4000, 1})
+	u.setPod("d", 0, "outside", []int64{3000, 1})
+	got := byLeaf(t, tree.Snapshot(), nodeScores(t, u, tree.Snapshot(), nodeInfos(allSeedNodes...), []int64{1000, 1}))
+	want := map[string]int64{"rack-0": 32, "rack-1": 25, "rack-2": 48, "rack-3": 20, "(no leaf)": 100}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scores (-want,+got):\n%s", diff)
+	}
+}
+
 // nodeScores prepares u for a pod requesting req and scores each of nodes.
 func nodeScores(t *testing.T, u *usageCache, tree *hypernode.Snapshot, nodes []fwk.NodeInfo, req []int64) map[fwk.NodeInfo]int64 {
 	t.Helper()
