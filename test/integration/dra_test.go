@@ -1,0 +1,111 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
+	"github.com/hypernode-dev/hypernode-scheduler/test/util"
+)
+
+// draGPUDriver publishes the GPUs of TestTopologyDRAProvidedGPUsPackByCPU.
+const draGPUDriver = "gpu.hypernode.test"
+
+// publishDRAGPUs creates a DeviceClass that provides nvidia.com/gpu through DRA (Kubernetes
+// 1.37's extended resources backed by DRA, GA) and a ResourceSlice of gpus devices on each
+// node, and deletes them when the test ends.
+func publishDRAGPUs(t *testing.T, c clients, nodes []string, gpus int) {
+	t.Helper()
+	ctx := context.Background()
+	api := c.kube.ResourceV1()
+	class := &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: draGPUDriver},
+		Spec: resourcev1.DeviceClassSpec{
+			Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", draGPUDriver)}}},
+			ExtendedResourceName: ptr.To("nvidia.com/gpu"),
+		},
+	}
+	if _, err := api.DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := api.DeviceClasses().Delete(ctx, class.Name, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, node := range nodes {
+		slice := &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
+			Spec: resourcev1.ResourceSliceSpec{
+				Driver:   draGPUDriver,
+				Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+				NodeName: ptr.To(node),
+			},
+		}
+		for i := range gpus {
+			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i)})
+		}
+		if _, err := api.ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := api.ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestTopologyDRAProvidedGPUsPackByCPU: the GPUs come through DRA, so no node lists
+// nvidia.com/gpu as allocatable, and the default args weigh it. The HyperNode bin-pack leaves
+// it out and ranks by the CPUs: a pod bound without a scheduler uses 4 of node-5's 8 CPUs, so
+// s2 (node-4, node-5) is the fuller leaf. A plain pod of 1 CPU and 1 GPU prefers s2; then a
+// gang of two pods of 1 CPU and 4 GPUs, hard at tier 1, is placed in s2. Counting the GPUs
+// scored every leaf 0: the gang went to s0 by name.
+func TestTopologyDRAProvidedGPUsPackByCPU(t *testing.T) {
+	names := []string{"node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"}
+	e := newTopoEnv(t, nodesWithCPU("8", names...), nil, seedHyperNodes(t)...)
+	publishDRAGPUs(t, e.c, names, 8)
+	filler := util.Pod(e.ns, "filler-node-5", "no-scheduler", "4", nil)
+	filler.Spec.NodeName = "node-5"
+	if _, err := util.CreatePods(context.Background(), e.c.kube, filler); err != nil {
+		t.Fatal(err)
+	}
+	startScheduler(t, nil)
+	request := func(gpus string) v1.ResourceList {
+		return v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), "nvidia.com/gpu": resource.MustParse(gpus)}
+	}
+	web := util.Pod(e.ns, "web", plugins.SchedulerName, "", nil)
+	web.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: request("1"), Limits: request("1")}
+	if _, err := util.CreatePods(context.Background(), e.c.kube, web); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.waitBound([]string{"web"}); !within(got, "node-4", "node-5") {
+		t.Errorf("plain pod placed on %v, want the fuller leaf s2 (node-4, node-5)", got)
+	}
+	got := e.waitBound(e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, request("4")))
+	if len(got) != 2 || !within(got, "node-4", "node-5") {
+		t.Errorf("gang placed on %v, want both members in the fuller leaf s2 (node-4, node-5)", got)
+	}
+	// The GPUs were allocated through DRA: kube-scheduler's claim for the extended resource.
+	claims, err := e.c.kube.ResourceV1().ResourceClaims(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocated := 0
+	for _, claim := range claims.Items {
+		if claim.Status.Allocation != nil {
+			allocated++
+		}
+	}
+	if allocated != 3 {
+		t.Errorf("%d of %d ResourceClaims allocated, want 3 (one per pod)", allocated, len(claims.Items))
+	}
+}
