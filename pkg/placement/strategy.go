@@ -80,11 +80,13 @@ func (p *planner) binPackScoreOf(name string, request []float64) float64 {
 		for _, n := range p.req.Tree.Nodes(name) {
 			node := p.req.Nodes[n]
 			for i := range weights {
-				if i < len(node.Used) {
-					sums.used[i] += node.Used[i]
-				}
-				if i < len(node.Allocatable) {
+				// A node's use of a resource it does not list (provided through DRA there)
+				// would count against other nodes' allocatable (BinPackScore).
+				if i < len(node.Allocatable) && node.Allocatable[i] != 0 {
 					sums.alloc[i] += node.Allocatable[i]
+					if i < len(node.Used) {
+						sums.used[i] += node.Used[i]
+					}
 				}
 			}
 		}

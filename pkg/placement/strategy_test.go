@@ -128,37 +128,70 @@ func TestStrategiesDisagree(t *testing.T) {
 	}
 }
 
-// TestBinPackWithoutAdvertisedGPUs: the pods request GPUs that no node lists as allocatable (a
-// DeviceClass provides them through DRA); BinPack ranks by the CPUs alone and prefers the
-// fuller spine-1 ((12+16)/32 = 0.875 > (10+16)/40 = 0.65), where counting the GPUs scored
-// every spine 0 and the name chose spine-0.
+// TestBinPackWithoutAdvertisedGPUs: pods request GPUs (weight 2) that some nodes do not list as
+// allocatable, because a DeviceClass provides them through DRA there; those nodes' GPUs count
+// neither as allocatable nor as used. Four pods of 4 CPUs and 1 GPU, one per node.
 func TestBinPackWithoutAdvertisedGPUs(t *testing.T) {
-	nodes := map[string]labels.Set{}
-	capacity := map[string]Node{}
-	for i := range 9 {
-		name := fmt.Sprintf("node-%d", i)
-		nodes[name] = labels.Set{}
-		used := 2.0
-		if i >= 5 {
-			used = 3
-		}
-		capacity[name] = Node{Capacity: 1, Used: []float64{used, 8}, Allocatable: []float64{8, 0}}
-	}
-	tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
-		hntesting.MakeHyperNode("block-0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj(),
-		hntesting.MakeHyperNode("block-1").Tier(1).Nodes("node-3", "node-4").Obj(),
-		hntesting.MakeHyperNode("block-2").Tier(1).Nodes("node-5", "node-6").Obj(),
-		hntesting.MakeHyperNode("block-3").Tier(1).Nodes("node-7", "node-8").Obj(),
-		hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
-		hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
-	}).Snapshot()
-	got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4),
-		Nodes: capacity, Strategy: BinPack, Weights: []float64{1, 2}, PodRequest: []float64{4, 8}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Domain != "spine-1" {
-		t.Errorf("BinPack chose %s, want spine-1", got.Domain)
+	tests := []struct {
+		name string
+		// node returns the allocatable and used CPUs and GPUs of node-i.
+		node func(i int) Node
+		want string
+	}{{
+		// spine-1 is the fuller by CPU ((12+16)/32 = 0.875 > (10+16)/40 = 0.65). Counting the
+		// GPUs scored every spine 0 and the name chose spine-0.
+		name: "every node's GPUs through DRA",
+		node: func(i int) Node {
+			used := 2.0
+			if i >= 5 {
+				used = 3
+			}
+			return Node{Capacity: 1, Used: []float64{used, 8}, Allocatable: []float64{8, 0}}
+		},
+		want: "spine-1",
+	}, {
+		// spine-0: CPUs (10+16)/40 = 0.65, block-0's GPUs (12+4)/24 = 0.67: (0.65 + 2*0.67)/3 =
+		// 0.66; spine-1: (0.75 + 2*0.125)/3 = 0.33. Counting block-1's 32 DRA GPUs in use
+		// against block-0's 24 overflowed, scored spine-0 0 and chose spine-1.
+		name: "a spine of device-plugin and DRA racks",
+		node: func(i int) Node {
+			switch {
+			case i < 3: // block-0: device plugin, 4 of 8 GPUs used
+				return Node{Capacity: 1, Used: []float64{2, 4}, Allocatable: []float64{8, 8}}
+			case i < 5: // block-1: DRA, 16 GPUs in use that no allocatable lists
+				return Node{Capacity: 1, Used: []float64{2, 16}, Allocatable: []float64{8, 0}}
+			default: // spine-1: device plugin, no GPU used
+				return Node{Capacity: 1, Used: []float64{2, 0}, Allocatable: []float64{8, 8}}
+			}
+		},
+		want: "spine-0",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := map[string]labels.Set{}
+			capacity := map[string]Node{}
+			for i := range 9 {
+				name := fmt.Sprintf("node-%d", i)
+				nodes[name] = labels.Set{}
+				capacity[name] = tc.node(i)
+			}
+			tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
+				hntesting.MakeHyperNode("block-0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj(),
+				hntesting.MakeHyperNode("block-1").Tier(1).Nodes("node-3", "node-4").Obj(),
+				hntesting.MakeHyperNode("block-2").Tier(1).Nodes("node-5", "node-6").Obj(),
+				hntesting.MakeHyperNode("block-3").Tier(1).Nodes("node-7", "node-8").Obj(),
+				hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
+				hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
+			}).Snapshot()
+			got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4),
+				Nodes: capacity, Strategy: BinPack, Weights: []float64{1, 2}, PodRequest: []float64{4, 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Domain != tc.want {
+				t.Errorf("BinPack chose %s, want %s", got.Domain, tc.want)
+			}
+		})
 	}
 }
 

@@ -33,6 +33,7 @@ func (p *NetworkTopologyAware) dropExpiredPlans(logger klog.Logger) {
 // Reserve counts the pod in the HyperNodes' usage and turns a member's promised slot into a
 // reservation.
 func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	p.forgetPreScore(state)
 	if p.usageSums != nil {
 		// Counted from now, as kube-scheduler's cache counts an assumed pod.
 		req := readState[*preScoreState](state, preScoreStateKey).normalRequest()

@@ -78,14 +78,14 @@ func (t *nodeTable[V]) get(ni fwk.NodeInfo) (v V, ok bool) {
 	}
 }
 
-// listStreams is how many runs of consecutive nodes nodeList.find follows at once: a few more
-// than the Filter workers that run together on a machine of a few cores.
-const listStreams = 8
+// listStreams is how many runs of consecutive nodes nodeList.get follows at once: as many as
+// kube-scheduler's Filter workers (its default parallelism, 16) on a machine of that many cores.
+const listStreams = 16
 
 // nodeList holds a value for each node of kube-scheduler's node list, by position, and finds
 // the position of a NodeInfo. kube-scheduler's Filter goes through the list in chunks of
 // consecutive nodes, a few workers at a time, and lists the feasible nodes as they pass: most
-// of a pod's scored nodes come right after a node scored shortly before. find therefore tries
+// of a pod's scored nodes come right after a node scored shortly before. get therefore tries
 // the slot after each of the last few positions it found, memory the previous finds brought
 // into the CPU cache, before the table, whose lookup misses the cache for almost every node
 // once a cycle's Filter has gone over hundreds of NodeInfos.
@@ -100,8 +100,11 @@ type nodeList[V any] struct {
 // reset makes the list hold list's nodes, value(NodeInfo) each; NodeInfos that are not
 // kube-scheduler's are left out.
 func (l *nodeList[V]) reset(list []fwk.NodeInfo, value func(*framework.NodeInfo) V) {
+	// Cleared, not only emptied: NodeInfos of the previous list are not kept alive.
+	clear(l.nodes[:cap(l.nodes)])
 	l.nodes, l.values = l.nodes[:0], l.values[:0]
 	l.position.reset(len(list))
+	clear(l.position.slots)
 	for _, ni := range list {
 		if p, ok := ni.(*framework.NodeInfo); ok {
 			l.position.set(p, int32(len(l.nodes)))

@@ -48,6 +48,7 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 			}
 			return -1
 		})
+		clear(u.scores.slots) // nor the previous list's NodeInfos here
 		u.leafOfList, u.leafOfLen = nil, len(list)
 		if len(list) > 0 {
 			u.leafOfList = &list[0]

@@ -87,6 +87,14 @@ func (p *NetworkTopologyAware) writePreScore(state fwk.CycleState, s *preScoreSt
 	p.lastPreScore.Store(s)
 }
 
+// forgetPreScore lets go of state's PreScore state once the pod's scoring is over, so that
+// the plugin does not keep the cycle (every plugin's state of it) alive until the next pod.
+func (p *NetworkTopologyAware) forgetPreScore(state fwk.CycleState) {
+	if s := p.lastPreScore.Load(); s != nil && s.cycle == state {
+		p.lastPreScore.CompareAndSwap(s, nil)
+	}
+}
+
 // preScoreOf is what PreScore wrote to state: the latest one without CycleState's map lookup
 // (Score asks once per scored node), else read from state.
 func (p *NetworkTopologyAware) preScoreOf(state fwk.CycleState) *preScoreState {

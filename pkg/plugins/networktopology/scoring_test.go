@@ -83,4 +83,16 @@ func TestScoreReadsItsOwnCycle(t *testing.T) {
 	if diff := cmp.Diff(map[string]int64{"first": 90, "second": 30, "none": 0}, got); diff != "" {
 		t.Errorf("scores of node-0 (-want,+got):\n%s", diff)
 	}
+	// Reserve lets go of its own cycle's state only; Score then reads the cycle state.
+	p.forgetPreScore(first)
+	if p.lastPreScore.Load() == nil {
+		t.Error("the first cycle's Reserve let go of the second cycle's state")
+	}
+	p.forgetPreScore(second)
+	if s := p.lastPreScore.Load(); s != nil {
+		t.Errorf("the second cycle's state is still held after its Reserve: %+v", s)
+	}
+	if score, _ := p.Score(context.Background(), second, st.MakePod().Obj(), node); score != 30 {
+		t.Errorf("second cycle after Reserve: score %d, want 30", score)
+	}
 }

@@ -223,7 +223,7 @@ func (u *usageCache) addUsedLocked(name string, req []int64, sign int64) {
 		n.used[i] += sign * req[i]
 	}
 	if n.exists {
-		u.addToPathLocked(n.leaf, req, nil, sign)
+		u.addToPathLocked(n.leaf, req, n.alloc, false, sign)
 	}
 	u.dropIfEmptyLocked(name, n)
 }
@@ -236,10 +236,10 @@ func (u *usageCache) setNode(name string, alloc []int64) {
 		if slices.Equal(n.alloc, alloc) {
 			return
 		}
-		u.addToPathLocked(n.leaf, n.used, n.alloc, -1)
+		u.addToPathLocked(n.leaf, n.used, n.alloc, true, -1)
 	}
 	n.exists, n.alloc = true, alloc
-	u.addToPathLocked(n.leaf, n.used, n.alloc, 1)
+	u.addToPathLocked(n.leaf, n.used, n.alloc, true, 1)
 }
 
 func (u *usageCache) removeNode(name string) {
@@ -249,7 +249,7 @@ func (u *usageCache) removeNode(name string) {
 	if !ok || !n.exists {
 		return
 	}
-	u.addToPathLocked(n.leaf, n.used, n.alloc, -1)
+	u.addToPathLocked(n.leaf, n.used, n.alloc, true, -1)
 	n.exists, n.alloc = false, make([]int64, len(u.resources))
 	u.dropIfEmptyLocked(name, n)
 }
@@ -270,19 +270,25 @@ func (u *usageCache) dropIfEmptyLocked(name string, n *nodeUsage) {
 	}
 }
 
-// addToPathLocked adds used and alloc (either may be nil), times sign, to every HyperNode
-// holding a node of leaf: O(depth).
-func (u *usageCache) addToPathLocked(leaf *leafUsage, used, alloc []int64, sign int64) {
+// addToPathLocked adds a node's used, on the resources its alloc lists (placement.
+// BinPackScore: a GPU provided through DRA on some nodes and by a device plugin on others
+// counts only where it is allocatable), and alloc too if withAlloc, times sign, to every
+// HyperNode holding a node of leaf: O(depth).
+func (u *usageCache) addToPathLocked(leaf *leafUsage, used, alloc []int64, withAlloc bool, sign int64) {
 	if leaf == nil {
 		return
 	}
 	for _, s := range leaf.path {
 		u.markDirtyLocked(s)
 		for i := range used {
-			s.used[i] += sign * used[i]
+			if alloc[i] != 0 {
+				s.used[i] += sign * used[i]
+			}
 		}
-		for i := range alloc {
-			s.alloc[i] += sign * alloc[i]
+		if withAlloc {
+			for i := range alloc {
+				s.alloc[i] += sign * alloc[i]
+			}
 		}
 	}
 }
@@ -376,7 +382,7 @@ func (u *usageCache) syncTreeLocked(tree *hypernode.Snapshot) bool {
 	for name, n := range u.nodes {
 		n.leaf = u.leafOfLocked(name)
 		if n.exists {
-			u.addToPathLocked(n.leaf, n.used, n.alloc, 1)
+			u.addToPathLocked(n.leaf, n.used, n.alloc, true, 1)
 		}
 	}
 	return true

@@ -295,9 +295,13 @@ func (m *usageMirror) removePod(uid types.UID) {
 	delete(m.pods, uid)
 }
 
-// setNode gives node a random allocatable of at least minCPU milli-CPU (and as many MiB).
+// setNode gives node a random allocatable of at least minCPU milli-CPU (and as many MiB); with
+// minCPU 0, a third of the time no memory, as a node lists no GPU that DRA provides.
 func (m *usageMirror) setNode(node string, minCPU int64) {
 	alloc := []int64{minCPU + m.rng.Int64N(64000), minCPU<<20 + m.rng.Int64N(1<<40)}
+	if minCPU == 0 && m.rng.IntN(3) == 0 {
+		alloc[1] = 0
+	}
 	m.u.setNode(node, alloc)
 	m.nodes[node] = alloc
 }
@@ -333,8 +337,15 @@ func recount(tree *hypernode.Snapshot, nodes map[string][]int64, pods map[types.
 		add(name, []int64{0, 0}, alloc)
 	}
 	for _, p := range pods {
-		if _, ok := nodes[p.node]; ok {
-			add(p.node, p.req, []int64{0, 0})
+		if alloc, ok := nodes[p.node]; ok {
+			// A request counts on a node only for the resources the node lists.
+			used := slices.Clone(p.req)
+			for i := range used {
+				if alloc[i] == 0 {
+					used[i] = 0
+				}
+			}
+			add(p.node, used, []int64{0, 0})
 		}
 	}
 	return nonZero(out)
