@@ -93,29 +93,37 @@ func TestBinPackScore(t *testing.T) {
 	}
 }
 
-// TestStrategiesDisagree: spine-0 offers 5 slots on nodes 3/8 used, spine-1 exactly 4 slots on
-// nodes 2/8 used; the pods take 4 CPUs. BinPack prefers the fuller spine-0 after placement
-// ((15+16)/40 = 0.775 > (8+16)/32 = 0.75); LeastWaste the exact fit, spine-1 (surplus 0 < 1).
-func TestStrategiesDisagree(t *testing.T) {
+// twoSpines is nine nodes, node(i) each: block-0 (node-0..2) and block-1 (node-3, node-4)
+// under spine-0, block-2 (node-5, node-6) and block-3 (node-7, node-8) under spine-1.
+func twoSpines(node func(i int) Node) (*hypernode.Snapshot, map[string]Node) {
 	nodes := map[string]labels.Set{}
 	capacity := map[string]Node{}
 	for i := range 9 {
 		name := fmt.Sprintf("node-%d", i)
 		nodes[name] = labels.Set{}
-		used := 2.0
-		if i < 5 {
-			used = 3
-		}
-		capacity[name] = Node{Capacity: 1, Used: []float64{used}, Allocatable: []float64{8}}
+		capacity[name] = node(i)
 	}
-	tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
+	return hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
 		hntesting.MakeHyperNode("block-0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj(),
 		hntesting.MakeHyperNode("block-1").Tier(1).Nodes("node-3", "node-4").Obj(),
 		hntesting.MakeHyperNode("block-2").Tier(1).Nodes("node-5", "node-6").Obj(),
 		hntesting.MakeHyperNode("block-3").Tier(1).Nodes("node-7", "node-8").Obj(),
 		hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
 		hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
-	}).Snapshot()
+	}).Snapshot(), capacity
+}
+
+// TestStrategiesDisagree: spine-0 offers 5 slots on nodes 3/8 used, spine-1 exactly 4 slots on
+// nodes 2/8 used; the pods take 4 CPUs. BinPack prefers the fuller spine-0 after placement
+// ((15+16)/40 = 0.775 > (8+16)/32 = 0.75); LeastWaste the exact fit, spine-1 (surplus 0 < 1).
+func TestStrategiesDisagree(t *testing.T) {
+	tree, capacity := twoSpines(func(i int) Node {
+		used := 2.0
+		if i < 5 {
+			used = 3
+		}
+		return Node{Capacity: 1, Used: []float64{used}, Allocatable: []float64{8}}
+	})
 	for strategy, want := range map[Strategy]string{BinPack: "spine-0", LeastWaste: "spine-1"} {
 		got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4),
 			Nodes: capacity, Strategy: strategy, Weights: []float64{1}, PodRequest: []float64{4}})
@@ -168,21 +176,7 @@ func TestBinPackWithoutAdvertisedGPUs(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			nodes := map[string]labels.Set{}
-			capacity := map[string]Node{}
-			for i := range 9 {
-				name := fmt.Sprintf("node-%d", i)
-				nodes[name] = labels.Set{}
-				capacity[name] = tc.node(i)
-			}
-			tree := hypernode.Build(nodes, []*topologyv1alpha1.HyperNode{
-				hntesting.MakeHyperNode("block-0").Tier(1).Nodes("node-0", "node-1", "node-2").Obj(),
-				hntesting.MakeHyperNode("block-1").Tier(1).Nodes("node-3", "node-4").Obj(),
-				hntesting.MakeHyperNode("block-2").Tier(1).Nodes("node-5", "node-6").Obj(),
-				hntesting.MakeHyperNode("block-3").Tier(1).Nodes("node-7", "node-8").Obj(),
-				hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
-				hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
-			}).Snapshot()
+			tree, capacity := twoSpines(tc.node)
 			got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=2)", MaxTier: 2, Pending: pods(4),
 				Nodes: capacity, Strategy: BinPack, Weights: []float64{1, 2}, PodRequest: []float64{4, 1}})
 			if err != nil {
