@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
@@ -82,18 +81,7 @@ func TestTopologyDRAProvidedGPUsPackByCPU(t *testing.T) {
 	request := func(gpus string) v1.ResourceList {
 		return v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), "nvidia.com/gpu": resource.MustParse(gpus)}
 	}
-	web := util.Pod(e.ns, "web", plugins.SchedulerName, "", nil)
-	web.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: request("1"), Limits: request("1")}
-	if _, err := util.CreatePods(context.Background(), e.c.kube, web); err != nil {
-		t.Fatal(err)
-	}
-	if got := e.waitBound([]string{"web"}); !within(got, "node-4", "node-5") {
-		t.Errorf("plain pod placed on %v, want the fuller leaf s2 (node-4, node-5)", got)
-	}
-	got := e.waitBound(e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, request("4")))
-	if len(got) != 2 || !within(got, "node-4", "node-5") {
-		t.Errorf("gang placed on %v, want both members in the fuller leaf s2 (node-4, node-5)", got)
-	}
+	e.packsIntoS2(request("1"), request("4"))
 	// The GPUs were allocated through DRA: kube-scheduler's claim for the extended resource.
 	claims, err := e.c.kube.ResourceV1().ResourceClaims(e.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {

@@ -480,14 +480,24 @@ func TestTopologyGPUPodsPackByGPUByDefault(t *testing.T) {
 	}
 	// Args without `resources`: the plugin's defaults fill it in.
 	startScheduler(t, map[string]map[string]any{"NetworkTopologyAware": {"hyperNodeBinPack": map[string]any{"cpu": 1, "memory": 1}}})
-	if _, err := util.CreatePods(context.Background(), e.c.kube, withGPUs(util.Pod(e.ns, "web", plugins.SchedulerName, "", nil), "1")); err != nil {
-		t.Fatal(err)
+	e.packsIntoS2(gpus("1"), gpus("4"))
+}
+
+// packsIntoS2 creates a plain pod requesting plain, then a gang of two members requesting
+// member, hard at tier 1, and checks that each is bound in seed 001's leaf s2 (node-4,
+// node-5), the fuller one in the tests that call it.
+func (e *topoEnv) packsIntoS2(plain, member v1.ResourceList) {
+	e.t.Helper()
+	web := util.Pod(e.ns, "web", plugins.SchedulerName, "", nil)
+	web.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: plain, Limits: plain}
+	if _, err := util.CreatePods(context.Background(), e.c.kube, web); err != nil {
+		e.t.Fatal(err)
 	}
 	if got := e.waitBound([]string{"web"}); !within(got, "node-4", "node-5") {
-		t.Errorf("1-GPU plain pod placed on %v, want the fuller leaf s2 (node-4, node-5)", got)
+		e.t.Errorf("plain pod placed on %v, want the fuller leaf s2 (node-4, node-5)", got)
 	}
-	got := e.waitBound(e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, gpus("4")))
+	got := e.waitBound(e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, member))
 	if len(got) != 2 || !within(got, "node-4", "node-5") {
-		t.Errorf("GPU gang placed on %v, want both members in the fuller leaf s2 (node-4, node-5)", got)
+		e.t.Errorf("gang placed on %v, want both members in the fuller leaf s2 (node-4, node-5)", got)
 	}
 }

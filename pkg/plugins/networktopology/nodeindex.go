@@ -90,6 +90,9 @@ const listStreams = 16
 // into the CPU cache, before the table, whose lookup misses the cache for almost every node
 // once a cycle's Filter has gone over hundreds of NodeInfos.
 type nodeList[V any] struct {
+	// first and length identify the list reset was given (holds).
+	first    *fwk.NodeInfo
+	length   int
 	nodes    []*framework.NodeInfo
 	values   []V
 	position nodeTable[int32]
@@ -113,6 +116,19 @@ func (l *nodeList[V]) reset(list []fwk.NodeInfo, value func(*framework.NodeInfo)
 		}
 	}
 	clear(l.recent[:])
+	l.first, l.length = nil, len(list)
+	if len(list) > 0 {
+		l.first = &list[0]
+	}
+}
+
+// holds reports whether list is the slice reset was given: kube-scheduler allocates a new one
+// whenever nodes are added or removed.
+func (l *nodeList[V]) holds(list []fwk.NodeInfo) bool {
+	if len(list) != l.length {
+		return false
+	}
+	return len(list) == 0 || &list[0] == l.first
 }
 
 // get returns the value held for ni; ok is false for a node not in the list.

@@ -169,8 +169,9 @@ func TestNodeList(t *testing.T) {
 	}
 }
 
-// TestNodeListReset: after a reset to another list, the previous list's nodes are absent and
-// positions found in the longer list before are not read past the end of the new one.
+// TestNodeListReset: a list holds the slice it was reset to; after a reset to another list,
+// the previous list's nodes are absent and positions found in the longer list before are not
+// read past the end of the new one.
 func TestNodeListReset(t *testing.T) {
 	nodes := tableNodes(50)
 	asList := func(nodes []*framework.NodeInfo) []fwk.NodeInfo {
@@ -182,7 +183,13 @@ func TestNodeListReset(t *testing.T) {
 	}
 	var l nodeList[int]
 	index := func(ni *framework.NodeInfo) int { return slices.Index(nodes, ni) }
-	l.reset(asList(nodes), index)
+	long := asList(nodes)
+	l.reset(long, index)
+	// The list itself, not an equal copy nor a part of it (kube-scheduler allocates a new
+	// list whenever nodes come or go).
+	if holds := []bool{l.holds(long), l.holds(asList(nodes)), l.holds(long[:10])}; !cmp.Equal(holds, []bool{true, false, false}) {
+		t.Errorf("holds the list, a copy, a part: %v, want [true false false]", holds)
+	}
 	for _, ni := range nodes[40:] {
 		l.get(ni)
 	}

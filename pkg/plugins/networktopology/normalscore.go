@@ -39,7 +39,7 @@ type normalScores struct {
 func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInfo, req []int64, resourceWeights []float64) *normalScores {
 	u.mu.Lock()
 	treeChanged := u.syncTreeLocked(tree)
-	if treeChanged || !sameList(list, u.leafOfList, u.leafOfLen) {
+	if treeChanged || !u.leafOf.holds(list) {
 		// Nodes were added or removed (kube-scheduler then builds a new list) or the tree
 		// changed: O(nodes), rarely.
 		u.leafOf.reset(list, func(ni *framework.NodeInfo) int32 {
@@ -49,10 +49,6 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 			return -1
 		})
 		clear(u.scores.slots) // nor the previous list's NodeInfos here
-		u.leafOfList, u.leafOfLen = nil, len(list)
-		if len(list) > 0 {
-			u.leafOfList = &list[0]
-		}
 	}
 	if !slices.Equal(req, u.lastReq) {
 		u.lastReq = append(u.lastReq[:0], req...)
@@ -135,15 +131,6 @@ func (up *upperUsage) sum(epoch uint32) float64 {
 func (n *normalScores) score(ni fwk.NodeInfo) (int64, bool) {
 	score, ok := n.byNode.get(ni)
 	return int64(score), ok
-}
-
-// sameList reports whether list is the slice seen before: kube-scheduler allocates a new one
-// whenever nodes are added or removed.
-func sameList(list []fwk.NodeInfo, first *fwk.NodeInfo, n int) bool {
-	if len(list) != n {
-		return false
-	}
-	return n == 0 || &list[0] == first
 }
 
 // tierWeights are the weights of the tiers present, lowest first: fading^rank, rank 0 for the

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	resourcehelper "k8s.io/component-helpers/resource"
-	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
@@ -47,8 +46,6 @@ type usageCache struct {
 	totalWeight float64
 	lastReq     []int64
 	leafOf      nodeList[int32] // index in leafList, -1 for a node no leaf holds
-	leafOfList  *fwk.NodeInfo
-	leafOfLen   int
 	scores      nodeTable[int32]
 	// leafList are the leaves of tree, by index.
 	leafList []*leafUsage
