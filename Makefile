@@ -10,7 +10,7 @@ STATICCHECK_VERSION ?= v0.8.2
 # Integration tests share one apiserver per package; give slow machines room.
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build test test-unit test-integration test-e2e test-bench-short bench demo local-up generate verify clean tools
+.PHONY: all build test test-unit test-integration test-e2e test-bench-short bench bench-instructions demo local-up generate verify clean tools
 
 all: build
 
@@ -80,9 +80,15 @@ test-e2e: build
 test-bench-short:
 	$(GO) test -count=1 -short -timeout 10m ./test/bench/...
 
-## bench: the full benchmark harness (throughput, big gang, placement quality); see docs/benchmarks.md
+## bench: the full benchmark harness (throughput, big gang, placement quality), then a plain
+## pod's cycle in instructions; see docs/benchmarks.md
 bench: build
 	./hack/bench.sh
+	./hack/bench-instructions.sh
+
+## bench-instructions: a plain pod's cycle in each profile, in instructions and cache misses (valgrind)
+bench-instructions:
+	./hack/bench-instructions.sh
 
 ## demo: a local control plane with simulated nodes; the seed examples scheduled and shown
 demo: build
