@@ -249,31 +249,83 @@ func (p *planner) spread(name string, count int, out *[]leafCount) {
 		return caps[a] > caps[b]
 	})
 	chosen := map[string]bool{}
-	covered := 0
-	for _, c := range byCapacity {
+	covered, last := 0, ""
+	for i, c := range byCapacity {
 		if covered >= count {
 			break
 		}
 		if caps[c] == 0 {
 			continue
 		}
+		if covered+caps[c] >= count && c != looseKey {
+			// The last child: of those of equal rank that hold the rest, one needing the
+			// fewest leaves for it, the smallest of those, so a larger child stays whole for
+			// the next gang (best fit; the count of children is the same).
+			c = p.bestFit(byCapacity[i:], count-covered, func(d string) bool {
+				return d != looseKey && placed[d] == placed[c] && !chosen[d]
+			}, caps, c)
+		}
 		chosen[c] = true
 		covered += caps[c]
+		last = c
 	}
-	// Fill the chosen children in tree order, so consecutive ranks share a subtree.
-	remaining := count
+	// Fill the chosen children in tree order, so consecutive ranks share a subtree; each is
+	// filled up but the last chosen, which takes the rest.
 	for _, c := range children {
-		if !chosen[c] || remaining == 0 {
+		if !chosen[c] {
 			continue
 		}
-		n := min(caps[c], remaining)
-		remaining -= n
+		n := caps[c]
+		if c == last {
+			n = min(n, count-(covered-caps[c]))
+		}
 		if c == looseKey {
 			*out = append(*out, leafCount{leaf: LooseLeaf, count: n})
 			continue
 		}
 		p.spread(c, n, out)
 	}
+}
+
+// bestFit returns the child of candidates that eligible accepts, can hold rest members and
+// needs the fewest leaves for them, the one of smallest capacity among those; fallback (which
+// holds rest) unless one beats it.
+func (p *planner) bestFit(candidates []string, rest int, eligible func(string) bool, caps map[string]int, fallback string) string {
+	best, bestLeaves := fallback, p.leavesFor(fallback, rest)
+	for _, d := range candidates {
+		if d == fallback || !eligible(d) || caps[d] < rest {
+			continue
+		}
+		if leaves := p.leavesFor(d, rest); leaves < bestLeaves || (leaves == bestLeaves && caps[d] < caps[best]) {
+			best, bestLeaves = d, leaves
+		}
+	}
+	return best
+}
+
+// leavesFor is the fewest leaves below name that hold n members: its leaves' capacities,
+// largest first. O(the leaves below name); spread asks it only for the last child it takes.
+func (p *planner) leavesFor(name string, n int) int {
+	var leafCaps []int
+	var walk func(h string)
+	walk = func(h string) {
+		info, _ := p.req.Tree.HyperNode(h)
+		if info.Leaf {
+			leafCaps = append(leafCaps, p.capacity[h])
+			return
+		}
+		for _, c := range info.Children {
+			walk(c)
+		}
+	}
+	walk(name)
+	sort.Sort(sort.Reverse(sort.IntSlice(leafCaps)))
+	for i, c := range leafCaps {
+		if n -= c; n <= 0 {
+			return i + 1
+		}
+	}
+	return len(leafCaps) + 1
 }
 
 // AssignNodes returns a node of its leaf for every member of a plan, so that each member's
