@@ -14,8 +14,9 @@
 //     with a candidate wins; the strategy (BinPack or LeastWaste) picks among its candidates,
 //     ties going to more members already inside, then to the name.
 //  3. Inside the chosen domain the pending members are spread over as few children as
-//     possible at every level (largest capacity first), down to leaves; members in rank order
-//     fill the chosen leaves in tree order, so consecutive ranks share a leaf.
+//     possible at every level (largest capacity first; the last leaf taken is the smallest
+//     that holds the rest), down to leaves; members in rank order fill the chosen leaves in
+//     tree order, so consecutive ranks share a leaf.
 package placement
 
 import (

@@ -249,7 +249,7 @@ func (p *planner) spread(name string, count int, out *[]leafCount) {
 		return caps[a] > caps[b]
 	})
 	chosen := map[string]bool{}
-	covered, last := 0, ""
+	covered, partial := 0, ""
 	for i, c := range byCapacity {
 		if covered >= count {
 			break
@@ -257,28 +257,31 @@ func (p *planner) spread(name string, count int, out *[]leafCount) {
 		if caps[c] == 0 {
 			continue
 		}
-		if covered+caps[c] >= count && c != looseKey {
-			// The last child: of those of equal rank that hold the rest, one needing the
-			// fewest leaves for it, the smallest of those, so a larger child stays whole for
-			// the next gang (best fit; the count of children is the same).
-			c = p.bestFit(byCapacity[i:], count-covered, func(d string) bool {
-				return d != looseKey && placed[d] == placed[c] && !chosen[d]
-			}, caps, c)
+		if covered+caps[c] >= count && p.isLeaf(c) {
+			// The last leaf: the smallest of equal rank that holds the rest takes it, so a
+			// larger leaf stays whole for the next gang (best fit; as many leaves).
+			c = p.smallestLeafHolding(byCapacity[i:], count-covered, placed[c], placed, caps, chosen, c)
+			partial = c
 		}
 		chosen[c] = true
 		covered += caps[c]
-		last = c
 	}
-	// Fill the chosen children in tree order, so consecutive ranks share a subtree; each is
-	// filled up but the last chosen, which takes the rest.
+	// Fill the chosen children in tree order, so consecutive ranks share a subtree. Among
+	// leaves the best fit is the one filled partly; above them, the last in tree order (the
+	// leaves below each child are counted by the recursion, not here).
+	remaining := count
 	for _, c := range children {
-		if !chosen[c] {
+		if !chosen[c] || remaining == 0 {
 			continue
 		}
-		n := caps[c]
-		if c == last {
-			n = min(n, count-(covered-caps[c]))
+		n := min(caps[c], remaining)
+		if partial != "" {
+			n = caps[c]
+			if c == partial {
+				n = count - (covered - caps[c])
+			}
 		}
+		remaining -= n
 		if c == looseKey {
 			*out = append(*out, leafCount{leaf: LooseLeaf, count: n})
 			continue
@@ -287,45 +290,21 @@ func (p *planner) spread(name string, count int, out *[]leafCount) {
 	}
 }
 
-// bestFit returns the child of candidates that eligible accepts, can hold rest members and
-// needs the fewest leaves for them, the one of smallest capacity among those; fallback (which
-// holds rest) unless one beats it.
-func (p *planner) bestFit(candidates []string, rest int, eligible func(string) bool, caps map[string]int, fallback string) string {
-	best, bestLeaves := fallback, p.leavesFor(fallback, rest)
+func (p *planner) isLeaf(name string) bool {
+	info, ok := p.req.Tree.HyperNode(name)
+	return ok && info.Leaf
+}
+
+// smallestLeafHolding returns the leaf of candidates, not chosen yet and with rank placed
+// members, of the smallest capacity of at least rest; fallback when none is smaller.
+func (p *planner) smallestLeafHolding(candidates []string, rest, rank int, placed, caps map[string]int, chosen map[string]bool, fallback string) string {
+	best := fallback
 	for _, d := range candidates {
-		if d == fallback || !eligible(d) || caps[d] < rest {
-			continue
-		}
-		if leaves := p.leavesFor(d, rest); leaves < bestLeaves || (leaves == bestLeaves && caps[d] < caps[best]) {
-			best, bestLeaves = d, leaves
+		if !chosen[d] && placed[d] == rank && caps[d] >= rest && caps[d] < caps[best] && p.isLeaf(d) {
+			best = d
 		}
 	}
 	return best
-}
-
-// leavesFor is the fewest leaves below name that hold n members: its leaves' capacities,
-// largest first. O(the leaves below name); spread asks it only for the last child it takes.
-func (p *planner) leavesFor(name string, n int) int {
-	var leafCaps []int
-	var walk func(h string)
-	walk = func(h string) {
-		info, _ := p.req.Tree.HyperNode(h)
-		if info.Leaf {
-			leafCaps = append(leafCaps, p.capacity[h])
-			return
-		}
-		for _, c := range info.Children {
-			walk(c)
-		}
-	}
-	walk(name)
-	sort.Sort(sort.Reverse(sort.IntSlice(leafCaps)))
-	for i, c := range leafCaps {
-		if n -= c; n <= 0 {
-			return i + 1
-		}
-	}
-	return len(leafCaps) + 1
 }
 
 // AssignNodes returns a node of its leaf for every member of a plan, so that each member's

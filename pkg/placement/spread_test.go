@@ -76,19 +76,15 @@ func TestSpreadKeepsLargerLeavesWhole(t *testing.T) {
 	}
 }
 
-// TestSpreadBestFitCountsLeaves: above the leaves, the last child taken is one that needs the
-// fewest leaves for the rest, then the smallest: of spine-y (leaves of 10 and 10), spine-w (one
-// leaf of 13) and spine-x (three leaves of 4), the rest of 10 goes to spine-w, not to the
-// larger spine-y (largest first) nor to the smaller spine-x (three leaves instead of one).
-func TestSpreadBestFitCountsLeaves(t *testing.T) {
-	leaves := map[string][]int{"spine-x": {4, 4, 4}, "spine-y": {10, 10}, "spine-z": {16, 16}, "spine-w": {13}}
+// coreOfSpines is a core (tier 3) over the spines in order, each over one-node leaves with the
+// given free slots, and the slots per node.
+func coreOfSpines(spines []string, leafSlots map[string][]int) (*hypernode.Snapshot, map[string]int) {
 	nodes := map[string]labels.Set{}
 	perNode := map[string]int{}
 	var hyperNodes []*topologyv1alpha1.HyperNode
-	spines := []string{"spine-x", "spine-y", "spine-z", "spine-w"}
 	for _, spine := range spines {
 		var children []string
-		for i, slots := range leaves[spine] {
+		for i, slots := range leafSlots[spine] {
 			leaf := fmt.Sprintf("%s-leaf-%d", spine, i)
 			node := "node-" + leaf
 			nodes[node], perNode[node] = labels.Set{}, slots
@@ -98,18 +94,60 @@ func TestSpreadBestFitCountsLeaves(t *testing.T) {
 		hyperNodes = append(hyperNodes, hntesting.MakeHyperNode(spine).Tier(2).Children(children...).Obj())
 	}
 	hyperNodes = append(hyperNodes, hntesting.MakeHyperNode("core").Tier(3).Children(spines...).Obj())
-	tree := hypernode.Build(nodes, hyperNodes).Snapshot()
+	return hypernode.Build(nodes, hyperNodes).Snapshot(), perNode
+}
 
-	got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=3)", MaxTier: 3, Pending: pods(42), Nodes: capacities(perNode)})
-	if err != nil {
-		t.Fatal(err)
+// TestSpreadAboveLeaves: above the leaves the spread is largest-first filled in tree order, as
+// before the best fit among leaves; a smaller spine could need more leaves for the rest (its
+// capacity says nothing of its leaves), so none is preferred for being smaller.
+func TestSpreadAboveLeaves(t *testing.T) {
+	tests := []struct {
+		name      string
+		spines    []string
+		leafSlots map[string][]int
+		pending   int
+		want      map[string]int // members per leaf
+	}{
+		{
+			// Largest first takes spine-y and then spine-x; filled in tree order, spine-x's
+			// one leaf takes 10 and spine-y 2 of its one-slot leaves: 3 leaves, not 12.
+			name:      "a large spine of small leaves is not filled first",
+			spines:    []string{"spine-x", "spine-y"},
+			leafSlots: map[string][]int{"spine-x": {10}, "spine-y": {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+			pending:   12,
+			want:      map[string]int{"spine-x-leaf-0": 10, "spine-y-leaf-0": 1, "spine-y-leaf-1": 1},
+		},
+		{
+			// spine-z and spine-y by capacity; inside spine-z the rest of 6 goes by best fit.
+			name:      "spines largest first, filled in tree order; the leaves of each by best fit",
+			spines:    []string{"spine-x", "spine-y", "spine-z"},
+			leafSlots: map[string][]int{"spine-x": {4, 4, 4}, "spine-y": {10, 10}, "spine-z": {16, 16, 6}},
+			pending:   58,
+			want:      map[string]int{"spine-y-leaf-0": 10, "spine-y-leaf-1": 10, "spine-z-leaf-0": 16, "spine-z-leaf-1": 16, "spine-z-leaf-2": 6},
+		},
+		{
+			name:      "the rest inside a spine goes to its smallest leaf that holds it",
+			spines:    []string{"spine-x", "spine-z"},
+			leafSlots: map[string][]int{"spine-x": {4}, "spine-z": {16, 16, 7}},
+			pending:   22,
+			want:      map[string]int{"spine-z-leaf-0": 16, "spine-z-leaf-2": 6},
+		},
 	}
-	counts := map[string]int{}
-	for leaf, members := range got.LeafPods {
-		counts[leaf] = len(members)
-	}
-	want := map[string]int{"spine-z-leaf-0": 16, "spine-z-leaf-1": 16, "spine-w-leaf-0": 10}
-	if diff := cmp.Diff(want, counts); diff != "" {
-		t.Errorf("members per leaf (-want +got):\n%s", diff)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tree, perNode := coreOfSpines(tc.spines, tc.leafSlots)
+			got, err := Make(Request{Tree: tree, Constraint: "hard topology (tier<=3)", MaxTier: 3,
+				Pending: pods(tc.pending), Nodes: capacities(perNode)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts := map[string]int{}
+			for leaf, members := range got.LeafPods {
+				counts[leaf] = len(members)
+			}
+			if diff := cmp.Diff(tc.want, counts); diff != "" {
+				t.Errorf("members per leaf (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
