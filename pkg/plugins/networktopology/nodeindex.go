@@ -134,6 +134,11 @@ func (l *nodeList[V]) holds(list []fwk.NodeInfo) bool {
 // get returns the value held for ni; ok is false for a node not in the list.
 func (l *nodeList[V]) get(ni fwk.NodeInfo) (v V, ok bool) {
 	p, _ := ni.(*framework.NodeInfo)
+	return l.find(p)
+}
+
+// find is get for a NodeInfo already known to be kube-scheduler's (nil: not in the list).
+func (l *nodeList[V]) find(p *framework.NodeInfo) (v V, ok bool) {
 	if p == nil || len(l.nodes) == 0 {
 		return v, false
 	}

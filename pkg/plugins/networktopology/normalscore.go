@@ -84,8 +84,9 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 		u.epoch = 1
 	}
 	u.scores.reset(len(nodes))
-	for _, ni := range nodes {
-		index, ok := u.leafOf.get(ni)
+	for _, n := range nodes {
+		ni, _ := n.(*framework.NodeInfo)
+		index, ok := u.leafOf.find(ni)
 		if !ok {
 			continue // not in the scheduler's list: Score reports it
 		}
@@ -97,7 +98,7 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 		default:
 			score = leaves[index].score(u.epoch, totalWeight)
 		}
-		u.scores.set(ni.(*framework.NodeInfo), score)
+		u.scores.set(ni, score)
 	}
 	return &normalScores{byNode: &u.scores}
 }

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
@@ -14,8 +15,9 @@ import (
 
 // preScoreState holds what Score needs for one pod.
 type preScoreState struct {
-	// cycle is the cycle state this was written to (see NetworkTopologyAware.lastPreScore).
-	cycle fwk.CycleState
+	// cycle is the cycle state this was written to (see NetworkTopologyAware.lastPreScore),
+	// by pointer: comparing the interfaces costs a runtime call per scored node.
+	cycle *framework.CycleState
 	tree  *hypernode.Snapshot
 	// Constrained members: the HyperNode their gang occupies (placed members and plan), and
 	// the number of placed members per leaf.
@@ -82,7 +84,7 @@ func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleStat
 }
 
 func (p *NetworkTopologyAware) writePreScore(state fwk.CycleState, s *preScoreState) {
-	s.cycle = state
+	s.cycle, _ = state.(*framework.CycleState)
 	state.Write(preScoreStateKey, s)
 	p.lastPreScore.Store(s)
 }
@@ -90,7 +92,7 @@ func (p *NetworkTopologyAware) writePreScore(state fwk.CycleState, s *preScoreSt
 // forgetPreScore lets go of state's PreScore state once the pod's scoring is over, so that
 // the plugin does not keep the cycle (every plugin's state of it) alive until the next pod.
 func (p *NetworkTopologyAware) forgetPreScore(state fwk.CycleState) {
-	if s := p.lastPreScore.Load(); s != nil && s.cycle == state {
+	if s := p.lastPreScore.Load(); s != nil && sameCycle(s, state) {
 		p.lastPreScore.CompareAndSwap(s, nil)
 	}
 }
@@ -98,10 +100,17 @@ func (p *NetworkTopologyAware) forgetPreScore(state fwk.CycleState) {
 // preScoreOf is what PreScore wrote to state: the latest one without CycleState's map lookup
 // (Score asks once per scored node), else read from state.
 func (p *NetworkTopologyAware) preScoreOf(state fwk.CycleState) *preScoreState {
-	if s := p.lastPreScore.Load(); s != nil && s.cycle == state {
+	if s := p.lastPreScore.Load(); s != nil && sameCycle(s, state) {
 		return s
 	}
 	return readState[*preScoreState](state, preScoreStateKey)
+}
+
+// sameCycle reports whether s was written to state (never for a CycleState that is not
+// kube-scheduler's: the map lookup answers then).
+func sameCycle(s *preScoreState, state fwk.CycleState) bool {
+	cs, _ := state.(*framework.CycleState)
+	return cs != nil && s.cycle == cs
 }
 
 // Score ranks a node for the pod.
