@@ -13,7 +13,7 @@ import (
 
 // deepFanout is how many children each tier's HyperNodes have, tier 1 first (nodes per leaf):
 // 6,000 nodes under 6,000 + 3,000 + 500 + 100 + 10 + 1 = 9,611 HyperNodes in six tiers, the
-// size at which Volcano took minutes to place one PodGroup (docs/ANCHORS.md: 6,000 nodes,
+// size at which Volcano took minutes to place one PodGroup (Volcano issue #5811: 6,000 nodes,
 // 9,600 HyperNodes).
 var deepFanout = []int{1, 2, 6, 5, 10, 10}
 
