@@ -13,8 +13,8 @@ import (
 
 // deepFanout is how many children each tier's HyperNodes have, tier 1 first (nodes per leaf):
 // 6,000 nodes under 6,000 + 3,000 + 500 + 100 + 10 + 1 = 9,611 HyperNodes in six tiers, the
-// size at which Volcano took minutes to place one PodGroup (Volcano issue #5811: 6,000 nodes,
-// 9,600 HyperNodes).
+// size at which Volcano took minutes to place one PodGroup (Volcano issues #4899 and #5811:
+// 6,000 nodes, 9,600 HyperNodes).
 var deepFanout = []int{1, 2, 6, 5, 10, 10}
 
 const deepNodes = 6000
