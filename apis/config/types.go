@@ -35,6 +35,21 @@ type NetworkTopologyAwareArgs struct {
 	NormalPod NormalPodArgs
 	// CandidateScoringStrategy chooses among the HyperNodes of one tier that can all host a gang.
 	CandidateScoringStrategy CandidateScoringStrategy
+	// DefaultNetworkTopology is the constraint of PodGroups that say nothing of topology (no
+	// hypernode.dev/network-topology annotation, no sub-group policy with a constraint); nil
+	// leaves them plain gangs.
+	DefaultNetworkTopology *NetworkTopologyConstraint
+}
+
+// NetworkTopologyConstraint is a network topology constraint, in the annotation's shape (the
+// JSON names make validation messages read as the user wrote the value).
+type NetworkTopologyConstraint struct {
+	// Mode is hard or soft; empty means hard.
+	Mode string `json:"mode,omitempty"`
+	// HighestTierAllowed is the highest tier the gang may span.
+	HighestTierAllowed *int32 `json:"highestTierAllowed,omitempty"`
+	// HighestTierName names that tier instead (a HyperNode tierName).
+	HighestTierName string `json:"highestTierName,omitempty"`
 }
 
 // HyperNodeBinPackArgs are the per-resource weights of the HyperNode bin-pack score.

@@ -26,6 +26,7 @@ import (
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // Exit codes: 1 for a failure (cluster unreachable, CRD missing, PodGroup not found), 2 for
@@ -71,6 +72,8 @@ type options struct {
 	config   *genericclioptions.ConfigFlags
 	output   string
 	resource string
+	// defaultTopology is explain's --default-network-topology.
+	defaultTopology string
 }
 
 func newRootCommand(streams genericiooptions.IOStreams, newClients clientsFunc) *cobra.Command {
@@ -146,11 +149,18 @@ The capacity figures are for one resource (--resource): by default nvidia.com/gp
 			if err != nil {
 				return fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
 			}
+			var defaultTopology *podgroup.NetworkTopology
+			if o.defaultTopology != "" {
+				if defaultTopology, err = podgroup.ParseTopology(o.defaultTopology); err != nil {
+					return usageError{fmt.Errorf("--default-network-topology %s", err)}
+				}
+			}
 			cluster, err := o.load(cmd.Context(), newClients, inspect.LoadOptions{EventNamespace: namespace,
 				PodGroup: &types.NamespacedName{Namespace: namespace, Name: args[0]}})
 			if err != nil {
 				return err
 			}
+			cluster.DefaultTopology = defaultTopology
 			e, err := cluster.Explain(namespace, args[0], v1.ResourceName(o.resource))
 			if err != nil {
 				return err
@@ -161,6 +171,8 @@ The capacity figures are for one resource (--resource): by default nvidia.com/gp
 			return inspect.WriteExplanation(streams.Out, e)
 		},
 	}
+	explain.Flags().StringVar(&o.defaultTopology, "default-network-topology", "",
+		`the scheduler's defaultNetworkTopology arg, if it sets one, in the annotation's shape (e.g. '{"mode":"soft","highestTierAllowed":1}'): the constraint of PodGroups that say nothing of topology`)
 	root.AddCommand(tree, explain)
 	return root
 }

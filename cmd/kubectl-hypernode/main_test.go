@@ -93,6 +93,13 @@ func TestCommandLine(t *testing.T) {
 			wantErr: "error: unknown flag: --bogus\nSee 'kubectl hypernode --help'.\n"},
 		{name: "not a PodGroup name", args: []string{"explain", "team-a/job"}, wantCode: 2,
 			wantErr: "error: \"team-a/job\" is not a PodGroup name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')\nSee 'kubectl hypernode --help'.\n"},
+		{name: "explain with the scheduler's default constraint", wantCode: 0,
+			args:      []string{"explain", "job", "-n", "team-a", "--default-network-topology", `{"mode":"soft","highestTierAllowed":1}`},
+			wantOut:   "PodGroup team-a/job: Pending\n",
+			wantInOut: "soft topology (tier<=1)"},
+		{name: "a default constraint the annotation's rules refuse", wantCode: 2,
+			args:    []string{"explain", "job", "-n", "team-a", "--default-network-topology", `{"mode":"hard"}`},
+			wantErr: "error: --default-network-topology mode hard needs highestTierAllowed or highestTierName\nSee 'kubectl hypernode --help'.\n"},
 		{name: "mistyped command", args: []string{"tre"}, wantCode: 2,
 			wantErr: "error: unknown command \"tre\" for \"kubectl hypernode\"; did you mean tree?\nSee 'kubectl hypernode --help'.\n"},
 		// Not nil: cobra would read os.Args, the test binary's flags.

@@ -33,6 +33,7 @@ import (
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // Clients are the API clients Load reads through.
@@ -78,6 +79,10 @@ type Cluster struct {
 	// Warnings are problems of the read that do not stop the reports (e.g. the PodGroup CRD
 	// is not installed, so no gang can be explained).
 	Warnings []string
+	// DefaultTopology is the scheduler's defaultNetworkTopology arg, as the user tells it (the
+	// scheduler's configuration is not read): the constraint of PodGroups that say nothing
+	// of topology.
+	DefaultTopology *podgroup.NetworkTopology
 
 	tree  *hypernode.Tree
 	snap  *hypernode.Snapshot

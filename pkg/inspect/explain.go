@@ -38,7 +38,7 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 		MinMember: pg.Spec.MinMember, Warnings: c.warningsFor(res)}
 
 	// The gang and its constraints, read exactly as the scheduler's registry reads them.
-	gang := podgroup.NewGang(pg, c.liveMembers(namespace, name, &e.Members))
+	gang := podgroup.NewGang(pg, c.liveMembers(namespace, name, &e.Members), c.DefaultTopology)
 	topology, topologyErr := gang.Info.Topology, gang.Info.TopologyErr
 	if raw, ok := pg.Annotations[podgroup.NetworkTopologyAnnotation]; ok {
 		e.NetworkTopology = &ConstraintReport{Annotation: raw, Parsed: topology}
@@ -47,6 +47,9 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 		} else {
 			e.NetworkTopology.Description = topology.String()
 		}
+	} else if gang.Info.TopologyDefault {
+		e.NetworkTopology = &ConstraintReport{Parsed: topology, Default: true,
+			Description: topology.String() + " (the scheduler's defaultNetworkTopology)"}
 	}
 	policies, policyErr := gang.Info.SubGroupPolicies, gang.Info.SubGroupErr
 	if raw, ok := pg.Annotations[podgroup.SubGroupPolicyAnnotation]; ok {

@@ -485,3 +485,42 @@ func TestExplainJudgesNodesAsTheSchedulerDoes(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainTakesTheSchedulersDefault: a PodGroup without a constraint is a plain gang
+// unless the user says the scheduler sets a default (--default-network-topology); then it is
+// explained as the scheduler places it, under that default, and says where it came from.
+func TestExplainTakesTheSchedulersDefault(t *testing.T) {
+	kube := []runtime.Object{gpuNode("a-n0"), gpuNode("a-n1"), gpuNode("b-n0"), gpuNode("b-n1"),
+		memberPod("team-x", "busy-0", "busy", "b-n0", nil), memberPod("team-x", "busy-1", "busy", "b-n1", nil),
+		memberPod("team-x", "job-0", "job", "", nil), memberPod("team-x", "job-1", "job", "", nil)}
+	topology := []runtime.Object{
+		hntesting.MakeHyperNode("a").Tier(1).Nodes("a-n0", "a-n1").Obj(),
+		hntesting.MakeHyperNode("b").Tier(1).Nodes("b-n0", "b-n1").Obj(),
+	}
+	scheduling := []runtime.Object{podGroup("team-x", "busy", 2, nil), podGroup("team-x", "job", 2, nil)}
+
+	c := loadObjects(t, kube, topology, scheduling)
+	plain, err := c.Explain("team-x", "job", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.NetworkTopology != nil {
+		t.Errorf("without a default: network topology %+v, want none", plain.NetworkTopology)
+	}
+
+	c = loadObjects(t, kube, topology, scheduling)
+	c.DefaultTopology = &podgroup.NetworkTopology{Mode: podgroup.ModeHard, HighestTierAllowed: ptr.To(1)}
+	e, err := c.Explain("team-x", "job", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &ConstraintReport{Parsed: c.DefaultTopology, Default: true, MaxTier: 1,
+		Description: "hard topology (tier<=1) (the scheduler's defaultNetworkTopology)"}
+	if diff := cmp.Diff(want, e.NetworkTopology); diff != "" {
+		t.Errorf("network topology (-want,+got):\n%s", diff)
+	}
+	const verdict = "it fits now: the planner would place the 2 pending pods in b (tier 1)"
+	if e.Search == nil || e.Search.Verdict != verdict {
+		t.Errorf("verdict %+v, want %q", e.Search, verdict)
+	}
+}

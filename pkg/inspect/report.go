@@ -80,6 +80,9 @@ type ResourceAmount struct {
 type ConstraintReport struct {
 	Annotation string                    `json:"annotation"`
 	Parsed     *podgroup.NetworkTopology `json:"parsed,omitempty"`
+	// Default: the PodGroup says nothing of topology and the constraint is the scheduler's
+	// default (--default-network-topology); Annotation is then empty.
+	Default bool `json:"default,omitempty"`
 	// Description is the scheduler's wording, e.g. "hard topology (tier<=2)".
 	Description string `json:"description,omitempty"`
 	// MaxTier is the highest tier the gang may span, resolved against the tree.

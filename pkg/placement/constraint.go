@@ -37,14 +37,21 @@ func MaxTier(tree *hypernode.Snapshot, nt *podgroup.NetworkTopology) (int, error
 // ConstraintError says that one of a PodGroup's constraint annotations cannot be resolved in
 // the current tree (an unknown or ambiguous tier name, a sub-group allowed above its job).
 type ConstraintError struct {
+	// Annotation holds the constraint; "" for the scheduler's default constraint.
 	Annotation string
 	// Policy is the sub-group policy at fault, "" for the job's constraint.
 	Policy string
 	Err    error
 }
 
+// DefaultConstraintSource names the scheduler's default constraint in messages.
+const DefaultConstraintSource = "the scheduler's defaultNetworkTopology (NetworkTopologyAware args)"
+
 func (e *ConstraintError) Error() string {
-	if e.Policy != "" {
+	switch {
+	case e.Annotation == "":
+		return fmt.Sprintf("%s: %v", DefaultConstraintSource, e.Err)
+	case e.Policy != "":
 		return fmt.Sprintf("annotation %s: policy %q: %v", e.Annotation, e.Policy, e.Err)
 	}
 	return fmt.Sprintf("annotation %s: %v", e.Annotation, e.Err)
@@ -60,7 +67,11 @@ func GangRequest(tree *hypernode.Snapshot, gang podgroup.Gang) (Request, error) 
 	job := JobTopology(gang.Info)
 	maxTier, err := MaxTier(tree, job)
 	if err != nil {
-		return Request{}, &ConstraintError{Annotation: podgroup.NetworkTopologyAnnotation, Err: err}
+		source := podgroup.NetworkTopologyAnnotation
+		if gang.Info.TopologyDefault {
+			source = ""
+		}
+		return Request{}, &ConstraintError{Annotation: source, Err: err}
 	}
 	subGroups, err := subGroupRequests(tree, gang, job, maxTier)
 	if err != nil {

@@ -48,7 +48,7 @@ func TestGangRequest(t *testing.T) {
 	gang := func(annotations map[string]string) podgroup.Gang {
 		pg := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", Annotations: annotations},
 			Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 4}}
-		return podgroup.NewGang(pg, members)
+		return podgroup.NewGang(pg, members, nil)
 	}
 	const (
 		topology  = podgroup.NetworkTopologyAnnotation

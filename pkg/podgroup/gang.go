@@ -112,9 +112,10 @@ func (r *Registry) Gang(key Key) Gang {
 
 // NewGang builds the view of a gang from its PodGroup and its live member pods, as a client
 // outside the scheduler sees them: a member with a node is placed. Constraints are parsed
-// exactly as the registry parses them.
-func NewGang(pg *schedulingv1alpha1.PodGroup, pods []*v1.Pod) Gang {
-	gang := Gang{Key: Key{Namespace: pg.Namespace, Name: pg.Name}, Info: infoOf(pg)}
+// exactly as the registry parses them, defaultTopology standing for the scheduler's
+// (Registry.SetDefaultTopology; nil: none).
+func NewGang(pg *schedulingv1alpha1.PodGroup, pods []*v1.Pod, defaultTopology *NetworkTopology) Gang {
+	gang := Gang{Key: Key{Namespace: pg.Namespace, Name: pg.Name}, Info: infoOf(pg, defaultTopology)}
 	gang.Info.Members = len(pods)
 	for _, p := range pods {
 		m := Member{Pod: p, Node: p.Spec.NodeName}
@@ -134,11 +135,18 @@ func NewGang(pg *schedulingv1alpha1.PodGroup, pods []*v1.Pod) Gang {
 	return gang
 }
 
-// infoOf returns a PodGroup's parsed constraints, without member counts.
-func infoOf(pg *schedulingv1alpha1.PodGroup) Info {
+// infoOf returns a PodGroup's parsed constraints, without member counts. A PodGroup that says
+// nothing of topology (no constraint annotation, no sub-group policy with a constraint of
+// its own, no unusable policy annotation) takes defaultTopology (nil: none).
+func infoOf(pg *schedulingv1alpha1.PodGroup, defaultTopology *NetworkTopology) Info {
 	topology, topologyErr := ParseNetworkTopology(pg.Annotations)
 	policies, policyErr := ParseSubGroupPolicies(pg.Annotations, topology)
-	return Info{PodGroup: pg, Topology: topology, TopologyErr: topologyErr, SubGroupPolicies: policies, SubGroupErr: policyErr}
+	info := Info{PodGroup: pg, Topology: topology, TopologyErr: topologyErr, SubGroupPolicies: policies, SubGroupErr: policyErr}
+	if _, annotated := pg.Annotations[NetworkTopologyAnnotation]; defaultTopology != nil && !annotated && policyErr == nil && !info.PlacedByTopology() {
+		d := *defaultTopology
+		info.Topology, info.TopologyDefault = &d, true
+	}
+	return info
 }
 
 // SortByRank orders members by rank (Job completion index or hypernode.dev/rank; members

@@ -78,7 +78,7 @@ func TestGangView(t *testing.T) {
 	// From the API: w-0 is bound there instead of reserved.
 	bound := pods[3].DeepCopy()
 	bound.Spec.NodeName = "node-0"
-	view := NewGang(pg, []*v1.Pod{pods[0], pods[1], pods[2], bound, pods[4]})
+	view := NewGang(pg, []*v1.Pod{pods[0], pods[1], pods[2], bound, pods[4]}, nil)
 	if diff := cmp.Diff(wantPending, viewMembers(view.Pending)); diff != "" {
 		t.Errorf("from the API: pending (-want,+got):\n%s", diff)
 	}

@@ -43,6 +43,10 @@ func KeyOf(pod *v1.Pod) (Key, bool) {
 type Registry struct {
 	mu     sync.RWMutex
 	groups map[Key]*group
+	// defaultTopology is the constraint of PodGroups that say nothing of topology, once
+	// defaultSet (SetDefaultTopology).
+	defaultTopology *NetworkTopology
+	defaultSet      bool
 	// nodeAllocatable and clusterAllocatable let the minResources check run in O(1).
 	nodeAllocatable    map[string]v1.ResourceList
 	clusterAllocatable v1.ResourceList
@@ -75,8 +79,10 @@ type group struct {
 	topology *NetworkTopology
 	// topologyErr is why the PodGroup's constraint annotation is unusable.
 	topologyErr error
-	members     map[types.UID]*v1.Pod
-	bound       sets.Set[types.UID]
+	// topologyDefault: topology is the scheduler's default (SetDefaultTopology).
+	topologyDefault bool
+	members         map[types.UID]*v1.Pod
+	bound           sets.Set[types.UID]
 	// assumed maps the members this scheduler reserved (not yet seen bound) to their node.
 	assumed map[types.UID]string
 
@@ -141,9 +147,11 @@ type Info struct {
 	// Scheduled is the number of members bound or reserved by this scheduler.
 	Scheduled int
 	// Topology is the PodGroup's network topology constraint (nil: none). TopologyErr says
-	// why the annotation is unusable.
-	Topology    *NetworkTopology
-	TopologyErr error
+	// why the annotation is unusable. TopologyDefault: Topology is the scheduler's default,
+	// the PodGroup saying nothing of topology (SetDefaultTopology).
+	Topology        *NetworkTopology
+	TopologyErr     error
+	TopologyDefault bool
 	// SubGroupPolicies are the PodGroup's sub-group policies (nil: none); SubGroupErr says
 	// why the annotation is unusable.
 	SubGroupPolicies []SubGroupPolicy
@@ -255,7 +263,8 @@ func (r *Registry) Created(key Key) (created time.Time, ok bool) {
 func (g *group) infoLocked() Info {
 	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
 	return Info{PodGroup: g.podGroup, Revision: g.revision, Blocker: g.blocker, Members: len(g.members), Bound: g.bound.Len(), Scheduled: g.bound.Len() + len(g.assumed),
-		Topology: g.topology, TopologyErr: g.topologyErr, SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr}
+		Topology: g.topology, TopologyErr: g.topologyErr, TopologyDefault: g.topologyDefault,
+		SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr}
 }
 
 // SubGroups returns the state of every sub-group of a group. O(sub-groups).
@@ -376,8 +385,8 @@ func (r *Registry) PendingMembers(key Key) []*v1.Pod {
 // SetPodGroup adds or updates a PodGroup.
 func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	key := Key{Namespace: pg.Namespace, Name: pg.Name}
-	parsed := infoOf(pg)
 	r.mu.Lock()
+	parsed := infoOf(pg, r.defaultTopology)
 	g := r.groupLocked(key)
 	// A change of minMember, minResources or the constraints can make a held-back group ready
 	// (or a refused one placeable: PreFilter reads minResources from here).
@@ -393,7 +402,7 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	}
 	// The policies' validity depends on the job's constraint too: rebuild on either change.
 	policiesChanged := changed
-	g.podGroup, g.topology, g.topologyErr = pg, parsed.Topology, parsed.TopologyErr
+	g.podGroup, g.topology, g.topologyErr, g.topologyDefault = pg, parsed.Topology, parsed.TopologyErr, parsed.TopologyDefault
 	g.subGroups, g.subGroupErr = parsed.SubGroupPolicies, parsed.SubGroupErr
 	if policiesChanged {
 		g.rebuildSubGroupsLocked()

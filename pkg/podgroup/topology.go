@@ -41,23 +41,25 @@ func ParseNetworkTopology(annotations map[string]string) (*NetworkTopology, erro
 	if !ok {
 		return nil, nil
 	}
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("annotation %s: %s", NetworkTopologyAnnotation, fmt.Sprintf(format, args...))
+	nt, err := ParseTopology(raw)
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", NetworkTopologyAnnotation, err)
 	}
+	return nt, nil
+}
+
+// ParseTopology reads a constraint in the annotation's JSON shape, strictly.
+func ParseTopology(raw string) (*NetworkTopology, error) {
 	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
 	dec.DisallowUnknownFields()
 	nt := &NetworkTopology{}
 	if err := dec.Decode(nt); err != nil {
-		return nil, fail("is not a valid constraint: %v", err)
+		return nil, fmt.Errorf("is not a valid constraint: %v", err)
 	}
 	if dec.More() {
-		return nil, fail("is not a valid constraint: trailing data after the JSON object")
+		return nil, fmt.Errorf("is not a valid constraint: trailing data after the JSON object")
 	}
-	valid, err := validateTopology(*nt)
-	if err != nil {
-		return nil, fail("%v", err)
-	}
-	return valid, nil
+	return validateTopology(*nt)
 }
 
 // validateTopology defaults the mode and checks a constraint's fields.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/utils/ptr"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 )
@@ -107,6 +108,9 @@ func TestDecodeDefaultsAndConversion(t *testing.T) {
       normalPod:
         enable: false
       candidateScoringStrategy: LeastWaste
+      defaultNetworkTopology:
+        mode: soft
+        highestTierAllowed: 2
 `,
 			want: map[string]any{
 				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 15},
@@ -117,6 +121,7 @@ func TestDecodeDefaultsAndConversion(t *testing.T) {
 					},
 					NormalPod:                config.NormalPodArgs{Enable: false, Fading: 0.8},
 					CandidateScoringStrategy: config.LeastWaste,
+					DefaultNetworkTopology:   &config.NetworkTopologyConstraint{Mode: "soft", HighestTierAllowed: ptr.To[int32](2)},
 				},
 			},
 		},

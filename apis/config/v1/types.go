@@ -36,6 +36,27 @@ type NetworkTopologyAwareArgs struct {
 	// gang: BinPack or LeastWaste. Defaults to BinPack.
 	// +optional
 	CandidateScoringStrategy *string `json:"candidateScoringStrategy,omitempty"`
+	// DefaultNetworkTopology is the constraint of PodGroups that say nothing of topology (no
+	// hypernode.dev/network-topology annotation, no sub-group policy with a constraint of its
+	// own), in the annotation's shape. Unset: such PodGroups are plain gangs. Every profile of
+	// a scheduler must set the same one.
+	// +optional
+	DefaultNetworkTopology *NetworkTopologyConstraint `json:"defaultNetworkTopology,omitempty"`
+}
+
+// NetworkTopologyConstraint is a network topology constraint, in the shape of the
+// hypernode.dev/network-topology annotation.
+type NetworkTopologyConstraint struct {
+	// Mode is hard (never span a higher tier) or soft (prefer the lowest tier). Defaults to
+	// hard.
+	// +optional
+	Mode string `json:"mode,omitempty"`
+	// HighestTierAllowed is the highest tier the gang may span; at least 1.
+	// +optional
+	HighestTierAllowed *int32 `json:"highestTierAllowed,omitempty"`
+	// HighestTierName names that tier instead, by the HyperNodes' tierName.
+	// +optional
+	HighestTierName string `json:"highestTierName,omitempty"`
 }
 
 // HyperNodeBinPackArgs are the per-resource weights of the HyperNode bin-pack score.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // MaxBinPackWeight bounds each bin-pack weight so the weighted sums cannot overflow.
@@ -41,6 +42,10 @@ func ValidateNetworkTopologyAwareArgs(path *field.Path, args *config.NetworkTopo
 	default:
 		allErrs = append(allErrs, field.NotSupported(path.Child("candidateScoringStrategy"),
 			args.CandidateScoringStrategy, []string{string(config.BinPack), string(config.LeastWaste)}))
+	}
+	// The same rules as the hypernode.dev/network-topology annotation.
+	if _, err := podgroup.TopologyFromArgs(args.DefaultNetworkTopology); err != nil {
+		allErrs = append(allErrs, field.Invalid(path.Child("defaultNetworkTopology"), *args.DefaultNetworkTopology, err.Error()))
 	}
 	return allErrs.ToAggregate()
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 )
@@ -36,6 +37,19 @@ func TestValidateNetworkTopologyAwareArgs(t *testing.T) {
 				a.HyperNodeBinPack.Resources = map[v1.ResourceName]int64{"nvidia.com/gpu": 5}
 				a.NormalPod.Fading = 0
 			},
+		},
+		{
+			name: "a default constraint",
+			modify: func(a *config.NetworkTopologyAwareArgs) {
+				a.DefaultNetworkTopology = &config.NetworkTopologyConstraint{Mode: "soft", HighestTierAllowed: ptr.To[int32](1)}
+			},
+		},
+		{
+			name: "a default constraint that the annotation's rules refuse",
+			modify: func(a *config.NetworkTopologyAwareArgs) {
+				a.DefaultNetworkTopology = &config.NetworkTopologyConstraint{Mode: "hard"}
+			},
+			wantErr: `args.defaultNetworkTopology: Invalid value: {"mode":"hard"}: mode hard needs highestTierAllowed or highestTierName`,
 		},
 		{
 			name: "only an extended resource weighs",

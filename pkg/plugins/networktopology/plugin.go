@@ -134,6 +134,18 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hype
 	if err := validation.ValidateNetworkTopologyAwareArgs(nil, args); err != nil {
 		return nil, err
 	}
+	// Every profile's NetworkTopologyAware sets the registry's default (none included), so two
+	// profiles that disagree fail the start instead of one overriding the other.
+	defaultTopology, err := podgroup.TopologyFromArgs(args.DefaultNetworkTopology)
+	if err != nil {
+		return nil, err
+	}
+	if err := registry.SetDefaultTopology(defaultTopology); err != nil {
+		return nil, err
+	}
+	if defaultTopology != nil {
+		klog.FromContext(ctx).V(2).Info("PodGroups without a topology constraint take the default", "constraint", defaultTopology.String())
+	}
 	p := newPlugin(*args, handle, cache, registry)
 	p.nominations.Run(ctx)
 	cache.OnChange(func(tree *hypernode.Snapshot) { p.treeChanged(klog.FromContext(ctx), tree) })
