@@ -96,7 +96,7 @@ func TestCommandLine(t *testing.T) {
 		{name: "explain with the scheduler's default constraint", wantCode: 0,
 			args:      []string{"explain", "job", "-n", "team-a", "--default-network-topology", `{"mode":"soft","highestTierAllowed":1}`},
 			wantOut:   "PodGroup team-a/job: Pending\n",
-			wantInOut: "soft topology (tier<=1)"},
+			wantInOut: "network topology: soft topology (tier<=1) (the scheduler's\n    defaultNetworkTopology)"},
 		{name: "a default constraint the annotation's rules refuse", wantCode: 2,
 			args:    []string{"explain", "job", "-n", "team-a", "--default-network-topology", `{"mode":"hard"}`},
 			wantErr: "error: --default-network-topology mode hard needs highestTierAllowed or highestTierName\nSee 'kubectl hypernode --help'.\n"},

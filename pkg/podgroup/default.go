@@ -57,6 +57,16 @@ func (r *Registry) SetDefaultTopology(nt *NetworkTopology) error {
 	return nil
 }
 
+// clone is a copy of nt that shares nothing with it.
+func (nt *NetworkTopology) clone() *NetworkTopology {
+	c := *nt
+	if nt.HighestTierAllowed != nil {
+		tier := *nt.HighestTierAllowed
+		c.HighestTierAllowed = &tier
+	}
+	return &c
+}
+
 func describeDefault(nt *NetworkTopology) string {
 	if nt == nil {
 		return "none"

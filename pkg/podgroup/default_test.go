@@ -54,8 +54,8 @@ func TestDefaultTopologyOnlyForPodGroupsThatSayNothing(t *testing.T) {
 			if got != tc.want || info.TopologyDefault != tc.wantDefault {
 				t.Errorf("constraint %q (default %v), want %q (default %v)", got, info.TopologyDefault, tc.want, tc.wantDefault)
 			}
-			if info.Topology != nil && tc.def != nil && info.Topology == tc.def {
-				t.Error("the gang shares the default's object: a change to one would change the other")
+			if info.TopologyDefault && (info.Topology == tc.def || info.Topology.HighestTierAllowed == tc.def.HighestTierAllowed) {
+				t.Error("the gang shares memory with the default: a change to one would change the other")
 			}
 		})
 	}
@@ -106,10 +106,32 @@ func TestSetDefaultTopology(t *testing.T) {
 	if err := r.SetDefaultTopology(&NetworkTopology{Mode: ModeSoft, HighestTierAllowed: ptr.To(2)}); err != nil {
 		t.Errorf("a second profile with the same default: %v", err)
 	}
+	r.SetPod(nil, member("a", "g")) // the group outlives its PodGroup
+	r.DeletePodGroup("ns", "g")
+	if info := r.Info(Key{Namespace: "ns", Name: "g"}); info.Topology != nil || info.TopologyDefault {
+		t.Errorf("a deleted PodGroup: constraint %v (default %v)", info.Topology, info.TopologyDefault)
+	}
 	err := r.SetDefaultTopology(nil)
 	want := "two profiles set different defaultNetworkTopology args (soft topology (tier<=2) and none): the PodGroup registry serves every profile, so they must agree"
 	if err == nil || err.Error() != want {
 		t.Errorf("a second profile without the default: %v, want %q", err, want)
+	}
+}
+
+// TestSetDefaultTopologyNoneFirst: a profile without a default, then one with: they differ.
+func TestSetDefaultTopologyNoneFirst(t *testing.T) {
+	r := New()
+	if err := r.SetDefaultTopology(nil); err != nil {
+		t.Fatal(err)
+	}
+	err := r.SetDefaultTopology(&NetworkTopology{Mode: ModeSoft})
+	want := "two profiles set different defaultNetworkTopology args (none and soft topology): the PodGroup registry serves every profile, so they must agree"
+	if err == nil || err.Error() != want {
+		t.Errorf("%v, want %q", err, want)
+	}
+	r.SetPodGroup(podGroupWith(nil))
+	if info := r.Info(Key{Namespace: "ns", Name: "g"}); info.Topology != nil {
+		t.Errorf("the first profile's (no default) stands: got %v", info.Topology)
 	}
 }
 

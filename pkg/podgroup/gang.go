@@ -143,8 +143,7 @@ func infoOf(pg *schedulingv1alpha1.PodGroup, defaultTopology *NetworkTopology) I
 	policies, policyErr := ParseSubGroupPolicies(pg.Annotations, topology)
 	info := Info{PodGroup: pg, Topology: topology, TopologyErr: topologyErr, SubGroupPolicies: policies, SubGroupErr: policyErr}
 	if _, annotated := pg.Annotations[NetworkTopologyAnnotation]; defaultTopology != nil && !annotated && policyErr == nil && !info.PlacedByTopology() {
-		d := *defaultTopology
-		info.Topology, info.TopologyDefault = &d, true
+		info.Topology, info.TopologyDefault = defaultTopology.clone(), true
 	}
 	return info
 }

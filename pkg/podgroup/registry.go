@@ -385,8 +385,16 @@ func (r *Registry) PendingMembers(key Key) []*v1.Pod {
 // SetPodGroup adds or updates a PodGroup.
 func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	key := Key{Namespace: pg.Namespace, Name: pg.Name}
+	// Parsed outside the write lock (queue sort reads the registry on every comparison); the
+	// default is set once, at start-up, and a PodGroup parsed across that moment is parsed again.
+	r.mu.RLock()
+	def := r.defaultTopology
+	r.mu.RUnlock()
+	parsed := infoOf(pg, def)
 	r.mu.Lock()
-	parsed := infoOf(pg, r.defaultTopology)
+	if r.defaultTopology != def {
+		parsed = infoOf(pg, r.defaultTopology)
+	}
 	g := r.groupLocked(key)
 	// A change of minMember, minResources or the constraints can make a held-back group ready
 	// (or a refused one placeable: PreFilter reads minResources from here).
@@ -419,7 +427,7 @@ func (r *Registry) DeletePodGroup(namespace, name string) {
 	r.mu.Lock()
 	r.shortOfCluster.Delete(key)
 	if g := r.groups[key]; g != nil {
-		g.podGroup, g.topology, g.topologyErr = nil, nil, nil
+		g.podGroup, g.topology, g.topologyErr, g.topologyDefault = nil, nil, nil, false
 		g.subGroups, g.subGroupErr = nil, nil
 		g.unblockLocked()
 		g.rebuildSubGroupsLocked()
