@@ -8,11 +8,14 @@ import (
 
 // TestTopologyDefaultForPodGroupsWithoutOne: with defaultNetworkTopology hard at tier 1 in the
 // scheduler's args, PodGroups that carry no constraint (what mpi-operator and the training
-// operators create) are placed by it: a gang of two lands in one leaf, a gang of three fits
-// no two-node leaf and stays pending with the planner's explanation instead of spanning
-// leaves, and a PodGroup's own annotation still wins over the default.
+// operators create) are placed by it: a gang of two lands in one leaf (as a plain gang the
+// normal-pod score would put it on the free nodes of the half-full leaves s0 and s1), a gang
+// of three fits no two-node leaf and stays pending with the planner's explanation instead of
+// spanning leaves, and a PodGroup's own annotation still wins over the default.
 func TestTopologyDefaultForPodGroupsWithoutOne(t *testing.T) {
 	e := newTopoEnv(t, nodesWithCPU("1", "node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"), nil, seedHyperNodes(t)...)
+	e.filler("node-1", "1")
+	e.filler("node-3", "1")
 	startScheduler(t, map[string]map[string]any{"NetworkTopologyAware": {
 		"defaultNetworkTopology": map[string]any{"mode": "hard", "highestTierAllowed": 1},
 	}})
@@ -23,8 +26,8 @@ func TestTopologyDefaultForPodGroupsWithoutOne(t *testing.T) {
 	for _, n := range pair {
 		leaves[leafOf[n]] = true
 	}
-	if len(pair) != 2 || len(leaves) != 1 {
-		t.Errorf("the pair on %v: want both in one leaf", pair)
+	if len(pair) != 2 || len(leaves) != 1 || leaves["s0"] || leaves["s1"] {
+		t.Errorf("the pair on %v: want both in one leaf with two free nodes (s2 or s3)", pair)
 	}
 
 	trio := e.gang("trio", 3, "", cpu("1"))
