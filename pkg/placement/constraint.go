@@ -44,13 +44,13 @@ type ConstraintError struct {
 	Err    error
 }
 
-// DefaultConstraintSource names the scheduler's default constraint in messages.
-const DefaultConstraintSource = "the scheduler's defaultNetworkTopology (NetworkTopologyAware args)"
+// defaultConstraintSource names the scheduler's default constraint in messages.
+const defaultConstraintSource = "the scheduler's defaultNetworkTopology (NetworkTopologyAware args)"
 
 func (e *ConstraintError) Error() string {
 	switch {
 	case e.Annotation == "":
-		return fmt.Sprintf("%s: %v", DefaultConstraintSource, e.Err)
+		return fmt.Sprintf("%s: %v", defaultConstraintSource, e.Err)
 	case e.Policy != "":
 		return fmt.Sprintf("annotation %s: policy %q: %v", e.Annotation, e.Policy, e.Err)
 	}
@@ -58,6 +58,15 @@ func (e *ConstraintError) Error() string {
 }
 
 func (e *ConstraintError) Unwrap() error { return e.Err }
+
+// JobConstraintError is err, the job's constraint failing to resolve, named by where the
+// constraint came from: the PodGroup's annotation or the scheduler's default.
+func JobConstraintError(info podgroup.Info, err error) *ConstraintError {
+	if info.TopologyDefault {
+		return &ConstraintError{Err: err}
+	}
+	return &ConstraintError{Annotation: podgroup.NetworkTopologyAnnotation, Err: err}
+}
 
 // GangRequest returns the planning problem of a gang's pending members in tree: the job's
 // constraint and resolved tier, the members in rank order, the placed members' nodes and
@@ -67,11 +76,7 @@ func GangRequest(tree *hypernode.Snapshot, gang podgroup.Gang) (Request, error) 
 	job := JobTopology(gang.Info)
 	maxTier, err := MaxTier(tree, job)
 	if err != nil {
-		source := podgroup.NetworkTopologyAnnotation
-		if gang.Info.TopologyDefault {
-			source = ""
-		}
-		return Request{}, &ConstraintError{Annotation: source, Err: err}
+		return Request{}, JobConstraintError(gang.Info, err)
 	}
 	subGroups, err := subGroupRequests(tree, gang, job, maxTier)
 	if err != nil {

@@ -260,7 +260,10 @@ func (p *planner) spread(name string, count int, out *[]leafCount) {
 		if covered+caps[c] >= count && p.isLeaf(c) {
 			// The last leaf: the smallest of equal rank that holds the rest takes it, so a
 			// larger leaf stays whole for the next gang (best fit; as many leaves).
-			c = p.smallestLeafHolding(byCapacity[i:], count-covered, placed[c], placed, caps, chosen, c)
+			rest, rank := count-covered, placed[c]
+			c = smallest(byCapacity[i:], caps, c, func(d string) bool {
+				return !chosen[d] && placed[d] == rank && caps[d] >= rest && p.isLeaf(d)
+			})
 			partial = c
 		}
 		chosen[c] = true
@@ -295,12 +298,12 @@ func (p *planner) isLeaf(name string) bool {
 	return ok && info.Leaf
 }
 
-// smallestLeafHolding returns the leaf of candidates, not chosen yet and with rank placed
-// members, of the smallest capacity of at least rest; fallback when none is smaller.
-func (p *planner) smallestLeafHolding(candidates []string, rest, rank int, placed, caps map[string]int, chosen map[string]bool, fallback string) string {
+// smallest returns the candidate that fits accepts with the smallest capacity, fallback
+// unless one is smaller.
+func smallest(candidates []string, caps map[string]int, fallback string, fits func(string) bool) string {
 	best := fallback
 	for _, d := range candidates {
-		if !chosen[d] && placed[d] == rank && caps[d] >= rest && caps[d] < caps[best] && p.isLeaf(d) {
+		if caps[d] < caps[best] && fits(d) {
 			best = d
 		}
 	}

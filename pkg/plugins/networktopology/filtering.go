@@ -173,10 +173,7 @@ func constraintProblem(tree *hypernode.Snapshot, key podgroup.Key, info podgroup
 		return fmt.Sprintf("PodGroup %s: %v", key, info.TopologyErr)
 	}
 	if _, err := placement.MaxTier(tree, placement.JobTopology(info)); err != nil {
-		if info.TopologyDefault {
-			return fmt.Sprintf("PodGroup %s: %s: %v", key, placement.DefaultConstraintSource, err)
-		}
-		return fmt.Sprintf("PodGroup %s: annotation %s: %v", key, podgroup.NetworkTopologyAnnotation, err)
+		return fmt.Sprintf("PodGroup %s: %v", key, placement.JobConstraintError(info, err))
 	}
 	return ""
 }

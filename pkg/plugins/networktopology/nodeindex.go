@@ -131,14 +131,9 @@ func (l *nodeList[V]) holds(list []fwk.NodeInfo) bool {
 	return len(list) == 0 || &list[0] == l.first
 }
 
-// get returns the value held for ni; ok is false for a node not in the list.
-func (l *nodeList[V]) get(ni fwk.NodeInfo) (v V, ok bool) {
-	p, _ := ni.(*framework.NodeInfo)
-	return l.find(p)
-}
-
-// find is get for a NodeInfo already known to be kube-scheduler's (nil: not in the list).
-func (l *nodeList[V]) find(p *framework.NodeInfo) (v V, ok bool) {
+// get returns the value held for p; ok is false for a node not in the list (and for nil, what
+// a NodeInfo that is not kube-scheduler's asserts to).
+func (l *nodeList[V]) get(p *framework.NodeInfo) (v V, ok bool) {
 	if p == nil || len(l.nodes) == 0 {
 		return v, false
 	}

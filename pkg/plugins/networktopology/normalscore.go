@@ -86,7 +86,7 @@ func (u *usageCache) prepare(tree *hypernode.Snapshot, list, nodes []fwk.NodeInf
 	u.scores.reset(len(nodes))
 	for _, n := range nodes {
 		ni, _ := n.(*framework.NodeInfo)
-		index, ok := u.leafOf.find(ni)
+		index, ok := u.leafOf.get(ni)
 		if !ok {
 			continue // not in the scheduler's list: Score reports it
 		}
