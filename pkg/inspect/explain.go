@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -138,16 +139,16 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 
 // heldBack is why Gang's PreEnqueue keeps the gang's pending members out of scheduling, in
 // its words ("" when it lets them in).
-// By PreEnqueue's own rule (podgroup.GateReason): a member's sub-group problem before the
+// By PreEnqueue's own rule (gangstate.GateReason): a member's sub-group problem before the
 // member count. Explain asks only with the PodGroup present and its policies valid.
 func heldBack(key string, gang podgroup.Gang) string {
 	reason := ""
 	for _, m := range gang.Pending {
-		if reason = podgroup.GateReason(gang.Info, m.Pod); reason == podgroup.GatedInvalidSubGroupMember {
+		if reason = gangstate.GateReason(gang.Info, m.Pod); reason == gangstate.GatedInvalidSubGroupMember {
 			return fmt.Sprintf("PodGroup %s: member %s: %s", key, m.Pod.Name, podgroup.SubGroupMembershipProblem(gang.Info.SubGroupPolicies, m.Pod))
 		}
 	}
-	if reason == podgroup.GatedWaitingForMembers {
+	if reason == gangstate.GatedWaitingForMembers {
 		return fmt.Sprintf("waiting for PodGroup %s to have %d members (minMember); %d exist", key, gang.Info.MinMember(), gang.Info.Members)
 	}
 	return ""

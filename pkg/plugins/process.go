@@ -13,26 +13,26 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // processState owns what must exist once per scheduler process: the HyperNode tree cache and
-// the PodGroup registry. kube-scheduler builds one framework per profile and calls each
+// the gangs' state with its PodGroup registry. kube-scheduler builds one framework per profile and calls each
 // plugin's factory once per profile, but every framework shares the scheduler's informer
 // factory; the first factory call starts both components on it and every later call gets
 // the same ones.
 type processState struct {
-	mu       sync.Mutex
-	factory  informers.SharedInformerFactory
-	cache    *hypernode.Cache
-	registry *podgroup.Registry
+	mu      sync.Mutex
+	factory informers.SharedInformerFactory
+	cache   *hypernode.Cache
+	gangs   *gangstate.Tracker
 }
 
-// start returns the process's tree cache and registry, starting them with the first caller's
+// start returns the process's tree cache and gang state, starting them with the first caller's
 // context (the scheduler's own) on first use.
-func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode.Cache, *podgroup.Registry, error) {
+func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode.Cache, *gangstate.Tracker, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	factory := handle.SharedInformerFactory()
@@ -42,7 +42,7 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 			// from it would read the first one's informers.
 			return nil, nil, fmt.Errorf("the plugins' registry options were used by two schedulers; call RegistryOptions once per scheduler")
 		}
-		return s.cache, s.registry, nil
+		return s.cache, s.gangs, nil
 	}
 	logger := klog.FromContext(ctx)
 	if err := requireCRDs(ctx, handle.ClientSet().Discovery()); err != nil {
@@ -52,18 +52,18 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 	if err := cache.Run(ctx, factory, handle.KubeConfig()); err != nil {
 		return nil, nil, err
 	}
-	registry := podgroup.New()
-	if err := registry.Run(ctx, factory, handle.KubeConfig()); err != nil {
+	gangs := gangstate.New()
+	if err := gangs.Registry().Run(ctx, factory, handle.KubeConfig()); err != nil {
 		return nil, nil, err
 	}
 	metrics.Register()
 	metrics.AddSource(ctx, &metrics.Source{
-		GatedGangs:         registry.GatedGroups,
+		GatedGangs:         gangs.GatedGroups,
 		ExcludedHyperNodes: func() map[string]int { return cache.Snapshot().ExcludedByReason() },
 	})
 	logger.V(2).Info("HyperNode cache and PodGroup registry started")
-	s.factory, s.cache, s.registry = factory, cache, registry
-	return cache, registry, nil
+	s.factory, s.cache, s.gangs = factory, cache, gangs
+	return cache, gangs, nil
 }
 
 // requiredCRDs are the custom resources the plugins watch, by group version.

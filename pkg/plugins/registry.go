@@ -23,45 +23,45 @@ import (
 const SchedulerName = "hypernode-scheduler"
 
 // RegistryOptions register every plugin of this project with kube-scheduler's app. Call it
-// once per scheduler: the plugins it registers share one HyperNode tree cache and one PodGroup
-// registry, started on the scheduler's informers when the first plugin is built.
+// once per scheduler: the plugins it registers share one HyperNode tree cache and one gang state
+// (with its PodGroup registry), started on the scheduler's informers when the first plugin is built.
 func RegistryOptions() []app.Option {
 	state := &processState{}
 	return []app.Option{
 		app.WithPlugin(gang.Name, func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
-			_, registry, err := state.start(ctx, handle)
+			_, gangs, err := state.start(ctx, handle)
 			if err != nil {
 				return nil, err
 			}
-			return gang.New(ctx, obj, handle, registry)
+			return gang.New(ctx, obj, handle, gangs)
 		}),
 		app.WithPlugin(gang.QueueSortName, func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
-			_, registry, err := state.start(ctx, handle)
+			_, gangs, err := state.start(ctx, handle)
 			if err != nil {
 				return nil, err
 			}
-			return gang.NewQueueSort(registry), nil
+			return gang.NewQueueSort(gangs.Registry()), nil
 		}),
 		app.WithPlugin(gang.RetryGateName, func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
-			_, registry, err := state.start(ctx, handle)
+			_, gangs, err := state.start(ctx, handle)
 			if err != nil {
 				return nil, err
 			}
-			return gang.NewRetryGate(handle, registry), nil
+			return gang.NewRetryGate(handle, gangs), nil
 		}),
 		app.WithPlugin(gangpreemption.Name, func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
-			cache, registry, err := state.start(ctx, handle)
+			cache, gangs, err := state.start(ctx, handle)
 			if err != nil {
 				return nil, err
 			}
-			return gangpreemption.New(ctx, handle, cache, registry)
+			return gangpreemption.New(ctx, handle, cache, gangs)
 		}),
 		app.WithPlugin(networktopology.Name, func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
-			cache, registry, err := state.start(ctx, handle)
+			cache, gangs, err := state.start(ctx, handle)
 			if err != nil {
 				return nil, err
 			}
-			return networktopology.New(ctx, obj, handle, cache, registry)
+			return networktopology.New(ctx, obj, handle, cache, gangs)
 		}),
 	}
 }

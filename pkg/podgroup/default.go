@@ -52,7 +52,7 @@ func (r *Registry) SetDefaultTopology(nt *NetworkTopology) error {
 	}
 	r.mu.Unlock()
 	for _, key := range changed {
-		r.notify(key, true)
+		r.Notify(key, true)
 	}
 	return nil
 }

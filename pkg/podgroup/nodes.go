@@ -71,23 +71,23 @@ func (r *Registry) SetNode(old, node *v1.Node) {
 	r.mu.Lock()
 	r.setNodeLocked(node.Name, node.Status.Allocatable)
 	changed := old == nil || NodeCapacityChanged(old, node)
-	if changed {
-		// A blocker may fit now; kube-scheduler's own hints retry it.
-		r.unblockAllLocked()
-	}
 	var enough []Key
+	var out Outcome
 	if changed {
 		// Only a new node or new allocatable can cover minResources: a status heartbeat
 		// recounts nothing.
 		enough = r.enoughNowLocked()
+		if r.state != nil {
+			// A blocker may fit now (kube-scheduler's own hints retry it), a gang waiting for
+			// room may have it.
+			out = r.state.NodesChanged()
+		}
 	}
 	r.mu.Unlock()
 	for _, key := range enough {
-		r.notify(key, false)
+		r.Notify(key, false)
 	}
-	if changed {
-		r.nodesChanged()
-	}
+	out.run()
 }
 
 // enoughNowLocked forgets and returns the groups remembered short of the cluster's allocatable

@@ -39,10 +39,12 @@ func KeyOf(pod *v1.Pod) (Key, bool) {
 }
 
 // Registry is the process-wide view of PodGroups and their members. It is safe for
-// concurrent use.
+// concurrent use. Its lock also guards every gang's scheduling state (pkg/gangstate, told
+// of each data change through State while the lock is held): a gang's data and its state
+// change together, under one lock.
 type Registry struct {
 	mu     sync.RWMutex
-	groups map[Key]*group
+	groups map[Key]*Group
 	// defaultTopology is the constraint of PodGroups that say nothing of topology, once
 	// defaultSet (SetDefaultTopology).
 	defaultTopology *NetworkTopology
@@ -53,28 +55,20 @@ type Registry struct {
 	// shortOfCluster are the groups last found to need more minResources than the cluster
 	// can allocate (MinResourcesShortfall).
 	shortOfCluster sets.Set[Key]
-	// unplaced are the gangs that may be waiting for room (unplaced.go), told by scoutWakers.
-	unplaced    sets.Set[Key]
-	scoutWakers []func(Key, *v1.Pod)
-	// nodeChanges counts the node changes seen (nodesChanged), for MarkUnplaced.
-	nodeChanges uint64
-	// now is the registry's clock (a fake one in tests).
-	now func() time.Time
+	// state is told of every data change under mu (nil: nobody keeps state).
+	state State
 
 	synced    []cache.InformerSynced
 	listeners []func(Key, bool)
 	// forgetters are called when a PodGroup is deleted, so that what plugins keep per gang
 	// does not outlive it.
 	forgetters []func(Key)
-	// retryGates are the profiles that run GangRetryGate (retry.go).
-	retryGates sets.Set[string]
-	// preemptionHolders say which gangs a preemption runs for and which nominations it
-	// holds, and preemptionEnders are told when one ends (preemptions.go).
-	preemptionHolders []PreemptionHolder
-	preemptionEnders  []func(Key)
 }
 
-type group struct {
+// Group is one PodGroup's data: the object, its parsed constraints, its members and their
+// placement. Its methods must be called with the registry's lock held (pkg/gangstate reads
+// it so).
+type Group struct {
 	podGroup *schedulingv1alpha1.PodGroup
 	topology *NetworkTopology
 	// topologyErr is why the PodGroup's constraint annotation is unusable.
@@ -92,33 +86,10 @@ type group struct {
 	// revision counts the changes of what scheduling reads from the PodGroup (its spec and
 	// constraint annotations), so a remembered decision can tell it is out of date.
 	revision int
-	// requeued is the member that a cluster event last requeued for the whole gang, and
-	// when (see ClaimRequeue).
-	requeued   types.UID
-	requeuedAt time.Time
-	// blocker is a member that fits no node (see Blocker); formerBlocker is the one a node
-	// change cleared, until it blocks or reserves again or is deleted.
-	blocker       *Blocker
-	formerBlocker types.UID
-	// fitNowhere are the members known to fit no node (SetBlocked), the blocker among them:
-	// the gang is blocked only when it cannot do without all of them.
-	fitNowhere sets.Set[types.UID]
-	// fitNowhereShapes are the shape signatures of fitNowhere members without claims.
-	fitNowhereShapes sets.Set[string]
 	// signatures memoises each member's shape signature (signatureOf, a JSON encoding) for the
 	// object it was computed from: marking or clearing a shape compares every member's, under
 	// the registry's lock.
 	signatures map[types.UID]memberSignature
-	// retryHeld says the gang's placement failed and only scout is retried (retry.go).
-	retryHeld bool
-	scout     types.UID
-	// unplaced is the last failure of a gang placed member by member (unplaced.go);
-	// scoutWokenAt is when a node change last woke its scout (nodesChanged).
-	unplaced     *Unplaced
-	scoutWokenAt time.Time
-	// attempted are the members that went through a scheduling cycle: only those are held
-	// (retry.go).
-	attempted sets.Set[types.UID]
 	// provisional are the members known only from their Reserve (see Reserve); nil until
 	// there is one.
 	provisional sets.Set[types.UID]
@@ -139,8 +110,6 @@ type Info struct {
 	PodGroup *schedulingv1alpha1.PodGroup
 	// Revision changes whenever what scheduling reads from the PodGroup changes.
 	Revision int
-	// Blocker is the member that fits no node, if any.
-	Blocker *Blocker
 	// Members is the number of existing, non-terminal member pods; Bound the number of them
 	// bound to a node.
 	Members, Bound int
@@ -162,7 +131,7 @@ type Info struct {
 func (i Info) MinMember() int { return minMemberOf(i.PodGroup) }
 
 // minMember is Info.MinMember for g. r.mu must be held.
-func (g *group) minMember() int { return minMemberOf(g.podGroup) }
+func (g *Group) minMember() int { return minMemberOf(g.podGroup) }
 
 func minMemberOf(pg *schedulingv1alpha1.PodGroup) int {
 	if pg == nil {
@@ -184,30 +153,30 @@ func (i Info) Policy(name string) (SubGroupPolicy, bool) {
 // New returns an empty registry.
 func New() *Registry {
 	return &Registry{
-		groups:             map[Key]*group{},
+		groups:             map[Key]*Group{},
 		nodeAllocatable:    map[string]v1.ResourceList{},
 		clusterAllocatable: v1.ResourceList{},
 		shortOfCluster:     sets.New[Key](),
-		unplaced:           sets.New[Key](),
-		now:                time.Now,
 	}
 }
 
-func (r *Registry) groupLocked(key Key) *group {
+func (r *Registry) groupLocked(key Key) *Group {
 	g := r.groups[key]
 	if g == nil {
-		g = &group{members: map[types.UID]*v1.Pod{}, bound: sets.New[types.UID](), assumed: map[types.UID]string{},
-			memberSub: map[types.UID]SubGroup{}, subCounts: map[string]*SubGroupState{}, completeByPolicy: map[string]int{},
-			attempted: sets.New[types.UID]()}
+		g = &Group{members: map[types.UID]*v1.Pod{}, bound: sets.New[types.UID](), assumed: map[types.UID]string{},
+			memberSub: map[types.UID]SubGroup{}, subCounts: map[string]*SubGroupState{}, completeByPolicy: map[string]int{}}
 		r.groups[key] = g
 	}
 	return g
 }
 
-// forgetIfEmptyLocked drops a group that has neither an object nor members.
+// forgetIfEmptyLocked drops a group that has neither an object nor members, and its state.
 func (r *Registry) forgetIfEmptyLocked(key Key) {
 	if g := r.groups[key]; g != nil && g.podGroup == nil && len(g.members) == 0 && len(g.assumed) == 0 {
 		delete(r.groups, key)
+		if r.state != nil {
+			r.state.Forget(key)
+		}
 	}
 }
 
@@ -229,7 +198,7 @@ func (r *Registry) OnGroupDelete(f func(Key)) {
 	r.forgetters = append(r.forgetters, f)
 }
 
-func (r *Registry) notify(key Key, podGroupChanged bool) {
+func (r *Registry) Notify(key Key, podGroupChanged bool) {
 	r.mu.RLock()
 	listeners := r.listeners
 	r.mu.RUnlock()
@@ -260,9 +229,9 @@ func (r *Registry) Created(key Key) (created time.Time, ok bool) {
 	return time.Time{}, false
 }
 
-func (g *group) infoLocked() Info {
+func (g *Group) infoLocked() Info {
 	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
-	return Info{PodGroup: g.podGroup, Revision: g.revision, Blocker: g.blocker, Members: len(g.members), Bound: g.bound.Len(), Scheduled: g.bound.Len() + len(g.assumed),
+	return Info{PodGroup: g.podGroup, Revision: g.revision, Members: len(g.members), Bound: g.bound.Len(), Scheduled: g.bound.Len() + len(g.assumed),
 		Topology: g.topology, TopologyErr: g.topologyErr, TopologyDefault: g.topologyDefault,
 		SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr}
 }
@@ -346,7 +315,7 @@ func (r *Registry) Progress(key Key, pod *v1.Pod) SubGroupProgress {
 }
 
 // progressLocked is Progress for g; pod may be nil. r.mu must be held.
-func (g *group) progressLocked(pod *v1.Pod) SubGroupProgress {
+func (g *Group) progressLocked(pod *v1.Pod) SubGroupProgress {
 	out := SubGroupProgress{Bindable: g.bound.Len() + len(g.assumed) - g.incompleteScheduled,
 		CompleteByPolicy: make(map[string]int, len(g.completeByPolicy))}
 	for policy, n := range g.completeByPolicy {
@@ -402,22 +371,26 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 		!equality.Semantic.DeepEqual(g.podGroup.Spec.MinResources, pg.Spec.MinResources) ||
 		g.podGroup.Annotations[SubGroupPolicyAnnotation] != pg.Annotations[SubGroupPolicyAnnotation] ||
 		g.podGroup.Annotations[NetworkTopologyAnnotation] != pg.Annotations[NetworkTopologyAnnotation]
-	if g.podGroup == nil || SchedulingChanged(g.podGroup, pg) {
+	revised := g.podGroup == nil || SchedulingChanged(g.podGroup, pg)
+	if revised {
 		g.revision++
-		changed = g.unblockLocked() || changed
-		// A hold follows a failure under the old spec: every member looks again.
-		changed = g.releaseRetryLocked() || changed
 	}
 	// The policies' validity depends on the job's constraint too: rebuild on either change.
-	policiesChanged := changed
+	policiesChanged := changed || revised
 	g.podGroup, g.topology, g.topologyErr, g.topologyDefault = pg, parsed.Topology, parsed.TopologyErr, parsed.TopologyDefault
 	g.subGroups, g.subGroupErr = parsed.SubGroupPolicies, parsed.SubGroupErr
 	if policiesChanged {
 		g.rebuildSubGroupsLocked()
 	}
+	var out Outcome
+	if revised && r.state != nil {
+		// A new revision ends what the state remembered under the old spec.
+		out = r.state.PodGroupRevised(key, g)
+	}
 	r.mu.Unlock()
-	if changed {
-		r.notify(key, true)
+	out.run()
+	if changed || out.Notify {
+		r.Notify(key, true)
 	}
 }
 
@@ -426,15 +399,19 @@ func (r *Registry) DeletePodGroup(namespace, name string) {
 	key := Key{Namespace: namespace, Name: name}
 	r.mu.Lock()
 	r.shortOfCluster.Delete(key)
+	var out Outcome
 	if g := r.groups[key]; g != nil {
 		g.podGroup, g.topology, g.topologyErr, g.topologyDefault = nil, nil, nil, false
 		g.subGroups, g.subGroupErr = nil, nil
-		g.unblockLocked()
 		g.rebuildSubGroupsLocked()
+		if r.state != nil {
+			out = r.state.PodGroupDeleted(key, g)
+		}
 		r.forgetIfEmptyLocked(key)
 	}
 	forgetters := r.forgetters
 	r.mu.Unlock()
+	out.run()
 	for _, f := range forgetters {
 		f(key)
 	}
@@ -445,6 +422,14 @@ func (r *Registry) Len() int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return len(r.groups)
+}
+
+// MemberChange is a pod event of a member as the registry applied it.
+type MemberChange struct {
+	// Old is the member's previous object (nil when it is new); Pod the current one.
+	Old, Pod *v1.Pod
+	// Relabelled: its labels changed (it may be in another sub-group now).
+	Relabelled bool
 }
 
 // SetPod records a pod's current state; pods that are not members are ignored.
@@ -467,16 +452,14 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	r.mu.Lock()
 	g := r.groupLocked(key)
 	g.provisional.Delete(pod.UID) // its event confirms a member known from its Reserve
-	old, known := g.members[pod.UID]
-	reassign := known && !labels.Equals(old.Labels, pod.Labels)
-	if reassign {
+	previous, known := g.members[pod.UID]
+	change := MemberChange{Pod: pod, Relabelled: known && !labels.Equals(previous.Labels, pod.Labels)}
+	if known {
+		change.Old = previous
+	}
+	if change.Relabelled {
 		// Its sub-group may have changed: take it out, and back in below.
 		g.unassignSubGroupLocked(pod.UID)
-	}
-	unblocked := known && g.blockerChangedLocked(&Member{Pod: old}, &Member{Pod: pod}) && g.unblockLocked()
-	refit := known && g.fitNowhere.Has(pod.UID) && specOrLabelsChanged(old, pod)
-	if refit {
-		g.fitNowhere.Delete(pod.UID) // it may fit now
 	}
 	done := g.track(pod.UID)
 	g.members[pod.UID] = pod
@@ -485,26 +468,18 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		delete(g.assumed, pod.UID)
 	}
 	done()
-	if !known || reassign {
+	if !known || change.Relabelled {
 		g.assignSubGroupLocked(pod.UID, pod)
 	}
 	reachedMinMember := !known && len(g.members) == g.minMember()
-	if !known {
-		g.newMemberFitsNowhereLocked(pod)
-	}
-	if (!known || refit || reassign) && g.recheckBlockLocked() {
-		// One more member, one fewer that fits nowhere, a member in another sub-group: the
-		// job may do without them now.
-		unblocked = true
-	}
-	scoutLost := g.scoutLostLocked(pod.UID)
-	if scoutLost && g.bound.Has(pod.UID) {
-		// Bound elsewhere (not by a plan, which would have ended the hold): the hold ends.
-		g.releaseRetryLocked()
+	var out Outcome
+	if r.state != nil {
+		out = r.state.MemberSet(key, g, change)
 	}
 	r.mu.Unlock()
-	if reachedMinMember || unblocked || scoutLost {
-		r.notify(key, false)
+	out.run()
+	if reachedMinMember || out.Notify {
+		r.Notify(key, false)
 	}
 }
 
@@ -515,7 +490,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		return
 	}
 	r.mu.Lock()
-	unblocked := false
+	var out Outcome
 	if g := r.groups[key]; g != nil {
 		done := g.track(pod.UID)
 		delete(g.members, pod.UID)
@@ -523,24 +498,17 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		g.provisional.Delete(pod.UID)
 		g.bound.Delete(pod.UID)
 		delete(g.assumed, pod.UID)
-		g.attempted.Delete(pod.UID)
 		done()
 		delete(g.memberSub, pod.UID)
-		if g.blocker != nil && g.blocker.UID == pod.UID {
-			unblocked = g.unblockLocked()
+		if r.state != nil {
+			out = r.state.MemberDeleted(key, g, pod)
 		}
-		g.fitNowhere.Delete(pod.UID)
-		if g.formerBlocker == pod.UID {
-			// The members held for it wait for nothing now.
-			g.formerBlocker, unblocked = "", true
-		}
-		// A held gang whose scout went needs another one (retry.go).
-		unblocked = unblocked || g.scoutLostLocked(pod.UID)
 		r.forgetIfEmptyLocked(key)
 	}
 	r.mu.Unlock()
-	if unblocked {
+	out.run()
+	if out.Notify {
 		// The other members were held back for this one: let them try without it.
-		r.notify(key, false)
+		r.Notify(key, false)
 	}
 }

@@ -27,34 +27,21 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 		g.members[pod.UID] = pod
 		g.assumed[pod.UID] = nodeName
 		g.assignSubGroupLocked(pod.UID, pod)
-		// Its event will find it known: the members held back below minMember hear it now,
-		// and a block the job no longer needs (one more member) is lifted now.
+		// Its event will find it known: the members held back below minMember hear it now.
 		notify = len(g.members) == g.minMember()
-		notify = g.recheckBlockLocked() || notify
 	} else if !g.bound.Has(pod.UID) {
 		done := g.track(pod.UID)
 		g.assumed[pod.UID] = nodeName
 		done()
 	}
-	// A blocker that reserved fits a node after all: the gang is no longer blocked, and the
-	// members its Permit activates must not be refused for it (the node change that made it
-	// fit may reach kube-scheduler's queue before this registry).
-	if g.blocker != nil && g.blocker.UID == pod.UID {
-		notify = g.unblockLocked() || notify
-	}
-	if g.formerBlocker == pod.UID {
-		// The members held for it try now: its Permit activates pending members only when it
-		// waits, not when the gang is complete with it (enough members bound already).
-		g.formerBlocker, notify = "", true
-	}
-	if g.fitNowhere.Has(pod.UID) {
-		// It fits after all, and so does its shape (a sibling of the blocker's, say).
-		g.shapeFitsLocked(pod)
-		notify = g.recheckBlockLocked() || notify
+	var out Outcome
+	if r.state != nil {
+		out = r.state.MemberReserved(key, g, pod)
 	}
 	r.mu.Unlock()
-	if notify {
-		r.notify(key, false)
+	out.run()
+	if notify || out.Notify {
+		r.Notify(key, false)
 	}
 }
 

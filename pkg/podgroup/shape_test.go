@@ -51,16 +51,16 @@ func TestMemberSignaturesAreMemoised(t *testing.T) {
 	a := member("a", "g")
 	r.SetPod(nil, a)
 	g := r.groups[key]
-	if got, want := g.signatureLocked(a), signatureOf(a); got != want || g.signatures["a"].pod != a {
+	if got, want := g.SignatureLocked(a), signatureOf(a); got != want || g.signatures["a"].pod != a {
 		t.Fatalf("first signature %q (memo %+v), want %q memoised for the registry's object", got, g.signatures["a"], want)
 	}
 	bigger := a.DeepCopy()
 	bigger.Spec.Containers = []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}}}
-	if got := g.signatureLocked(bigger); got != signatureOf(bigger) || g.signatures["a"].pod != a {
+	if got := g.SignatureLocked(bigger); got != signatureOf(bigger) || g.signatures["a"].pod != a {
 		t.Errorf("a copy the registry does not hold: %q, memo %+v; want its own signature and the memo unchanged", got, g.signatures["a"])
 	}
 	r.SetPod(a, bigger)
-	if got := g.signatureLocked(bigger); got != signatureOf(bigger) || got == signatureOf(a) {
+	if got := g.SignatureLocked(bigger); got != signatureOf(bigger) || got == signatureOf(a) {
 		t.Errorf("after the update: %q, want the new object's signature", got)
 	}
 	r.DeletePod(bigger)

@@ -11,14 +11,14 @@ type SubGroupState struct {
 	Members, Scheduled int
 }
 
-func (g *group) scheduled(uid types.UID) bool {
+func (g *Group) scheduled(uid types.UID) bool {
 	_, reserved := g.assumed[uid]
 	return g.bound.Has(uid) || reserved
 }
 
 // track updates the sub-group counts around a change of one member: call it with the member's
 // state before the change, then apply the change, then call the returned function.
-func (g *group) track(uid types.UID) func() {
+func (g *Group) track(uid types.UID) func() {
 	sub, inSub := g.memberSub[uid]
 	_, wasMember := g.members[uid]
 	wasScheduled := g.scheduled(uid)
@@ -46,7 +46,7 @@ func (g *group) track(uid types.UID) func() {
 
 // addScheduled changes a sub-group's scheduled count by delta and keeps the group's
 // aggregates (incompleteScheduled, completeByPolicy) true.
-func (g *group) addScheduled(c *SubGroupState, delta int) {
+func (g *Group) addScheduled(c *SubGroupState, delta int) {
 	size := g.subGroupSize(c.Policy)
 	wasComplete := c.Scheduled >= size
 	if !wasComplete {
@@ -67,7 +67,7 @@ func (g *group) addScheduled(c *SubGroupState, delta int) {
 
 // subGroupSize is the subGroupSize of a policy (0 for one the group does not have: its
 // sub-groups count as complete, as Permit always counted them).
-func (g *group) subGroupSize(policy string) int {
+func (g *Group) subGroupSize(policy string) int {
 	for _, p := range g.subGroups {
 		if p.Name == policy {
 			return int(p.SubGroupSize)
@@ -77,7 +77,7 @@ func (g *group) subGroupSize(policy string) int {
 }
 
 // assignSubGroupLocked puts a member in its sub-group.
-func (g *group) assignSubGroupLocked(uid types.UID, pod *v1.Pod) {
+func (g *Group) assignSubGroupLocked(uid types.UID, pod *v1.Pod) {
 	sub, ok := SubGroupOf(g.subGroups, pod)
 	if !ok {
 		return
@@ -98,7 +98,7 @@ func (g *group) assignSubGroupLocked(uid types.UID, pod *v1.Pod) {
 }
 
 // unassignSubGroupLocked takes a member out of its sub-group's counts.
-func (g *group) unassignSubGroupLocked(uid types.UID) {
+func (g *Group) unassignSubGroupLocked(uid types.UID) {
 	sub, ok := g.memberSub[uid]
 	if !ok {
 		return
@@ -113,7 +113,7 @@ func (g *group) unassignSubGroupLocked(uid types.UID) {
 }
 
 // rebuildSubGroupsLocked recomputes every member's sub-group (the policies changed).
-func (g *group) rebuildSubGroupsLocked() {
+func (g *Group) rebuildSubGroupsLocked() {
 	g.memberSub = map[types.UID]SubGroup{}
 	g.subCounts = map[string]*SubGroupState{}
 	g.incompleteScheduled, g.completeByPolicy = 0, map[string]int{}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -59,7 +60,7 @@ func TestGangBlockedByMemberThatFitsNoNode(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := "gang " + e.ns + "/train is blocked: its member train-2 fits no node (2 node(s) didn't match Pod's node affinity/selector)"
-			waitForObjectEvent(t, e.c, e.ns, "PodGroup", created.UID, podgroup.EventGangBlocked, plugins.SchedulerName, want)
+			waitForObjectEvent(t, e.c, e.ns, "PodGroup", created.UID, gangstate.EventGangBlocked, plugins.SchedulerName, want)
 			// The siblings say that train-2 keeps them out, and why; they are not tried again
 			// until something can change the answer. Which words depends on the queue's order:
 			// released when train-2 failed after they reserved ("member train-2 cannot be
@@ -120,7 +121,7 @@ func TestElasticGangRunsWithoutAMemberThatFitsNoNode(t *testing.T) {
 			if diff := cmp.Diff(got, e.bound()); diff != "" {
 				t.Errorf("bound pods (-want,+got):\n%s", diff)
 			}
-			if blocked := e.eventsByReason()[podgroup.EventGangBlocked]; len(blocked) > 0 {
+			if blocked := e.eventsByReason()[gangstate.EventGangBlocked]; len(blocked) > 0 {
 				t.Errorf("GangBlocked Events for a gang that runs without the member: %q", blocked)
 			}
 		})

@@ -9,12 +9,13 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // PreFilter refuses the members of a gang blocked by a member that fits no node (all but
 // that member, which keeps probing), of a gang without a topology constraint whose last
-// attempt found no room while nothing that can make room happened since (podgroup.Unplaced),
+// attempt found no room while nothing that can make room happened since (gangstate.Unplaced),
 // and of a gang whose minResources exceed what the whole cluster can allocate: no placement
 // can work until that changes.
 func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
@@ -24,26 +25,26 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	}
 	// This member's attempt is running: the next cluster event may requeue the gang again,
 	// and from now on RetryGate may hold the member (it has a condition that says why).
-	g.registry.RequeueDone(key)
-	g.registry.MarkAttempted(pod)
+	g.gangs.RequeueDone(key)
+	g.gangs.MarkAttempted(pod)
 	info := g.registry.Info(key)
-	if b := info.Blocker; b != nil && b.UID != pod.UID {
+	if b := g.gangs.Blocker(key); b != nil && b.UID != pod.UID {
 		// The blocker retries for the gang: this member waits out of the queue.
-		g.registry.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
+		g.gangs.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
 		heldBehindBlocker.Set(state)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, b.Message(key))
 	}
 	if info.PodGroup != nil && !info.PlacedByTopology() {
-		state.Write(nodeChangesKey, nodeChangesState(g.registry.NodeChanges()))
+		state.Write(nodeChangesKey, nodeChangesState(g.gangs.NodeChanges()))
 		// Nothing of the gang's own is given back: while it is held its round is empty (the
 		// failure rejected it; only the scout passes, and its retry ends the hold), and
 		// members allowed and still binding hold their nodes.
-		room := func(names []v1.ResourceName) podgroup.Room { return g.freeRoom(names, nil) }
-		u, retry, forgot := g.registry.RetryUnplaced(key, pod.UID, time.Now(), room)
+		room := func(names []v1.ResourceName) gangstate.Room { return g.freeRoom(names, nil) }
+		u, retry, forgot := g.gangs.RetryUnplaced(key, pod.UID, time.Now(), room)
 		if !retry {
 			// Not the member retried for the gang: it waits out of the queue.
-			g.registry.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
-			podgroup.MarkWaitingForRoom(state)
+			g.gangs.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
+			gangstate.MarkWaitingForRoom(state)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 				"gang %s could not be placed when last tried (%s); it is retried when more room is free or a node changes", key, u.Why))
 		}
@@ -55,7 +56,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 					others = append(others, m)
 				}
 			}
-			n := podgroup.Activate(klog.FromContext(ctx), g.handle, others...)
+			n := gangstate.Activate(klog.FromContext(ctx), g.handle, others...)
 			klog.FromContext(ctx).V(3).Info("Gang retried: more room than at its failure", "podGroup", key, "scout", klog.KObj(pod), "activated", n)
 		}
 	}
@@ -71,7 +72,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 
 // heldBehindBlocker marks a cycle in which PreFilter refused the member because its gang is
 // blocked: its PostFilter has nothing to decide (the blocker's failure rejected the round).
-const heldBehindBlocker podgroup.CycleMark = "hypernode.dev/gang-blocked"
+const heldBehindBlocker gangstate.CycleMark = "hypernode.dev/gang-blocked"
 
 // PreFilterExtensions returns nil: the plugin keeps no per-node state.
 func (g *Gang) PreFilterExtensions() fwk.PreFilterExtensions { return nil }

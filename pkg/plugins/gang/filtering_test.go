@@ -15,6 +15,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -54,7 +55,7 @@ func TestMemberHeldBehindTheBlocker(t *testing.T) {
 	}
 	drain(e.recorder.Events)
 	key := podgroup.Key{Namespace: ns, Name: "train"}
-	if blocked, _ := e.registry.SetBlocked(key, podgroup.Blocker{UID: "p2", Name: "p2", Reason: "3 node(s) didn't match Pod's node affinity/selector"}); !blocked {
+	if blocked, _ := e.gangs.SetBlocked(key, gangstate.Blocker{UID: "p2", Name: "p2", Reason: "3 node(s) didn't match Pod's node affinity/selector"}); !blocked {
 		t.Fatal("the gang of three with minMember 3 was not blocked by p2")
 	}
 	state := framework.NewCycleState()
@@ -202,7 +203,7 @@ func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 			if _, s := e.plugin.PreFilter(e.ctx, state, p, nil); s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != refused {
 				t.Errorf("%s: PreFilter(%s) = %v, want UnschedulableAndUnresolvable %q", when, p.Name, s, refused)
 			}
-			if !podgroup.WaitingForRoom(state) {
+			if !gangstate.WaitingForRoom(state) {
 				t.Errorf("%s: PreFilter(%s) did not mark the cycle as waiting for room", when, p.Name)
 			}
 		}
@@ -323,7 +324,7 @@ func TestNodeChangeDuringTheFailedCycleWakesTheScout(t *testing.T) {
 		if !during {
 			// Another round: p1's retry (the hold ends after UnplacedMaxAge only, so the
 			// failure is forgotten by hand) and p0 reserved again.
-			e.registry.ReleaseRetry(podgroup.Key{Namespace: ns, Name: "train"})
+			e.gangs.ReleaseRetry(podgroup.Key{Namespace: ns, Name: "train"})
 			if s := e.reserveAndPermit(t, p0); s.Code() != fwk.Wait {
 				t.Fatalf("Permit(p0) = %v, want Wait", s)
 			}
@@ -383,7 +384,7 @@ func TestGangThatReservedNothingIsNotHeld(t *testing.T) {
 	e := newEnv(t, 60)
 	pods := e.gangOf(2, 3)
 	for _, p := range pods {
-		e.registry.MarkAttempted(p)
+		e.gangs.MarkAttempted(p)
 	}
 	e.plugin.PostFilter(e.ctx, framework.NewCycleState(), pods[0], framework.NewDefaultNodeToStatus())
 	for _, p := range pods[1:] {
@@ -417,7 +418,7 @@ func TestHeldScoutCountsNoBindingMemberAsRoom(t *testing.T) {
 		t.Fatalf("the registry places %d members, want 2 (allowed, not bound)", got)
 	}
 	// p2 failed with the snapshot's room (what a failure with no round gives back).
-	e.registry.MarkUnplaced(key, p2.UID, "member p2 cannot be placed", time.Now(), e.plugin.freeRoom([]v1.ResourceName{v1.ResourceCPU}, nil), e.registry.NodeChanges())
+	e.gangs.MarkUnplaced(key, p2.UID, "member p2 cannot be placed", time.Now(), e.plugin.freeRoom([]v1.ResourceName{v1.ResourceCPU}, nil), e.gangs.NodeChanges())
 	const refused = "gang team/train could not be placed when last tried (member p2 cannot be placed); it is retried when more room is free or a node changes"
 	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), p2, nil); s.Message() != refused {
 		t.Errorf("PreFilter(p2) = %v, want %q (the binding members are no room)", s, refused)

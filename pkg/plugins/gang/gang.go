@@ -26,6 +26,7 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -60,8 +61,9 @@ type Gang struct {
 	args       config.GangArgs
 	handle     fwk.Handle
 	registry   *podgroup.Registry
+	gangs      *gangstate.Tracker
 	conditions *conditionWriter
-	events     *podgroup.EventLog
+	events     *gangstate.EventLog
 
 	// mu serialises every decision about a gang's reserved members: Reserve, the quorum
 	// check with the Allow of the waiting members (Permit), their rejection (Unreserve,
@@ -106,9 +108,9 @@ var (
 	_ fwk.SignPlugin        = &Gang{}
 )
 
-// New validates the args and builds the plugin around the scheduler's PodGroup registry.
-// Invalid args fail the scheduler's start.
-func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, registry *podgroup.Registry) (fwk.Plugin, error) {
+// New validates the args and builds the plugin around the scheduler's gang state (and its
+// PodGroup registry). Invalid args fail the scheduler's start.
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, gangs *gangstate.Tracker) (fwk.Plugin, error) {
 	args, ok := obj.(*config.GangArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args to be of type GangArgs, got %T", obj)
@@ -116,17 +118,19 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, registry *p
 	if err := validation.ValidateGangArgs(nil, args); err != nil {
 		return nil, err
 	}
-	return newPlugin(ctx, *args, handle, registry), nil
+	return newPlugin(ctx, *args, handle, gangs), nil
 }
 
-// newPlugin builds the plugin around a registry (the process's shared one, or a test's).
-func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, registry *podgroup.Registry) *Gang {
+// newPlugin builds the plugin around a gang state (the process's shared one, or a test's).
+func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, gangs *gangstate.Tracker) *Gang {
+	registry := gangs.Registry()
 	g := &Gang{
 		args:        args,
 		handle:      handle,
 		registry:    registry,
+		gangs:       gangs,
 		conditions:  newConditionWriter(handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister()),
-		events:      podgroup.NewEventLog(handle.EventRecorder(), eventAction),
+		events:      gangstate.NewEventLog(handle.EventRecorder(), eventAction),
 		rounds:      map[podgroup.Key]*round{},
 		memberRound: map[types.UID]*round{},
 		memberBatch: map[types.UID]*batch{},
@@ -156,10 +160,10 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, reg
 	registry.OnGroupChange(func(key podgroup.Key, podGroupChanged bool) {
 		g.activateOnChange(klog.FromContext(ctx), key, podGroupChanged)
 	})
-	// A gang waiting for room after a failed round is retried through its scout (podgroup.Unplaced).
-	registry.OnScoutWake(func(_ podgroup.Key, scout *v1.Pod) { podgroup.Activate(klog.FromContext(ctx), handle, scout) })
+	// A gang waiting for room after a failed round is retried through its scout (gangstate.Unplaced).
+	gangs.OnScoutWake(func(_ podgroup.Key, scout *v1.Pod) { gangstate.Activate(klog.FromContext(ctx), handle, scout) })
 	registry.OnGroupDelete(g.forget)
-	registry.OnPreemptionEnd(func(key podgroup.Key) { g.preemptionEnded(klog.FromContext(ctx), key) })
+	gangs.OnPreemptionEnd(func(key podgroup.Key) { g.preemptionEnded(klog.FromContext(ctx), key) })
 	return g
 }
 
@@ -185,7 +189,7 @@ func (g *Gang) activateOnChange(logger klog.Logger, key podgroup.Key, podGroupCh
 // activatePending moves the group's members that are neither reserved nor bound to the
 // active queue, so that a gang is scheduled back to back.
 func (g *Gang) activatePending(logger klog.Logger, key podgroup.Key) {
-	g.registry.ActivatePending(logger, g.handle, key)
+	g.gangs.ActivatePending(logger, g.handle, key)
 }
 
 // PreEnqueue holds a member back until its PodGroup exists and has minMember members.
@@ -200,16 +204,16 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	}
 	info := g.registry.Info(key)
 	var msg string
-	switch podgroup.GateReason(info, pod) {
-	case podgroup.GatedPodGroupMissing:
+	switch gangstate.GateReason(info, pod) {
+	case gangstate.GatedPodGroupMissing:
 		msg = fmt.Sprintf("waiting for PodGroup %s (named by label %s): it does not exist", key, schedulingv1alpha1.PodGroupLabel)
-	case podgroup.GatedInvalidSubGroupPolicy:
+	case gangstate.GatedInvalidSubGroupPolicy:
 		msg = fmt.Sprintf("PodGroup %s: %v", key, info.SubGroupErr)
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidSubGroupPolicy, msg)
-	case podgroup.GatedInvalidSubGroupMember:
+	case gangstate.GatedInvalidSubGroupMember:
 		msg = fmt.Sprintf("PodGroup %s: member %s: %s", key, pod.Name, podgroup.SubGroupMembershipProblem(info.SubGroupPolicies, pod))
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidSubGroupMember, msg)
-	case podgroup.GatedWaitingForMembers:
+	case gangstate.GatedWaitingForMembers:
 		// The pod's condition says what it waits for without a count: a count would go stale
 		// as siblings arrive, and rewriting every waiting member's condition on every arrival
 		// costs O(members^2) API calls. The Event on the PodGroup carries the count.

@@ -26,6 +26,7 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -49,6 +50,7 @@ type env struct {
 	fw        framework.Framework
 	plugin    *Gang
 	registry  *podgroup.Registry
+	gangs     *gangstate.Tracker
 	activator *activatorMock
 	recorder  *events.FakeRecorder
 }
@@ -66,10 +68,11 @@ func newEnvOn(t *testing.T, defaultTimeout int64, snapshot fwk.SharedLister) *en
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	e := &env{ctx: klog.NewContext(ctx, logger), registry: podgroup.New(), activator: &activatorMock{}, recorder: &events.FakeRecorder{Events: make(chan string, 100)}}
+	gangs := gangstate.New()
+	e := &env{ctx: klog.NewContext(ctx, logger), registry: gangs.Registry(), gangs: gangs, activator: &activatorMock{}, recorder: &events.FakeRecorder{Events: make(chan string, 100)}}
 	registry := frameworkruntime.Registry{
 		Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			e.plugin = newPlugin(ctx, *obj.(*config.GangArgs), h, e.registry)
+			e.plugin = newPlugin(ctx, *obj.(*config.GangArgs), h, e.gangs)
 			return e.plugin, nil
 		},
 	}
@@ -126,7 +129,7 @@ func (e *env) gangOf(minMember int32, size int) []*v1.Pod {
 func (e *env) attempted(pods ...*v1.Pod) []*v1.Pod {
 	for _, p := range pods {
 		e.registry.SetPod(nil, p)
-		e.registry.MarkAttempted(p)
+		e.gangs.MarkAttempted(p)
 	}
 	return pods
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/util"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -56,7 +57,7 @@ func (g *Gang) isSchedulableAfterMemberAdded(logger klog.Logger, pod *v1.Pod, ol
 	// The registry may not have seen the new member yet: when it does and that makes the
 	// gang ready, it activates the members itself.
 	info := g.registry.Info(mine)
-	if podgroup.GateReason(info, pod) != "" || info.Members != info.MinMember() {
+	if gangstate.GateReason(info, pod) != "" || info.Members != info.MinMember() {
 		return fwk.QueueSkip, nil
 	}
 	logger.V(5).Info("A member completed the gang", "pod", klog.KObj(pod), "added", klog.KObj(added))
@@ -143,16 +144,16 @@ func (g *Gang) isSchedulableAfterCapacityChange(logger klog.Logger, pod *v1.Pod)
 		return fwk.QueueSkip, nil
 	}
 	info := g.registry.Info(key)
-	if podgroup.GateReason(info, pod) != "" {
+	if gangstate.GateReason(info, pod) != "" {
 		// PreEnqueue would hold it back again: it must not take the gang's requeue claim.
 		return fwk.QueueSkip, nil
 	}
 	// A blocked gang waits for its blocker, which kube-scheduler's own hints retry; when it
 	// fits, its Permit brings the others.
-	if info.Blocker != nil {
+	if g.gangs.Blocker(key) != nil {
 		return fwk.QueueSkip, nil
 	}
-	if g.registry.Held(pod) || !g.registry.ClaimRequeue(key, pod.UID, time.Now()) {
+	if g.gangs.Held(pod) || !g.gangs.ClaimRequeue(key, pod.UID, time.Now()) {
 		// A held member (on its way to GangRetryGate) leaves the event to the retried one.
 		return fwk.QueueSkip, nil
 	}

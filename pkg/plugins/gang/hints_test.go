@@ -11,6 +11,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -88,7 +89,7 @@ func TestQueueingHints(t *testing.T) {
 				e.registry.SetPod(nil, member([]string{"p0", "p1", "p2"}[i], "train"))
 			}
 			if tc.blocked {
-				e.registry.SetBlocked(podgroup.Key{Namespace: ns, Name: "train"}, podgroup.Blocker{UID: "p1", Name: "p1", Reason: "1 node(s) didn't match Pod's node affinity/selector"})
+				e.gangs.SetBlocked(podgroup.Key{Namespace: ns, Name: "train"}, gangstate.Blocker{UID: "p1", Name: "p1", Reason: "1 node(s) didn't match Pod's node affinity/selector"})
 			}
 			hint := tc.hint(e.plugin)
 			got, err := hint(klog.Background(), tc.pod, tc.old, tc.obj)
@@ -101,7 +102,7 @@ func TestQueueingHints(t *testing.T) {
 			if got, _ := hint(klog.Background(), member("p1", "train"), tc.old, tc.obj); got != fwk.QueueSkip {
 				t.Errorf("a sibling was requeued for the same gang: %v", got)
 			}
-			e.registry.RequeueDone(podgroup.Key{Namespace: ns, Name: "train"})
+			e.gangs.RequeueDone(podgroup.Key{Namespace: ns, Name: "train"})
 			if got, _ := hint(klog.Background(), member("p1", "train"), tc.old, tc.obj); got != fwk.Queue {
 				t.Errorf("after the requeued member's attempt: %v, want Queue", got)
 			}

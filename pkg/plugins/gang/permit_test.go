@@ -12,6 +12,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -260,7 +261,7 @@ func TestPostFilterOfAMemberLeftOut(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			state := framework.NewCycleState()
 			if tc.leftOut {
-				podgroup.MarkDeferred(state)
+				gangstate.MarkDeferred(state)
 			}
 			if _, status := e.plugin.PostFilter(e.ctx, state, pods[4], framework.NewDefaultNodeToStatus()); status.Message() != want {
 				t.Errorf("PostFilter message %q, want %q", status.Message(), want)
@@ -281,7 +282,7 @@ func TestBlockerThatReservesUnblocksItsGang(t *testing.T) {
 	e := newEnv(t, 60)
 	pods := e.gangOf(2, 2)
 	key := podgroup.Key{Namespace: ns, Name: "train"}
-	e.registry.SetBlocked(key, podgroup.Blocker{UID: "p1", Name: "p1", Reason: "2 node(s) didn't match Pod's node affinity/selector"})
+	e.gangs.SetBlocked(key, gangstate.Blocker{UID: "p1", Name: "p1", Reason: "2 node(s) didn't match Pod's node affinity/selector"})
 	blocked := "gang team/train is blocked: its member p1 fits no node (2 node(s) didn't match Pod's node affinity/selector); the gang is retried when that member or the nodes change"
 	if _, s := e.plugin.PreFilter(e.ctx, framework.NewCycleState(), pods[0], nil); s.Message() != blocked {
 		t.Fatalf("PreFilter(p0) while p1 blocks = %q, want %q", s.Message(), blocked)

@@ -15,6 +15,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -33,12 +34,12 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		// rejection and no Event for each member held this way.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: this member waits for the member that blocks the gang", key))
 	}
-	if podgroup.WaitingForRoom(state) {
+	if gangstate.WaitingForRoom(state) {
 		// Refused in PreFilter for the gang's remembered failure: the attempt that failed
 		// rejected the round and reported it.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: this member waits for room to be freed", key))
 	}
-	if podgroup.Yielded(state) {
+	if gangstate.Yielded(state) {
 		// NetworkTopologyAware planned the gang into room lower gangs are giving back: not a
 		// failure of the gang, whose waiting members keep their places.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: planned into room that lower-precedence gangs are releasing; retrying", key))
@@ -88,24 +89,24 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
 	g.mu.Unlock()
-	if len(released) > 0 && !blocked && info.PodGroup != nil && !info.PlacedByTopology() && !podgroup.Deferred(state) {
+	if len(released) > 0 && !blocked && info.PodGroup != nil && !info.PlacedByTopology() && !gangstate.Deferred(state) {
 		// The released reservations would requeue this member into the room they free: until
 		// there is more room than now, the gang is retried through it alone
-		// (podgroup.Unplaced). A gang that reserved nothing spins on nothing: its members are
+		// (gangstate.Unplaced). A gang that reserved nothing spins on nothing: its members are
 		// tried as they come (an elastic gang's others may fit without this one).
 		last := why
-		if verdict := podgroup.PreemptionVerdict(state); verdict != "" {
+		if verdict := gangstate.PreemptionVerdict(state); verdict != "" {
 			last += "; " + verdict
 		}
-		if g.registry.MarkUnplaced(key, pod.UID, last, time.Now(), g.freeRoom(requested(pod), released), g.nodeChangesAtStart(state)) {
+		if g.gangs.MarkUnplaced(key, pod.UID, last, time.Now(), g.freeRoom(requested(pod), released), g.nodeChangesAtStart(state)) {
 			// A node changed during this cycle, maybe after its snapshot: the member comes
 			// back for another look (it is in flight: kube-scheduler requeues it on return).
-			podgroup.Activate(logger, g.handle, pod)
+			gangstate.Activate(logger, g.handle, pod)
 		}
 	}
 	// A member its gang's plan left out for lack of room fails here by design, each of them
 	// in every cycle: an Event only when its failure released somebody.
-	if info.PodGroup != nil && (rejected > 0 || !podgroup.Deferred(state)) {
+	if info.PodGroup != nil && (rejected > 0 || !gangstate.Deferred(state)) {
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangRejected,
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
 	}
@@ -183,7 +184,7 @@ func (g *Gang) failureReasons(statuses fwk.NodeToStatusReader) string {
 			counts[r]++
 		}
 	}
-	return podgroup.SummarizeReasons(counts, 3)
+	return gangstate.SummarizeReasons(counts, 3)
 }
 
 // makeRoom rejects the waiting members of lower-precedence gangs when, without them, the pod
@@ -275,7 +276,7 @@ func (g *Gang) fitsNowhere(statuses fwk.NodeToStatusReader) bool {
 	}
 	for _, ni := range nodes {
 		st := statuses.Get(ni.Node().Name)
-		if st == nil || !podgroup.RefusedForGood(st) {
+		if st == nil || !gangstate.RefusedForGood(st) {
 			return false
 		}
 		// No plugin: the node was left out by a PreFilter result (a plan), not tried.
@@ -293,12 +294,12 @@ const topologyPluginName = "NetworkTopologyAware"
 // instead of reserving and being rejected again and again, and reports it once. It returns
 // whether the gang is blocked: the job cannot do without the members known to fit nowhere.
 func (g *Gang) block(logger klog.Logger, key podgroup.Key, info podgroup.Info, pod *v1.Pod, reasons string) bool {
-	b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
-	blocked, reported := g.registry.SetBlocked(key, b)
+	b := gangstate.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
+	blocked, reported := g.gangs.SetBlocked(key, b)
 	if !reported || info.PodGroup == nil {
 		return blocked
 	}
-	g.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))
+	g.events.Record(info.PodGroup, v1.EventTypeWarning, gangstate.EventGangBlocked, b.Message(key))
 	logger.V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
 	return blocked
 }

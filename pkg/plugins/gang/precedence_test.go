@@ -25,8 +25,8 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/plugintesting"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // precedenceEnv: one 2-CPU node holding a waiting member of gang "waiter" (2 CPUs), and a
@@ -45,7 +45,8 @@ func precedenceEnv(t *testing.T, waiterOlder bool) (context.Context, framework.F
       disabled:
       - name: DynamicResources
 `)[0]
-	registry := podgroup.New()
+	gangs := gangstate.New()
+	registry := gangs.Registry()
 	now := time.Now()
 	for name, created := range map[string]time.Time{"waiter": now, "failer": now.Add(time.Minute)} {
 		if name == "waiter" && !waiterOlder {
@@ -66,7 +67,7 @@ func precedenceEnv(t *testing.T, waiterOlder bool) (context.Context, framework.F
 	reg := plugins.NewInTreeRegistry()
 	var g *Gang
 	reg[Name] = func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		g = newPlugin(ctx, *obj.(*config.GangArgs), h, registry)
+		g = newPlugin(ctx, *obj.(*config.GangArgs), h, gangs)
 		return g, nil
 	}
 	client := fake.NewClientset()

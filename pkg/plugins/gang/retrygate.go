@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -21,7 +22,7 @@ const RetryGateName = "GangRetryGate"
 // when their gang's hold ends (the retried member planned, or the blocker went away): the
 // plugin that ends it activates them.
 type RetryGate struct {
-	registry *podgroup.Registry
+	gangs *gangstate.Tracker
 }
 
 var (
@@ -29,10 +30,10 @@ var (
 	_ fwk.EnqueueExtensions = &RetryGate{}
 )
 
-// NewRetryGate builds the plugin and tells the registry that the profile runs it.
-func NewRetryGate(handle fwk.Handle, registry *podgroup.Registry) *RetryGate {
-	registry.EnableRetryGate(handle.ProfileName())
-	return &RetryGate{registry: registry}
+// NewRetryGate builds the plugin and tells the gang state that the profile runs it.
+func NewRetryGate(handle fwk.Handle, gangs *gangstate.Tracker) *RetryGate {
+	gangs.EnableRetryGate(handle.ProfileName())
+	return &RetryGate{gangs: gangs}
 }
 
 // Name returns the name of the plugin.
@@ -40,7 +41,7 @@ func (r *RetryGate) Name() string { return RetryGateName }
 
 // PreEnqueue holds back every pending member of a held or blocked gang but the one retried.
 func (r *RetryGate) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
-	retried, held := r.registry.RetryGate(pod)
+	retried, held := r.gangs.RetryGate(pod)
 	if !held {
 		return nil
 	}

@@ -108,7 +108,7 @@ func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round, armed int)
 	}
 	info := g.registry.Info(key)
 	timeout := g.timeout(info)
-	if g.clock.Since(r.waitingSince) < roundLimit && g.registry.Preempting(key) {
+	if g.clock.Since(r.waitingSince) < roundLimit && g.gangs.Preempting(key) {
 		r.deferred = true
 		g.armLocked(logger, key, r, r.waitingSince.Add(roundLimit))
 		reserved, limit := len(r.members), r.deadlineAt

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -57,7 +58,7 @@ func newRoundsEnv(t *testing.T, timeoutSeconds int32) *roundsEnv {
 	e := &roundsEnv{env: newEnv(t, 60), start: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC), key: podgroup.Key{Namespace: ns, Name: "train"}}
 	e.clock = asyncClock{FakeClock: testingclock.NewFakeClock(e.start), fired: &sync.WaitGroup{}}
 	e.plugin.clock = e.clock
-	e.registry.AddPreemptionHolder(podgroup.PreemptionHolder{Running: func(key podgroup.Key) bool { return key == e.key && e.preempting.Load() }})
+	e.gangs.AddPreemptionHolder(gangstate.PreemptionHolder{Running: func(key podgroup.Key) bool { return key == e.key && e.preempting.Load() }})
 	e.podGroup("train", 3, ptr.To(timeoutSeconds))
 	e.waiting = []*v1.Pod{member("p0", "train"), member("p1", "train")}
 	for _, p := range append(e.waiting, member("p2", "train")) {
@@ -157,7 +158,7 @@ func TestDeadlineWaitsForThePreemption(t *testing.T) {
 	e.assertWaiting(t)
 
 	e.preempting.Store(false)
-	e.registry.PreemptionEnded(e.key)
+	e.gangs.PreemptionEnded(e.key)
 	if got, want := e.deadline(t), e.start.Add(5*time.Minute+20*time.Second); !got.Equal(want) {
 		t.Errorf("deadline after the preemption %v, want %v", got, want)
 	}
@@ -190,8 +191,8 @@ func TestPreemptionEndSetsTheDeadline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newRoundsEnv(t, tc.timeoutSeconds)
 			e.clock.step(tc.endAfter)
-			e.registry.PreemptionEnded(e.key)
-			e.registry.PreemptionEnded(podgroup.Key{Namespace: ns, Name: "no-round"})
+			e.gangs.PreemptionEnded(e.key)
+			e.gangs.PreemptionEnded(podgroup.Key{Namespace: ns, Name: "no-round"})
 			if got, want := e.deadline(t), e.start.Add(tc.want); !got.Equal(want) {
 				t.Errorf("deadline %v after the start, want %v", got.Sub(e.start), tc.want)
 			}

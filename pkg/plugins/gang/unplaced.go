@@ -7,16 +7,17 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // freeRoom reads what the nodes of the cycle's snapshot offer a gang waiting for room
-// (podgroup.Room): the free amount of each of the resources named, summed, with the requests
+// (gangstate.Room): the free amount of each of the resources named, summed, with the requests
 // of the gang's own reserved members added back (they are released with a failed round, so
 // they are not room that others hold), and the nodes' fingerprint. O(nodes), when a gang
 // without a topology constraint fails and in each cycle of its scout while it is held.
-func (g *Gang) freeRoom(names []v1.ResourceName, ownReserved []*v1.Pod) podgroup.Room {
-	room := podgroup.Room{Free: make(map[v1.ResourceName]int64, len(names))}
+func (g *Gang) freeRoom(names []v1.ResourceName, ownReserved []*v1.Pod) gangstate.Room {
+	room := gangstate.Room{Free: make(map[v1.ResourceName]int64, len(names))}
 	for _, name := range names {
 		room.Free[name] = 0
 	}
@@ -65,7 +66,7 @@ func (n nodeChangesState) Clone() fwk.StateData { return n }
 func (g *Gang) nodeChangesAtStart(state fwk.CycleState) uint64 {
 	v, err := state.Read(nodeChangesKey)
 	if err != nil {
-		return g.registry.NodeChanges()
+		return g.gangs.NodeChanges()
 	}
 	n, _ := v.(nodeChangesState)
 	return uint64(n)

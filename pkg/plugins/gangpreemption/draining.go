@@ -79,9 +79,9 @@ func (pl *GangPreemption) drainLocked(logger klog.Logger, key podgroup.Key, a *a
 		}
 		pl.mu.Unlock()
 		if expired {
-			n := pl.registry.ActivatePending(logger, pl.handle, key)
+			n := pl.gangs.ActivatePending(logger, pl.handle, key)
 			logger.Info("The scheduler's cache still held victims of a gang preemption after the drain's time limit; the gang is retried", "podGroup", key, "limit", limit, "membersActivated", n)
-			pl.registry.PreemptionEnded(key)
+			pl.gangs.PreemptionEnded(key)
 		}
 	})
 }
@@ -150,7 +150,7 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 	pl.mu.Unlock()
 	if held == 0 {
 		klog.FromContext(ctx).V(4).Info("Gang preemption's victims are gone from the scheduler's cache", "podGroup", key)
-		pl.registry.PreemptionEnded(key)
+		pl.gangs.PreemptionEnded(key)
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(heldStateKey, &heldState{node: node})

@@ -27,6 +27,7 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
@@ -68,8 +69,8 @@ func (h *cacheView) takeActivated() []string {
 
 // newTestPlugin is the plugin's bookkeeping without informers or the wrapped DefaultPreemption;
 // its nomination writer records wishes and never writes.
-func newTestPlugin(h fwk.Handle, registry *podgroup.Registry) *GangPreemption {
-	pl := &GangPreemption{handle: h, registry: registry, events: podgroup.NewEventLog(&events.FakeRecorder{}, eventAction), ctx: context.Background(),
+func newTestPlugin(h fwk.Handle, gangs *gangstate.Tracker) *GangPreemption {
+	pl := &GangPreemption{handle: h, registry: gangs.Registry(), gangs: gangs, events: gangstate.NewEventLog(&events.FakeRecorder{}, eventAction), ctx: context.Background(),
 		running: map[podgroup.Key]*attempt{}, victimOf: map[types.UID]sets.Set[podgroup.Key]{},
 		draining: map[podgroup.Key]*attempt{}, resumed: sets.New[podgroup.Key](), refused: map[types.UID]time.Time{}}
 	pl.nominations = podstatus.NewWriter("test", nil, nil, pl.nominationWish)
@@ -88,11 +89,13 @@ type drainEnv struct {
 	logger            klog.Logger
 	ctx               context.Context
 	registry          *podgroup.Registry
+	gangs             *gangstate.Tracker
 }
 
 func newDrainEnv(t *testing.T) *drainEnv {
 	logger, ctx := ktesting.NewTestContext(t)
-	e := &drainEnv{key: podgroup.Key{Namespace: "ns", Name: "train"}, registry: podgroup.New(), h: &cacheView{},
+	tracker := gangstate.New()
+	e := &drainEnv{key: podgroup.Key{Namespace: "ns", Name: "train"}, registry: tracker.Registry(), gangs: tracker, h: &cacheView{},
 		logger: logger, ctx: klog.NewContext(ctx, logger)}
 	e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train", UID: "pg"},
 		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
@@ -108,7 +111,7 @@ func newDrainEnv(t *testing.T) *drainEnv {
 	e.low1, e.low2, e.other = victim("low-node-1", "node-1"), victim("low-node-2", "node-2"), victim("other", "node-3")
 	e.nodes = []*v1.Node{st.MakeNode().Name("node-1").Obj(), st.MakeNode().Name("node-2").Obj(), st.MakeNode().Name("node-3").Obj()}
 	e.h.snapshot = internalcache.NewSnapshot([]*v1.Pod{e.low1, e.low2, e.other}, e.nodes)
-	e.pl = newTestPlugin(e.h, e.registry)
+	e.pl = newTestPlugin(e.h, e.gangs)
 	e.pl.mu.Lock()
 	e.pl.startLocked(logger, e.key, &attempt{domain: wholeCluster, victims: []*v1.Pod{e.low1, e.low2},
 		members: []*v1.Pod{e.train0, e.train1}, nodes: map[types.UID]string{e.train0.UID: "node-1", e.train1.UID: "node-2"}})
@@ -408,7 +411,7 @@ func BenchmarkPreFilter(b *testing.B) {
 	ctx := klog.NewContext(context.Background(), logger)
 	plain := st.MakePod().Namespace("ns").Name("plain").UID("plain").Obj()
 	member := st.MakePod().Namespace("ns").Name("m").UID("m").Label(schedulingv1alpha1.PodGroupLabel, "job").Obj()
-	pl := newTestPlugin(&cacheView{}, podgroup.New())
+	pl := newTestPlugin(&cacheView{}, gangstate.New())
 	state := framework.NewCycleState()
 	run := func(b *testing.B, pod *v1.Pod) {
 		for b.Loop() {
@@ -442,7 +445,7 @@ func TestHoldsNomination(t *testing.T) {
 		t.Helper()
 		got := map[string]string{}
 		for _, pod := range []*v1.Pod{e.train0, e.train1, extra, plain} {
-			if node, held := e.registry.NominationHeld(pod); held {
+			if node, held := e.gangs.NominationHeld(pod); held {
 				got[pod.Name] = node
 			}
 		}
@@ -450,7 +453,7 @@ func TestHoldsNomination(t *testing.T) {
 			t.Errorf("%s: held nominations (-want,+got):\n%s", stage, diff)
 		}
 	}
-	e.registry.AddPreemptionHolder(e.pl.holder())
+	e.gangs.AddPreemptionHolder(e.pl.holder())
 	both := map[string]string{"train-0": "node-1", "train-1": "node-2"}
 	check("victims terminating", both)
 	e.pl.victimGone(e.logger, e.low1)
@@ -467,7 +470,8 @@ func TestHoldsNomination(t *testing.T) {
 // node-1: the drain must refuse train's member until it does not.
 func TestDrainWaitsForAVictimWaitingInPermit(t *testing.T) {
 	logger, ctx := ktesting.NewTestContext(t)
-	registry := podgroup.New()
+	gangs := gangstate.New()
+	registry := gangs.Registry()
 	for _, name := range []string{"train", "batch"} {
 		registry.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name)},
 			Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 1}})
@@ -494,7 +498,7 @@ func TestDrainWaitsForAVictimWaitingInPermit(t *testing.T) {
 	}
 	node := st.MakeNode().Name("node-1").Obj()
 	h := &cacheView{snapshot: internalcache.NewSnapshot([]*v1.Pod{assumed}, []*v1.Node{node})}
-	pl := newTestPlugin(h, registry)
+	pl := newTestPlugin(h, gangs)
 	key := podgroup.Key{Namespace: "ns", Name: "train"}
 	pl.mu.Lock()
 	pl.startLocked(logger, key, &attempt{domain: wholeCluster, victims: victims,

@@ -70,9 +70,9 @@ func TestPreemptionEndIsAnnounced(t *testing.T) {
 			}
 			e := newDrainEnv(t)
 			ends := &endLog{}
-			e.registry.AddPreemptionHolder(e.pl.holder())
-			e.registry.OnPreemptionEnd(ends.add)
-			if !e.registry.Preempting(e.key) {
+			e.gangs.AddPreemptionHolder(e.pl.holder())
+			e.gangs.OnPreemptionEnd(ends.add)
+			if !e.gangs.Preempting(e.key) {
 				t.Fatal("Preempting = false while the victims terminate")
 			}
 			tc.end(t, e)
@@ -81,7 +81,7 @@ func TestPreemptionEndIsAnnounced(t *testing.T) {
 			}); err != nil {
 				t.Fatal("no end announced")
 			}
-			if e.registry.Preempting(e.key) {
+			if e.gangs.Preempting(e.key) {
 				t.Error("Preempting = true after the end")
 			}
 			e.nothingLeft(t)
@@ -98,21 +98,21 @@ func TestPreemptionEndIsAnnounced(t *testing.T) {
 func TestPreemptionRunsUntilTheCacheDropsTheVictims(t *testing.T) {
 	e := newDrainEnv(t)
 	ends := &endLog{}
-	e.registry.AddPreemptionHolder(e.pl.holder())
-	e.registry.OnPreemptionEnd(ends.add)
+	e.gangs.AddPreemptionHolder(e.pl.holder())
+	e.gangs.OnPreemptionEnd(ends.add)
 	e.pl.victimGone(e.logger, e.low1)
 	e.pl.victimGone(e.logger, e.low2)
 	e.cache(e.low2)
 	e.refused(t, e.train0, 1, "node-1")
-	if !e.registry.Preempting(e.key) || len(ends.get()) > 0 {
-		t.Fatalf("while the cache holds a victim: Preempting %v, ends %v; want true, none", e.registry.Preempting(e.key), ends.get())
+	if !e.gangs.Preempting(e.key) || len(ends.get()) > 0 {
+		t.Fatalf("while the cache holds a victim: Preempting %v, ends %v; want true, none", e.gangs.Preempting(e.key), ends.get())
 	}
 
 	e.pl.mu.Lock()
 	e.pl.startLocked(e.logger, e.key, &attempt{domain: wholeCluster, victims: []*v1.Pod{e.other}})
 	e.pl.mu.Unlock()
-	if !e.registry.Preempting(e.key) || len(ends.get()) > 0 {
-		t.Fatalf("after a new attempt began: Preempting %v, ends %v; want true, none", e.registry.Preempting(e.key), ends.get())
+	if !e.gangs.Preempting(e.key) || len(ends.get()) > 0 {
+		t.Fatalf("after a new attempt began: Preempting %v, ends %v; want true, none", e.gangs.Preempting(e.key), ends.get())
 	}
 
 	old := victimSlack
@@ -130,8 +130,8 @@ func TestPreemptionRunsUntilTheCacheDropsTheVictims(t *testing.T) {
 		t.Fatal("no end announced at the victims' time limit")
 	}
 	e.nothingLeft(t)
-	if diff := cmp.Diff([]string{"ns/train"}, ends.get()); diff != "" || e.registry.Preempting(e.key) {
-		t.Errorf("ends announced (-want,+got):\n%s; Preempting %v", diff, e.registry.Preempting(e.key))
+	if diff := cmp.Diff([]string{"ns/train"}, ends.get()); diff != "" || e.gangs.Preempting(e.key) {
+		t.Errorf("ends announced (-want,+got):\n%s; Preempting %v", diff, e.gangs.Preempting(e.key))
 	}
 }
 

@@ -147,9 +147,9 @@ func (pl *GangPreemption) evictionFailed(logger klog.Logger, pg *schedulingv1alp
 		return
 	}
 	pl.withdraw(a.members)
-	n := pl.registry.ActivatePending(logger, pl.handle, key)
+	n := pl.gangs.ActivatePending(logger, pl.handle, key)
 	logger.V(2).Info("Gang preemption failed; the gang is retried", "podGroup", key, "membersActivated", n)
-	pl.registry.PreemptionEnded(key)
+	pl.gangs.PreemptionEnded(key)
 }
 
 // refusedVictims are the pods whose eviction failed less than refusalMemory ago; the others

@@ -25,9 +25,9 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics/metricstest"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // Parallelizer runs the evictions one after another, in the victims' order, unless a test
@@ -209,8 +209,8 @@ type evictionRun struct {
 func (e *drainEnv) observeEvictions(t *testing.T, answer func(ctx context.Context, victim *v1.Pod) (bool, error)) *evictionRun {
 	t.Helper()
 	r := &evictionRun{e: e, ev: &evictions{answer: answer}, recorder: events.NewFakeRecorder(10), ends: &endLog{}}
-	e.pl.events = podgroup.NewEventLog(r.recorder, eventAction)
-	e.registry.OnPreemptionEnd(r.ends.add)
+	e.pl.events = gangstate.NewEventLog(r.recorder, eventAction)
+	e.gangs.OnPreemptionEnd(r.ends.add)
 	e.pl.evictPod = r.ev.evict
 	var err error
 	if r.before, err = metricstest.GangPreemptionEvictions(nil); err != nil {

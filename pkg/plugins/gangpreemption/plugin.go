@@ -29,6 +29,7 @@ import (
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
@@ -54,7 +55,8 @@ type GangPreemption struct {
 	handle   fwk.Handle
 	cache    *hypernode.Cache
 	registry *podgroup.Registry
-	events   *podgroup.EventLog
+	gangs    *gangstate.Tracker
+	events   *gangstate.EventLog
 	pods     corelisters.PodLister
 	pdbs     policylisters.PodDisruptionBudgetLister
 	// nominations writes the members' status.nominatedNodeName, as kube-scheduler writes
@@ -122,8 +124,10 @@ func defaultArgs() *schedconfig.DefaultPreemptionArgs {
 	return &schedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}
 }
 
-// New builds the plugin around the scheduler's tree cache and PodGroup registry.
-func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) (*GangPreemption, error) {
+// New builds the plugin around the scheduler's tree cache and gang state (with its PodGroup
+// registry).
+func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *gangstate.Tracker) (*GangPreemption, error) {
+	registry := gangs.Registry()
 	dp, err := defaultpreemption.New(ctx, defaultArgs(), handle, plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
 	if err != nil {
 		return nil, fmt.Errorf("building the wrapped DefaultPreemption: %w", err)
@@ -133,7 +137,8 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		handle:            handle,
 		cache:             cache,
 		registry:          registry,
-		events:            podgroup.NewEventLog(handle.EventRecorder(), eventAction),
+		gangs:             gangs,
+		events:            gangstate.NewEventLog(handle.EventRecorder(), eventAction),
 		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:              handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 
@@ -151,7 +156,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, registr
 		handle.SharedInformerFactory().Core().V1().Pods().Lister(), pl.nominationWish)
 	pl.nominations.Run(ctx)
 	registry.OnGroupDelete(pl.forget)
-	registry.AddPreemptionHolder(pl.holder())
+	gangs.AddPreemptionHolder(pl.holder())
 	if err := pl.addVictimHandler(ctx); err != nil {
 		return nil, err
 	}
@@ -203,21 +208,21 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	if msg, node, running := pl.preempting(key, pod); running {
 		return nominate(node), fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "preemption: "+msg)
 	}
-	if pl.registry.Held(pod) {
+	if pl.gangs.Held(pod) {
 		// Another member is retried for the gang (GangRetryGate): it decides for all.
 		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: gang %s is retried through another member", key))
 	}
-	if podgroup.Yielded(state) {
+	if gangstate.Yielded(state) {
 		// The gang was planned into room that lower-precedence gangs are giving back: the
 		// room is there without evicting anybody.
 		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: not attempted: gang %s is planned into room that lower-precedence gangs are releasing", key))
 	}
-	if podgroup.WaitingForRoom(state) {
+	if gangstate.WaitingForRoom(state) {
 		// Gang refused the member for its gang's last failure, which decided preemption:
 		// nothing that can make room happened since.
 		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: not attempted: gang %s waits for room after its last attempt", key))
 	}
-	if podgroup.Deferred(state) {
+	if gangstate.Deferred(state) {
 		// The plan holds the gang without this member (minMember, and minSubGroups): the gang
 		// preempts for what it needs, not for the members it can do without.
 		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: not attempted: gang %s is planned without this member, which waits for room", key))
@@ -232,7 +237,7 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	}
 	verdict := "preemption: " + status.Message()
 	if !status.IsSuccess() {
-		podgroup.SetPreemptionVerdict(state, verdict)
+		gangstate.SetPreemptionVerdict(state, verdict)
 	}
 	return result, fwk.NewStatus(status.Code(), verdict)
 }
@@ -270,8 +275,8 @@ func (pl *GangPreemption) nominationWish(pod *v1.Pod, node string) *v1.PodStatus
 
 // holder is what the plugin tells the others through the registry while a gang's
 // preemption runs (its victims terminating, or still counted by the scheduler's cache).
-func (pl *GangPreemption) holder() podgroup.PreemptionHolder {
-	return podgroup.PreemptionHolder{
+func (pl *GangPreemption) holder() gangstate.PreemptionHolder {
+	return gangstate.PreemptionHolder{
 		Running: func(key podgroup.Key) bool {
 			pl.mu.Lock()
 			defer pl.mu.Unlock()
@@ -309,8 +314,8 @@ func (pl *GangPreemption) forget(key podgroup.Key) {
 	}
 	if a != nil || drained {
 		// Members refused in PreFilter wait for no other event of this plugin.
-		pl.registry.ActivatePending(klog.Background(), pl.handle, key)
-		pl.registry.PreemptionEnded(key)
+		pl.gangs.ActivatePending(klog.Background(), pl.handle, key)
+		pl.gangs.PreemptionEnded(key)
 	}
 	pl.events.Forget(key)
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
@@ -322,7 +323,7 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 		pl.nominations.Set(m, nodes[m.UID])
 	}
 	// This member too waits out of the queue (PreEnqueue) once its attempt ends.
-	podgroup.Activate(logger, pl.handle, pod)
+	gangstate.Activate(logger, pl.handle, pod)
 	msg := fmt.Sprintf("gang %s: evicting %d pod(s) of lower priority in %s so that %d members fit: %s",
 		key, len(victims), c.domain.name, need, strings.Join(shorten(names, 5), ", "))
 	if len(notChosen) > 0 {

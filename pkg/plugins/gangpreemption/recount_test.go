@@ -25,6 +25,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/plugintesting"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -230,7 +231,7 @@ func (e *simulationEnv) evaluate(tb testing.TB, need int, edit func(*v1.Pod)) *c
 	if _, s, _ := e.fw.RunPreFilterPlugins(e.ctx, state, members[0]); !s.IsSuccess() {
 		tb.Fatalf("PreFilter: %v", s)
 	}
-	s := &simulation{pl: newTestPlugin(e.fw, podgroup.New()), state: state, pod: members[0], own: podgroup.Key{Namespace: "ns", Name: "train"},
+	s := &simulation{pl: newTestPlugin(e.fw, gangstate.New()), state: state, pod: members[0], own: podgroup.Key{Namespace: "ns", Name: "train"},
 		priority: 100, need: need, members: members, nodes: e.nodes, units: map[string]*unit{}, spared: sets.New[string](),
 		refused: sets.New[types.UID](), sparedRefused: sets.New[string](), now: time.Now()}
 	c, total, reason := s.evaluate(e.ctx, domain{name: "cluster", nodes: e.names})

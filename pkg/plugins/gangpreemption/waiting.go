@@ -64,7 +64,7 @@ func (pl *GangPreemption) victimGone(logger klog.Logger, pod *v1.Pod) {
 	}
 	pl.mu.Unlock()
 	for _, key := range done {
-		n := pl.registry.ActivatePending(logger, pl.handle, key)
+		n := pl.gangs.ActivatePending(logger, pl.handle, key)
 		logger.V(2).Info("Gang preemption's victims are gone", "podGroup", key, "membersActivated", n)
 	}
 }
@@ -104,9 +104,9 @@ func (pl *GangPreemption) expire(logger klog.Logger, key podgroup.Key, a *attemp
 	}
 	pl.mu.Unlock()
 	if expired {
-		n := pl.registry.ActivatePending(logger, pl.handle, key)
+		n := pl.gangs.ActivatePending(logger, pl.handle, key)
 		logger.Info("Gang preemption's victims outlived their grace period; the gang is retried", "podGroup", key, "victimsLeft", left, "membersActivated", n)
-		pl.registry.PreemptionEnded(key)
+		pl.gangs.PreemptionEnded(key)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -28,7 +29,7 @@ func sortedKeys(m map[podgroup.Key]*attempt) []podgroup.Key {
 // snapshots taken before one saw the other's eviction). Its deletion counts down both
 // attempts: neither gang waits for ever. Ending one attempt leaves the other's victims.
 func TestSharedVictimCountsForEveryGang(t *testing.T) {
-	pl := newTestPlugin(&cacheView{}, podgroup.New())
+	pl := newTestPlugin(&cacheView{}, gangstate.New())
 	pod := func(uid string) *v1.Pod {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: types.UID(uid)}}
 	}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/plugintesting"
@@ -118,7 +119,8 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	}
 	cache.SetHyperNode(hntesting.MakeHyperNode("core").Tier(3).Children(spines...).Obj())
 
-	registry := podgroup.New()
+	gangs := gangstate.New()
+	registry := gangs.Registry()
 	registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: "train", UID: "pg-train",
 			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`}},
@@ -173,7 +175,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	with, vanilla := benchProfiles(b)
 	reg := plugins.NewInTreeRegistry()
 	reg[Name] = func(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		e.plugin = newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, cache, registry)
+		e.plugin = newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, cache, gangs)
 		return e.plugin, nil
 	}
 	var err error

@@ -15,6 +15,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -338,7 +339,7 @@ func (p *NetworkTopologyAware) fitsSomewhere(ctx context.Context, pod *v1.Pod) (
 	reasons := make([][]string, len(nodes))
 	p.handle.Parallelizer().Until(ctx, len(nodes), func(i int) {
 		st := p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, nodes[i])
-		if st.IsSuccess() || !podgroup.RefusedForGood(st) {
+		if st.IsSuccess() || !gangstate.RefusedForGood(st) {
 			fits.Store(true)
 			cancel()
 			return
@@ -354,5 +355,5 @@ func (p *NetworkTopologyAware) fitsSomewhere(ctx context.Context, pod *v1.Pod) (
 			counts[r]++
 		}
 	}
-	return podgroup.SummarizeReasons(counts, 3), false
+	return gangstate.SummarizeReasons(counts, 3), false
 }

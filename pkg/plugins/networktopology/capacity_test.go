@@ -16,7 +16,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 )
 
 // draHandle is a Handle whose DRA manager maps extended resources to DeviceClasses.
@@ -69,7 +69,7 @@ func TestCapacityBoundsDRA(t *testing.T) {
 		{"advertised by no node: the node is simulated", nil, nodes[1:], map[string]int{"dra": 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPlugin(config.NetworkTopologyAwareArgs{}, draHandle{classes: tc.classes}, nil, podgroup.New())
+			p := newPlugin(config.NetworkTopologyAwareArgs{}, draHandle{classes: tc.classes}, nil, gangstate.New())
 			got := map[string]int{}
 			for name, n := range p.capacityBounds(pod, tc.nodes, 4) {
 				got[name] = n.Capacity

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
@@ -126,7 +127,7 @@ func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, pod *v1.Pod, stat
 		failures: failures, retryAt: now.Add(backoff(failures)), possible: possible}
 	p.failuresRecorded++
 	p.mu.Unlock()
-	p.registry.HoldForRetry(key, pod.UID)
+	p.gangs.HoldForRetry(key, pod.UID)
 	if p.cache.Snapshot().Generation() != tree.Generation() {
 		// The tree changed while the plan was made, and its listener (treeChanged) ran before
 		// this failure existed: nothing else would retry the gang on the new tree.
@@ -186,7 +187,7 @@ func (p *NetworkTopologyAware) refuseConstraint(logger klog.Logger, key podgroup
 		p.mu.Lock()
 		delete(p.refused, key)
 		p.mu.Unlock()
-		podgroup.Activate(logger, p.handle, pod)
+		gangstate.Activate(logger, p.handle, pod)
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
@@ -195,16 +196,16 @@ func (p *NetworkTopologyAware) refuseConstraint(logger klog.Logger, key podgroup
 func (p *NetworkTopologyAware) activateRetried(logger klog.Logger, keys []podgroup.Key) int {
 	pods := make([]*v1.Pod, 0, len(keys))
 	for _, key := range keys {
-		pods = append(pods, p.registry.RetryMember(key))
+		pods = append(pods, p.gangs.RetryMember(key))
 	}
-	return podgroup.Activate(logger, p.handle, pods...)
+	return gangstate.Activate(logger, p.handle, pods...)
 }
 
 // releaseHeld ends the gang's retry hold and activates its pending members: no cluster event
 // requeues a held member. It reports whether there was a hold.
 func (p *NetworkTopologyAware) releaseHeld(logger klog.Logger, key podgroup.Key) bool {
-	if p.registry.ReleaseRetry(key) {
-		p.registry.ActivatePending(logger, p.handle, key)
+	if p.gangs.ReleaseRetry(key) {
+		p.gangs.ActivatePending(logger, p.handle, key)
 		return true
 	}
 	return false

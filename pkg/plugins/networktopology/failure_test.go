@@ -123,7 +123,7 @@ func TestBackoff(t *testing.T) {
 func TestFailedGangRetriedThroughOneMember(t *testing.T) {
 	// Leaves of two 1-CPU nodes: a hard tier-1 gang of three fits none.
 	e := newPlanEnv(t, map[string]int{"big": 3})
-	e.registry.EnableRetryGate(e.fw.ProfileName())
+	e.gangs.EnableRetryGate(e.fw.ProfileName())
 	preFilter := func(i int) *fwk.Status {
 		_, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("big", i))
 		return status
@@ -132,7 +132,7 @@ func TestFailedGangRetriedThroughOneMember(t *testing.T) {
 		t.Fatal("big-0 planned: the gang should not fit")
 	}
 	// big-1 has had no cycle, so no condition that says why: it passes once.
-	if retried, held := e.registry.RetryGate(e.pod("big", 1)); held {
+	if retried, held := e.gangs.RetryGate(e.pod("big", 1)); held {
 		t.Errorf("RetryGate(big-1) = %q, %v before its first cycle; want not held", retried, held)
 	}
 	preFilter(1)
@@ -140,7 +140,7 @@ func TestFailedGangRetriedThroughOneMember(t *testing.T) {
 	if diff := cmp.Diff([][]string{{"big-1"}}, e.activated.take()); diff != "" {
 		t.Errorf("activations after the siblings' attempts (-want,+got):\n%s", diff)
 	}
-	if retried, held := e.registry.RetryGate(e.pod("big", 1)); !held || retried != "big-0" {
+	if retried, held := e.gangs.RetryGate(e.pod("big", 1)); !held || retried != "big-0" {
 		t.Errorf("RetryGate(big-1) = %q, %v after its cycle; want held behind big-0", retried, held)
 	}
 
@@ -160,7 +160,7 @@ func TestFailedGangRetriedThroughOneMember(t *testing.T) {
 	if diff := cmp.Diff([][]string{{"big-0", "big-1", "big-2"}}, e.activated.take()); diff != "" {
 		t.Errorf("activations after the plan (-want,+got):\n%s", diff)
 	}
-	if _, held := e.registry.RetryGate(e.pod("big", 1)); held {
+	if _, held := e.gangs.RetryGate(e.pod("big", 1)); held {
 		t.Error("big-1 still held after the gang planned")
 	}
 }

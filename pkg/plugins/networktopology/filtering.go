@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
@@ -48,7 +49,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	}
 
 	// This member's attempt is running: the next cluster event may requeue the gang again.
-	p.registry.RequeueDone(key)
+	p.gangs.RequeueDone(key)
 	plan := p.currentPlan(key, tree, pod.Name, info.Revision)
 	if plan != nil {
 		result := metrics.ResultPlaced
@@ -59,7 +60,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	} else {
 		if status := p.reuseFailure(klog.FromContext(ctx), key, info, tree); status != nil {
 			// Another member retries for the gang: this one waits out of the queue.
-			p.registry.SendToRetryGate(klog.FromContext(ctx), p.handle, pod)
+			p.gangs.SendToRetryGate(klog.FromContext(ctx), p.handle, pod)
 			return nil, status
 		}
 		var status *fwk.Status
@@ -69,7 +70,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 		}
 	}
 	if plan.deferred.Has(pod.Name) {
-		podgroup.MarkDeferred(state)
+		gangstate.MarkDeferred(state)
 		if sub, ok := podgroup.SubGroupOf(info.SubGroupPolicies, pod); ok {
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 				"gang %s: sub-group %s does not fit next to the job's other sub-groups in %s now", key, sub.ID, plan.domain))
@@ -117,7 +118,7 @@ func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, p
 // waiting members. Without such a node, it drops the plan of the member's gang, so the
 // next attempt plans again from the cluster as it is. When nothing in its planned leaf could
 // ever take it (every node refused it for a reason no departure fixes), the member is tried
-// on every node of the cluster: if it fits none, it blocks its gang (see podgroup.Blocker)
+// on every node of the cluster: if it fits none, it blocks its gang (see gangstate.Blocker)
 // instead of making its siblings reserve and be rejected again and again.
 func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	key, info, ok := p.constraint(pod)
@@ -153,14 +154,14 @@ func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.P
 	if fits {
 		return "", false
 	}
-	b := podgroup.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
-	blocked, reported := p.registry.SetBlocked(key, b)
+	b := gangstate.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
+	blocked, reported := p.gangs.SetBlocked(key, b)
 	if !blocked {
 		// The job can do without it (and the others known to fit nowhere).
 		return fmt.Sprintf("gang %s: member %s fits no node (%s); the gang can run without it", key, pod.Name, reasons), false
 	}
 	if reported && info.PodGroup != nil {
-		p.events.Record(info.PodGroup, v1.EventTypeWarning, podgroup.EventGangBlocked, b.Message(key))
+		p.events.Record(info.PodGroup, v1.EventTypeWarning, gangstate.EventGangBlocked, b.Message(key))
 		klog.FromContext(ctx).V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
 	}
 	return b.Message(key), true

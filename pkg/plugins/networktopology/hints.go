@@ -31,7 +31,7 @@ func (p *NetworkTopologyAware) EventsToRegister(_ context.Context) ([]fwk.Cluste
 
 // requeue queues the pod if it is the one member its gang requeues for this change.
 func (p *NetworkTopologyAware) requeue(logger klog.Logger, pod *v1.Pod, key podgroup.Key, why string) fwk.QueueingHint {
-	if p.registry.Held(pod) || !p.registry.ClaimRequeue(key, pod.UID, time.Now()) {
+	if p.gangs.Held(pod) || !p.gangs.ClaimRequeue(key, pod.UID, time.Now()) {
 		// A held member (on its way to GangRetryGate) leaves the event to the retried one.
 		return fwk.QueueSkip
 	}
@@ -61,7 +61,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, 
 // not count.
 func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	key, info, ok := p.constraint(pod)
-	if !ok || info.Blocker != nil || p.unplannable(key, info) {
+	if !ok || p.gangs.Blocker(key) != nil || p.unplannable(key, info) {
 		// A blocked gang waits for its blocker, which room freed elsewhere cannot help.
 		return fwk.QueueSkip, nil
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -24,7 +25,8 @@ import (
 // a hard tier-1 gang "hard" (members hard-0..hard-2) and a gang "plain" without constraint.
 func newTestPlugin(t *testing.T) (*NetworkTopologyAware, *podgroup.Registry) {
 	t.Helper()
-	registry := podgroup.New()
+	gangs := gangstate.New()
+	registry := gangs.Registry()
 	registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hard", Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"highestTierAllowed":1}`}},
 	})
@@ -40,7 +42,7 @@ func newTestPlugin(t *testing.T) (*NetworkTopologyAware, *podgroup.Registry) {
 	for _, hn := range seedHyperNodes() {
 		cache.SetHyperNode(hn)
 	}
-	p := &NetworkTopologyAware{registry: registry, cache: cache, failures: map[podgroup.Key]*planFailure{},
+	p := &NetworkTopologyAware{registry: registry, gangs: gangs, cache: cache, failures: map[podgroup.Key]*planFailure{},
 		args:      config.NetworkTopologyAwareArgs{NormalPod: config.NormalPodArgs{Enable: true, Fading: 0.8}},
 		resources: []v1.ResourceName{v1.ResourceCPU}, weights: []float64{1},
 		usageSums: newUsageCache([]v1.ResourceName{v1.ResourceCPU}, 0.8)}
@@ -247,7 +249,7 @@ func TestHints(t *testing.T) {
 			if got, _ := hint(klog.Background(), member("hard", 1), tc.old, tc.new); got != fwk.QueueSkip {
 				t.Errorf("a sibling was requeued too: %v", got)
 			}
-			registry.RequeueDone(key)
+			p.gangs.RequeueDone(key)
 			if got, _ := hint(klog.Background(), member("hard", 1), tc.old, tc.new); got != fwk.Queue {
 				t.Errorf("after the requeued member's attempt, the next event requeued nobody: %v", got)
 			}

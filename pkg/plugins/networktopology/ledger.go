@@ -67,7 +67,7 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 	p.mu.Unlock()
 	if wakeDeferred {
 		// Every planned member has its place: the deferred sub-groups can be planned now.
-		p.registry.ActivatePending(klog.FromContext(ctx), p.handle, key)
+		p.gangs.ActivatePending(klog.FromContext(ctx), p.handle, key)
 	}
 	return nil
 }

@@ -63,7 +63,7 @@ func (p *NetworkTopologyAware) nominationUpdate(pod *v1.Pod, node string) *v1.Po
 	if pod.Status.NominatedNodeName == "" {
 		return nil
 	}
-	if _, held := p.registry.NominationHeld(pod); held {
+	if _, held := p.gangs.NominationHeld(pod); held {
 		return nil
 	}
 	return podstatus.SetNominatedNode(pod, node)

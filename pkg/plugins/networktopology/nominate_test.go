@@ -15,6 +15,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -149,14 +150,14 @@ func TestOwnNominationsDoNotCountAgainstThePlan(t *testing.T) {
 // nomination (its own write may have landed first, and a clear would make kube-scheduler drop
 // the nomination); a field that is empty is never added to.
 func TestNominationUpdateLeavesPreemptionsAlone(t *testing.T) {
-	p, registry := newTestPlugin(t)
+	p, _ := newTestPlugin(t)
 	withNomination := func(node string) *v1.Pod {
 		pod := member("hard", 0)
 		pod.Status.NominatedNodeName = node
 		return pod
 	}
 	held := map[string]string{}
-	registry.AddPreemptionHolder(podgroup.PreemptionHolder{Nomination: func(pod *v1.Pod) (string, bool) {
+	p.gangs.AddPreemptionHolder(gangstate.PreemptionHolder{Nomination: func(pod *v1.Pod) (string, bool) {
 		node, ok := held[pod.Name]
 		return node, ok
 	}})

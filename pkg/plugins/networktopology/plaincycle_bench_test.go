@@ -69,7 +69,7 @@ func (e *benchEnv) plainCycleProfiles(b *testing.B) []plainCycleProfile {
 	}
 	// A plugin of its own (its args differ) on the benchmark's tree and registry.
 	reg[Name] = func(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		return newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, e.plugin.cache, e.plugin.registry), nil
+		return newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, e.plugin.cache, e.plugin.gangs), nil
 	}
 	out := []plainCycleProfile{{"vanilla", e.vanilla}, {"with-NetworkTopologyAware", e.with}}
 	for i := range profiles {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
@@ -344,7 +345,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 		// The tree changed while the plan was made, and its listener (treeChanged) ran
 		// before this plan existed: the plan no longer answers, and nothing else would
 		// retry the members it leaves out.
-		podgroup.Activate(logger, p.handle, pod)
+		gangstate.Activate(logger, p.handle, pod)
 	}
 	if !p.releaseHeld(logger, key) && len(result.PodLeaf) > 1 {
 		// Members refused before this plan (its constraint could not be served, or a plan
@@ -357,7 +358,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 				others = append(others, other)
 			}
 		}
-		podgroup.Activate(logger, p.handle, others...)
+		gangstate.Activate(logger, p.handle, others...)
 	}
 	if len(releasedOld) > 0 {
 		// Its old promises may have kept another gang out.
@@ -379,7 +380,7 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 		// their deletion, and reuse this plan. Unresolvable: per-pod preemption must not
 		// evict anybody for a gang member, and the mark keeps GangPreemption (whose
 		// simulation still sees the yielding reservations) and Gang's PostFilter out.
-		podgroup.MarkYielded(state)
+		gangstate.MarkYielded(state)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 			"gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room in %s; retrying", key, strings.Join(yielded, ", "), result.Domain))
 	}

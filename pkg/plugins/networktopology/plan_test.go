@@ -28,6 +28,7 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -41,6 +42,7 @@ type planEnv struct {
 	fw       framework.Framework
 	plugin   *NetworkTopologyAware
 	registry *podgroup.Registry
+	gangs    *gangstate.Tracker
 	snapshot *internalcache.Snapshot
 	// activated records the pods the plugin activates.
 	activated *recordingActivator
@@ -74,7 +76,8 @@ func newPlanEnvWithPods(t testing.TB, gangs map[string]int, changeNode func(*v1.
 	for l := range 4 {
 		cache.SetHyperNode(hntesting.MakeHyperNode(fmt.Sprintf("s%d", l)).Tier(1).Nodes(fmt.Sprintf("node-%d", 2*l), fmt.Sprintf("node-%d", 2*l+1)).Obj())
 	}
-	e := &planEnv{ctx: ctx, cache: cache, registry: podgroup.New(), snapshot: internalcache.NewSnapshot(running, nodes), activated: &recordingActivator{}}
+	tracker := gangstate.New()
+	e := &planEnv{ctx: ctx, cache: cache, registry: tracker.Registry(), gangs: tracker, snapshot: internalcache.NewSnapshot(running, nodes), activated: &recordingActivator{}}
 	for name, size := range gangs {
 		e.registry.SetPodGroup(&schedulingv1alpha1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("pg-" + name),
@@ -88,7 +91,7 @@ func newPlanEnvWithPods(t testing.TB, gangs map[string]int, changeNode func(*v1.
 	with, _ := benchProfiles(t)
 	reg := plugins.NewInTreeRegistry()
 	reg[Name] = func(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		e.plugin = newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, cache, e.registry)
+		e.plugin = newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, cache, e.gangs)
 		return e.plugin, nil
 	}
 	fw, err := frameworkruntime.NewFramework(ctx, reg, &with, append(testFrameworkOptions(e.snapshot), frameworkruntime.WithPodActivator(e.activated))...)
@@ -441,7 +444,7 @@ func TestLeftOutMemberTheRegistryHasNotSeen(t *testing.T) {
 	if status.Code() != fwk.UnschedulableAndUnresolvable || status.Message() != want {
 		t.Fatalf("PreFilter(e-2) = %v %q, want UnschedulableAndUnresolvable %q", status.Code(), status.Message(), want)
 	}
-	if !podgroup.Deferred(state) {
+	if !gangstate.Deferred(state) {
 		t.Error("e-2 is not marked as left out by its plan")
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -68,7 +69,8 @@ type NetworkTopologyAware struct {
 	handle   fwk.Handle
 	cache    *hypernode.Cache
 	registry *podgroup.Registry
-	events   *podgroup.EventLog
+	gangs    *gangstate.Tracker
+	events   *gangstate.EventLog
 	// resources are the weighted resources of the bin-pack scores, in a fixed order.
 	resources []v1.ResourceName
 	weights   []float64
@@ -125,8 +127,9 @@ var (
 )
 
 // New validates the args and builds the plugin around the scheduler's HyperNode tree cache
-// and PodGroup registry. Invalid args fail the scheduler's start.
-func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) (fwk.Plugin, error) {
+// and gang state (with its PodGroup registry). Invalid args fail the scheduler's start.
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hypernode.Cache, gangs *gangstate.Tracker) (fwk.Plugin, error) {
+	registry := gangs.Registry()
 	args, ok := obj.(*config.NetworkTopologyAwareArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args to be of type NetworkTopologyAwareArgs, got %T", obj)
@@ -146,7 +149,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hype
 	if defaultTopology != nil {
 		klog.FromContext(ctx).V(2).Info("PodGroups without a topology constraint take the default", "constraint", defaultTopology.String())
 	}
-	p := newPlugin(*args, handle, cache, registry)
+	p := newPlugin(*args, handle, cache, gangs)
 	p.nominations.Run(ctx)
 	cache.OnChange(func(tree *hypernode.Snapshot) { p.treeChanged(klog.FromContext(ctx), tree) })
 	if err := p.watchCapacity(handle.SharedInformerFactory()); err != nil {
@@ -163,13 +166,15 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hype
 	return p, nil
 }
 
-func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *hypernode.Cache, registry *podgroup.Registry) *NetworkTopologyAware {
+func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *hypernode.Cache, gangs *gangstate.Tracker) *NetworkTopologyAware {
+	registry := gangs.Registry()
 	p := &NetworkTopologyAware{
 		args:      args,
 		handle:    handle,
 		cache:     cache,
 		registry:  registry,
-		events:    podgroup.NewEventLog(handle.EventRecorder(), eventAction),
+		gangs:     gangs,
+		events:    gangstate.NewEventLog(handle.EventRecorder(), eventAction),
 		plans:     map[podgroup.Key]*gangPlan{},
 		failures:  map[podgroup.Key]*planFailure{},
 		deferring: sets.New[podgroup.Key](),

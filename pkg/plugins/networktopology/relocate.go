@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
@@ -261,6 +262,6 @@ func (p *NetworkTopologyAware) relocated(ctx context.Context, pod *v1.Pod, key p
 		p.events.Record(info.PodGroup, v1.EventTypeNormal, EventMemberRelocated, msg)
 	}
 	logger.V(3).Info("Gang member relocated inside its domain", "pod", klog.KObj(pod), "podGroup", key, "from", where, "node", r.node, "leaf", r.leaf, "domain", r.domain)
-	podgroup.Activate(logger, p.handle, pod)
+	gangstate.Activate(logger, p.handle, pod)
 	return nil, fwk.NewStatus(fwk.Success, msg)
 }

@@ -1,4 +1,4 @@
-package podgroup
+package gangstate
 
 import (
 	"sync"

@@ -1,4 +1,4 @@
-package podgroup
+package gangstate
 
 import (
 	v1 "k8s.io/api/core/v1"
@@ -6,6 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // A gang whose placement failed is retried through one of its members, its scout, while the
@@ -20,62 +22,61 @@ import (
 // EnableRetryGate records that the profile runs GangRetryGate: only then may a member of a
 // failed gang be sent through PreEnqueue to be held (without the gate it would come straight
 // back and loop).
-func (r *Registry) EnableRetryGate(profile string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.retryGates == nil {
-		r.retryGates = sets.New[string]()
+func (t *Tracker) EnableRetryGate(profile string) {
+	t.reg.Lock()
+	defer t.reg.Unlock()
+	if t.retryGates == nil {
+		t.retryGates = sets.New[string]()
 	}
-	r.retryGates.Insert(profile)
+	t.retryGates.Insert(profile)
 }
 
 // RetryGateEnabled reports whether the profile runs GangRetryGate.
-func (r *Registry) RetryGateEnabled(profile string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.retryGates.Has(profile)
+func (t *Tracker) RetryGateEnabled(profile string) bool {
+	t.reg.RLock()
+	defer t.reg.RUnlock()
+	return t.retryGates.Has(profile)
 }
 
 // HoldForRetry starts holding the gang's pending members behind scout, the member whose
 // placement attempt just failed: from now on RetryGate holds back every other member.
-func (r *Registry) HoldForRetry(key Key, scout types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g := r.groups[key]; g != nil {
-		g.retryHeld, g.scout = true, scout
+func (t *Tracker) HoldForRetry(key Key, scout types.UID) {
+	t.reg.Lock()
+	defer t.reg.Unlock()
+	if s, _ := t.gangLocked(key); s != nil {
+		s.retryHeld, s.scout = true, scout
 	}
 }
 
 // ReleaseRetry ends the hold on the gang; it reports whether there was one (then its held
 // members must be activated, since no cluster event will requeue them).
-func (r *Registry) ReleaseRetry(key Key) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g := r.groups[key]
-	return g != nil && g.releaseRetryLocked()
+func (t *Tracker) ReleaseRetry(key Key) bool {
+	t.reg.Lock()
+	defer t.reg.Unlock()
+	s, _ := t.peekLocked(key)
+	return s != nil && s.releaseRetryLocked()
 }
 
-// releaseRetryLocked ends the group's hold; it reports whether there was one. r.mu must be
-// held.
-func (g *group) releaseRetryLocked() bool {
-	if !g.retryHeld {
+// releaseRetryLocked ends the gang's hold; it reports whether there was one.
+func (s *Gang) releaseRetryLocked() bool {
+	if !s.retryHeld {
 		return false
 	}
-	g.retryHeld, g.scout = false, ""
-	g.unplaced = nil
+	s.retryHeld, s.scout = false, ""
+	s.unplaced = nil
 	return true
 }
 
 // MarkAttempted records that the member is in a scheduling cycle.
-func (r *Registry) MarkAttempted(pod *v1.Pod) {
-	key, ok := KeyOf(pod)
+func (t *Tracker) MarkAttempted(pod *v1.Pod) {
+	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g := r.groups[key]; g != nil && g.members[pod.UID] != nil {
-		g.attempted.Insert(pod.UID)
+	t.reg.Lock()
+	defer t.reg.Unlock()
+	if s, d := t.gangLocked(key); s != nil && d.MemberLocked(pod.UID) != nil {
+		s.attempted.Insert(pod.UID)
 	}
 }
 
@@ -86,76 +87,77 @@ func (r *Registry) MarkAttempted(pod *v1.Pod) {
 // that never went through a scheduling cycle (created after the hold began) is not held:
 // kube-scheduler writes no condition for a pod that PreEnqueue keeps out, so it would show
 // no reason at all. Its one cycle reuses the gang's failure and writes it.
-func (r *Registry) RetryGate(pod *v1.Pod) (retried string, held bool) {
-	key, ok := KeyOf(pod)
+func (t *Tracker) RetryGate(pod *v1.Pod) (retried string, held bool) {
+	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return "", false
 	}
-	r.mu.RLock()
-	g := r.groups[key]
-	if g == nil || (!g.retryHeld && g.blocker == nil) {
-		r.mu.RUnlock()
+	t.reg.RLock()
+	s, _ := t.peekLocked(key)
+	if s == nil || (!s.retryHeld && s.blocker == nil) {
+		t.reg.RUnlock()
 		return "", false
 	}
-	r.mu.RUnlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g = r.groups[key]; g == nil || !g.attempted.Has(pod.UID) {
+	t.reg.RUnlock()
+	t.reg.Lock()
+	defer t.reg.Unlock()
+	s, d := t.peekLocked(key)
+	if s == nil || !s.attempted.Has(pod.UID) {
 		return "", false
 	}
-	switch b := g.blocker; {
+	switch b := s.blocker; {
 	case b != nil && b.UID == pod.UID:
 		// The blocker is never held, not even behind a scout: each would wait for the other.
 		return "", false
-	case b != nil && g.pendingLocked(b.UID):
+	case b != nil && d.PendingLocked(b.UID):
 		retried = b.Name
-	case !g.retryHeld || g.scout == pod.UID:
+	case !s.retryHeld || s.scout == pod.UID:
 		return "", false
-	case g.pendingLocked(g.scout):
-		retried = g.members[g.scout].Name
+	case d.PendingLocked(s.scout):
+		retried = d.MemberLocked(s.scout).Name
 	default:
-		g.scout = pod.UID
+		s.scout = pod.UID
 		return "", false
 	}
-	if g.requeued == pod.UID {
+	if s.requeued == pod.UID {
 		// A held member never runs the attempt that would end its requeue claim.
-		g.requeued = ""
+		s.requeued = ""
 	}
 	return retried, true
 }
 
 // Held reports, without changing anything, whether RetryGate would hold the pod back: a
 // hint must not requeue such a member for its gang, the retried member stands for it.
-func (r *Registry) Held(pod *v1.Pod) bool {
-	key, ok := KeyOf(pod)
+func (t *Tracker) Held(pod *v1.Pod) bool {
+	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return false
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	g := r.groups[key]
-	if g == nil || !g.attempted.Has(pod.UID) {
+	t.reg.RLock()
+	defer t.reg.RUnlock()
+	s, d := t.peekLocked(key)
+	if s == nil || !s.attempted.Has(pod.UID) {
 		return false
 	}
-	if b := g.blocker; b != nil {
+	if b := s.blocker; b != nil {
 		if b.UID == pod.UID {
 			return false
 		}
-		if g.pendingLocked(b.UID) {
+		if d.PendingLocked(b.UID) {
 			return true
 		}
 	}
-	return g.retryHeld && g.scout != pod.UID && g.pendingLocked(g.scout)
+	return s.retryHeld && s.scout != pod.UID && d.PendingLocked(s.scout)
 }
 
 // SendToRetryGate activates a member that is being scheduled when RetryGate would hold it
 // back and the profile runs the gate: the activation takes effect when its failed attempt
 // returns it to the queue, which then runs PreEnqueue and keeps it out of the unschedulable
 // pool's per-event evaluation. It reports whether it did.
-func (r *Registry) SendToRetryGate(logger klog.Logger, handle fwk.Handle, pod *v1.Pod) bool {
+func (t *Tracker) SendToRetryGate(logger klog.Logger, handle fwk.Handle, pod *v1.Pod) bool {
 	// The member is in a cycle, whatever plugin asks: the cycle writes its condition.
-	r.MarkAttempted(pod)
-	if !r.Held(pod) || !r.RetryGateEnabled(handle.ProfileName()) {
+	t.MarkAttempted(pod)
+	if !t.Held(pod) || !t.RetryGateEnabled(handle.ProfileName()) {
 		return false
 	}
 	Activate(logger, handle, pod)
@@ -164,29 +166,23 @@ func (r *Registry) SendToRetryGate(logger klog.Logger, handle fwk.Handle, pod *v
 
 // RetryMember returns the member to activate to retry the gang: its scout while it is held,
 // else its first pending member by name (nil: none pending).
-func (r *Registry) RetryMember(key Key) *v1.Pod {
-	r.mu.RLock()
-	g := r.groups[key]
-	if g != nil && g.retryHeld && g.pendingLocked(g.scout) {
-		scout := g.members[g.scout]
-		r.mu.RUnlock()
+func (t *Tracker) RetryMember(key Key) *v1.Pod {
+	t.reg.RLock()
+	s, d := t.peekLocked(key)
+	if s != nil && s.retryHeld && d.PendingLocked(s.scout) {
+		scout := d.MemberLocked(s.scout)
+		t.reg.RUnlock()
 		return scout
 	}
-	r.mu.RUnlock()
-	if pending := r.PendingMembers(key); len(pending) > 0 {
+	t.reg.RUnlock()
+	if pending := t.reg.PendingMembers(key); len(pending) > 0 {
 		return pending[0]
 	}
 	return nil
 }
 
-// pendingLocked reports whether uid is a member neither bound nor reserved. r.mu must be held.
-func (g *group) pendingLocked(uid types.UID) bool {
-	_, reserved := g.assumed[uid]
-	return g.members[uid] != nil && !g.bound.Has(uid) && !reserved
-}
-
 // scoutLostLocked reports whether uid was the scout of a held gang and is no longer pending:
-// a held member must then become the scout. r.mu must be held.
-func (g *group) scoutLostLocked(uid types.UID) bool {
-	return g.retryHeld && g.scout == uid && !g.pendingLocked(uid)
+// a held member must then become the scout.
+func (s *Gang) scoutLostLocked(d *podgroup.Group, uid types.UID) bool {
+	return s.retryHeld && s.scout == uid && !d.PendingLocked(uid)
 }

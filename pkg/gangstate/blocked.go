@@ -1,4 +1,4 @@
-package podgroup
+package gangstate
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	pluginnames "k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // Blocker is a member that fits no node of the cluster (a node selector no node matches, a
@@ -40,6 +42,16 @@ func (b *Blocker) Message(key Key) string {
 	return fmt.Sprintf("gang %s is blocked: its member %s fits no node (%s); the gang is retried when that member or the nodes change", key, b.Name, b.Reason)
 }
 
+// Blocker returns the gang's blocker, nil when it has none.
+func (t *Tracker) Blocker(key Key) *Blocker {
+	t.reg.RLock()
+	defer t.reg.RUnlock()
+	if s, _ := t.peekLocked(key); s != nil {
+		return s.blocker
+	}
+	return nil
+}
+
 // SetBlocked records that a member of the gang fits no node, and with it its pending
 // siblings of the same shape when it has no volume claims (a claim of its own, a zonal
 // volume say, may be what keeps it out). The gang is blocked by it only when the job cannot
@@ -47,109 +59,83 @@ func (b *Blocker) Message(key Key) string {
 // complete sub-groups than a policy's minSubGroups. blocked says whether the gang is blocked
 // by b now; reported is false when it already was, for the same reason (nothing new to
 // report).
-func (r *Registry) SetBlocked(key Key, b Blocker) (blocked, reported bool) {
-	r.mu.Lock()
-	g := r.groups[key]
-	if g == nil || g.members[b.UID] == nil {
-		r.mu.Unlock()
+func (t *Tracker) SetBlocked(key Key, b Blocker) (blocked, reported bool) {
+	t.reg.Lock()
+	s, d := t.gangLocked(key)
+	if s == nil || d.MemberLocked(b.UID) == nil {
+		t.reg.Unlock()
 		return false, false
 	}
-	if g.blocker != nil && *g.blocker == b {
-		r.mu.Unlock()
+	if s.blocker != nil && *s.blocker == b {
+		t.reg.Unlock()
 		return true, false
 	}
-	g.markFitNowhereLocked(g.members[b.UID])
-	if g.canDoWithoutLocked(g.fitNowhere) {
+	s.markFitNowhereLocked(d, d.MemberLocked(b.UID))
+	if d.CanDoWithoutLocked(s.fitNowhere) {
 		// A blocker a node change cleared that fails again alone: the members held for it
 		// wait for nothing now (nor for a blocker the job no longer needs).
-		freed := g.formerBlocker == b.UID || g.blocker != nil
-		g.formerBlocker, g.blocker = "", nil
-		r.mu.Unlock()
+		freed := s.formerBlocker == b.UID || s.blocker != nil
+		s.formerBlocker, s.blocker = "", nil
+		t.reg.Unlock()
 		if freed {
-			r.notify(key, false)
+			t.reg.Notify(key, false)
 		}
 		return false, false
 	}
-	g.blocker, g.formerBlocker = &b, ""
-	r.mu.Unlock()
+	s.blocker, s.formerBlocker = &b, ""
+	t.reg.Unlock()
 	return true, true
 }
 
 // markFitNowhereLocked adds pod, and its pending siblings of the same shape unless it has
-// claims, to the members that fit no node; later members of that shape join at SetPod. The
-// pass over the members runs once per shape (fitNowhereShapes). r.mu must be held.
-func (g *group) markFitNowhereLocked(pod *v1.Pod) {
-	if g.fitNowhere == nil {
-		g.fitNowhere = sets.New[types.UID]()
+// claims, to the members that fit no node; later members of that shape join at MemberSet.
+// The pass over the members runs once per shape (fitNowhereShapes).
+func (s *Gang) markFitNowhereLocked(d *podgroup.Group, pod *v1.Pod) {
+	if s.fitNowhere == nil {
+		s.fitNowhere = sets.New[types.UID]()
 	}
-	g.fitNowhere.Insert(pod.UID)
+	s.fitNowhere.Insert(pod.UID)
 	if hasClaims(pod) {
 		return
 	}
-	sig := g.signatureLocked(pod)
-	if g.fitNowhereShapes.Has(sig) {
+	sig := d.SignatureLocked(pod)
+	if s.fitNowhereShapes.Has(sig) {
 		return
 	}
-	if g.fitNowhereShapes == nil {
-		g.fitNowhereShapes = sets.New[string]()
+	if s.fitNowhereShapes == nil {
+		s.fitNowhereShapes = sets.New[string]()
 	}
-	g.fitNowhereShapes.Insert(sig)
-	for uid, m := range g.members {
-		if g.pendingLocked(uid) && !g.fitNowhere.Has(uid) && !hasClaims(m) && g.signatureLocked(m) == sig {
-			g.fitNowhere.Insert(uid)
+	s.fitNowhereShapes.Insert(sig)
+	d.EachPendingLocked(func(uid types.UID, m *v1.Pod) {
+		if !s.fitNowhere.Has(uid) && !hasClaims(m) && d.SignatureLocked(m) == sig {
+			s.fitNowhere.Insert(uid)
 		}
-	}
+	})
 }
 
 // shapeFitsLocked forgets that pod's shape fits nowhere: one of its members reserved a node.
-// r.mu must be held.
-func (g *group) shapeFitsLocked(pod *v1.Pod) {
-	g.fitNowhere.Delete(pod.UID)
-	if hasClaims(pod) || g.fitNowhereShapes.Len() == 0 {
+func (s *Gang) shapeFitsLocked(d *podgroup.Group, pod *v1.Pod) {
+	s.fitNowhere.Delete(pod.UID)
+	if hasClaims(pod) || s.fitNowhereShapes.Len() == 0 {
 		return
 	}
-	sig := g.signatureLocked(pod)
-	if !g.fitNowhereShapes.Has(sig) {
+	sig := d.SignatureLocked(pod)
+	if !s.fitNowhereShapes.Has(sig) {
 		return
 	}
-	g.fitNowhereShapes.Delete(sig)
-	for uid := range g.fitNowhere {
-		if m := g.members[uid]; m != nil && !hasClaims(m) && g.signatureLocked(m) == sig {
-			g.fitNowhere.Delete(uid)
+	s.fitNowhereShapes.Delete(sig)
+	for uid := range s.fitNowhere {
+		if m := d.MemberLocked(uid); m != nil && !hasClaims(m) && d.SignatureLocked(m) == sig {
+			s.fitNowhere.Delete(uid)
 		}
 	}
 }
 
 // newMemberFitsNowhereLocked marks a new pending member whose shape is known to fit no node.
-// r.mu must be held.
-func (g *group) newMemberFitsNowhereLocked(pod *v1.Pod) {
-	if g.fitNowhereShapes.Len() > 0 && pod.Spec.NodeName == "" && !hasClaims(pod) && g.fitNowhereShapes.Has(g.signatureLocked(pod)) {
-		g.fitNowhere.Insert(pod.UID)
+func (s *Gang) newMemberFitsNowhereLocked(d *podgroup.Group, pod *v1.Pod) {
+	if s.fitNowhereShapes.Len() > 0 && pod.Spec.NodeName == "" && !hasClaims(pod) && s.fitNowhereShapes.Has(d.SignatureLocked(pod)) {
+		s.fitNowhere.Insert(pod.UID)
 	}
-}
-
-// memberSignature is a member's shape signature and the object it was computed from.
-type memberSignature struct {
-	pod *v1.Pod
-	sig string
-}
-
-// signatureLocked is signatureOf(pod), computed once per member object: an update brings a
-// new object and so a new signature. r.mu must be held (for writing).
-func (g *group) signatureLocked(pod *v1.Pod) string {
-	if m, ok := g.signatures[pod.UID]; ok && m.pod == pod {
-		return m.sig
-	}
-	sig := signatureOf(pod)
-	if g.members[pod.UID] == pod {
-		// Only the registry's own object is remembered: a scheduling cycle's copy would
-		// replace it for nothing.
-		if g.signatures == nil {
-			g.signatures = map[types.UID]memberSignature{}
-		}
-		g.signatures[pod.UID] = memberSignature{pod: pod, sig: sig}
-	}
-	return sig
 }
 
 // hasClaims reports whether the pod has claims of its own: a persistent volume claim (its
@@ -168,74 +154,30 @@ func hasClaims(pod *v1.Pod) bool {
 
 // recheckBlockLocked lifts the block when the job can do without the members known to fit
 // nowhere after all (a member added, one that may fit again); it reports whether it did.
-// r.mu must be held.
-func (g *group) recheckBlockLocked() bool {
-	if g.blocker == nil || !g.canDoWithoutLocked(g.fitNowhere) {
+func (s *Gang) recheckBlockLocked(d *podgroup.Group) bool {
+	if s.blocker == nil || !d.CanDoWithoutLocked(s.fitNowhere) {
 		return false
 	}
-	g.blocker = nil
-	return true
-}
-
-// canDoWithoutLocked reports whether the job can still complete without the members out:
-// minMember of the others, and for each sub-group policy minSubGroups sub-groups that keep
-// subGroupSize members. O(sub-groups + out). r.mu must be held.
-func (g *group) canDoWithoutLocked(out sets.Set[types.UID]) bool {
-	if len(g.members)-out.Len() < max(g.minMember(), 1) {
-		return false
-	}
-	if len(g.subGroups) == 0 {
-		return true
-	}
-	lost := map[string]int{}
-	for uid := range out {
-		if sub, ok := g.memberSub[uid]; ok {
-			lost[sub.ID]++
-		}
-	}
-	complete := map[string]int{}
-	for id, c := range g.subCounts {
-		if c.Members-lost[id] >= g.subGroupSize(c.Policy) {
-			complete[c.Policy]++
-		}
-	}
-	for _, p := range g.subGroups {
-		if complete[p.Name] < int(p.MinSubGroups) {
-			return false
-		}
-	}
+	s.blocker = nil
 	return true
 }
 
 // unblockLocked clears a gang's blocker and what it knows of members that fit nowhere; it
 // returns whether there was a blocker.
-func (g *group) unblockLocked() bool {
-	was := g.blocker != nil
-	g.blocker, g.fitNowhere, g.fitNowhereShapes = nil, nil, nil
+func (s *Gang) unblockLocked() bool {
+	was := s.blocker != nil
+	s.blocker, s.fitNowhere, s.fitNowhereShapes = nil, nil, nil
 	return was
 }
 
 // blockerChangedLocked reports whether an update of the blocker can make it fit somewhere.
-func (g *group) blockerChangedLocked(old, pod *Member) bool {
-	return g.blocker != nil && g.blocker.UID == pod.Pod.UID && specOrLabelsChanged(old.Pod, pod.Pod)
+func (s *Gang) blockerChangedLocked(old, pod *v1.Pod) bool {
+	return s.blocker != nil && s.blocker.UID == pod.UID && specOrLabelsChanged(old, pod)
 }
 
 // specOrLabelsChanged reports an update of a pod that can make it fit where it did not.
 func specOrLabelsChanged(old, pod *v1.Pod) bool {
 	return !equality.Semantic.DeepEqual(old.Spec, pod.Spec) || !equality.Semantic.DeepEqual(old.Labels, pod.Labels)
-}
-
-// unblockAllLocked clears every gang's blocker: a node was added or changed in a way that can
-// make a blocker fit. The members held for it stay held until it reserves or goes (then they
-// are activated: formerBlocker) or fails again.
-// r.mu must be held.
-func (r *Registry) unblockAllLocked() {
-	for _, g := range r.groups {
-		if g.blocker != nil {
-			g.formerBlocker = g.blocker.UID
-		}
-		g.blocker, g.fitNowhere, g.fitNowhereShapes = nil, nil, nil
-	}
 }
 
 // SummarizeReasons lists Filter failure reasons with their counts, the most frequent first, at

@@ -1,4 +1,4 @@
-package podgroup
+package gangstate
 
 import (
 	"testing"
@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // TestRetryGate walks a gang of three members through a hold: who is held back behind whom,
@@ -21,7 +23,7 @@ func TestRetryGate(t *testing.T) {
 		Held    bool
 	}
 	// check asks RetryGate (which may make the asker the scout) for each pod in turn.
-	check := func(r *Registry, pods ...string) []gate {
+	check := func(r *both, pods ...string) []gate {
 		var out []gate
 		for _, p := range pods {
 			retried, held := r.RetryGate(member(p, "g"))
@@ -37,18 +39,18 @@ func TestRetryGate(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// setup runs after a, b and c exist; it returns the pods to ask about, in order.
-		setup      func(r *Registry) []string
+		setup      func(r *both) []string
 		want       []gate
 		wantNotify int
 	}{
 		{
 			name:  "no hold: nobody is held",
-			setup: func(*Registry) []string { return []string{"a", "b", "c"} },
+			setup: func(*both) []string { return []string{"a", "b", "c"} },
 			want:  []gate{{"a", "", false}, {"b", "", false}, {"c", "", false}},
 		},
 		{
 			name: "held behind the scout",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.HoldForRetry(key, "b")
 				return []string{"a", "b", "c"}
 			},
@@ -56,7 +58,7 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "released: nobody is held",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.HoldForRetry(key, "b")
 				if !r.ReleaseRetry(key) || r.ReleaseRetry(key) {
 					t.Error("ReleaseRetry: want true once, then false")
@@ -67,7 +69,7 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "the scout was deleted: the first member to ask replaces it",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.HoldForRetry(key, "b")
 				r.DeletePod(member("b", "g"))
 				return []string{"c", "a", "c"}
@@ -77,7 +79,7 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "the scout was bound elsewhere: the hold ends",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.HoldForRetry(key, "b")
 				r.SetPod(member("b", "g"), bound("b"))
 				return []string{"a", "c"}
@@ -87,7 +89,7 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "the PodGroup's spec changed: the hold ends",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.HoldForRetry(key, "b")
 				r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 2}})
 				return []string{"a", "c"}
@@ -97,7 +99,7 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "a deleted non-scout notifies nobody",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.HoldForRetry(key, "b")
 				r.DeletePod(member("c", "g"))
 				return []string{"a"}
@@ -106,7 +108,7 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "blocked: held behind the blocker, without a hold",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "2 node(s) didn't match Pod's node affinity/selector"})
 				return []string{"a", "b", "c"}
 			},
@@ -114,7 +116,7 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "blocked and held: the blocker comes first",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.HoldForRetry(key, "b")
 				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "taint"})
 				return []string{"a", "b"}
@@ -123,7 +125,7 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "a member created after the hold began passes once: it has no condition yet",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.HoldForRetry(key, "b")
 				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "taint"})
 				r.SetPod(nil, member("d", "g"))
@@ -133,7 +135,7 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "after its first cycle it is held",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.HoldForRetry(key, "b")
 				r.SetPod(nil, member("d", "g"))
 				r.MarkAttempted(member("d", "g"))
@@ -143,10 +145,10 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "the blocker reserves: it fits after all, nobody is held behind it",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "taint"})
 				r.Reserve(member("c", "g"), "node-1")
-				if b := r.Info(key).Blocker; b != nil {
+				if b := r.Blocker(key); b != nil {
 					t.Errorf("blocker %s after it reserved", b.Name)
 				}
 				return []string{"a", "b"}
@@ -156,10 +158,10 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "a node change clears the blocker; its deletion then lets the members held for it try",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "taint"})
 				r.SetNode(nil, st.MakeNode().Name("node-9").Obj())
-				if b := r.Info(key).Blocker; b != nil {
+				if b := r.Blocker(key); b != nil {
 					t.Errorf("blocker %s after a node was added", b.Name)
 				}
 				r.DeletePod(member("c", "g"))
@@ -171,7 +173,7 @@ func TestRetryGate(t *testing.T) {
 		},
 		{
 			name: "a blocker that is not the scout is never held behind it",
-			setup: func(r *Registry) []string {
+			setup: func(r *both) []string {
 				r.HoldForRetry(key, "b")
 				r.SetBlocked(key, Blocker{UID: "c", Name: "c", Reason: "taint"})
 				return []string{"c"}
@@ -180,7 +182,7 @@ func TestRetryGate(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := New()
+			r := newBoth()
 			// minMember 3: the gang cannot do without any member, so one that fits no node
 			// blocks it.
 			r.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "g"}, Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 3}})
@@ -210,7 +212,7 @@ func TestRetryGate(t *testing.T) {
 // gang and that is then held never runs the attempt that ends the claim; holding it ends the
 // claim, so the next event can requeue the scout.
 func TestRetryGateClearsAHeldMembersRequeueClaim(t *testing.T) {
-	r := New()
+	r := newBoth()
 	key := Key{Namespace: "ns", Name: "g"}
 	for _, p := range []string{"a", "b"} {
 		r.SetPod(nil, member(p, "g"))
@@ -233,7 +235,7 @@ func TestRetryGateClearsAHeldMembersRequeueClaim(t *testing.T) {
 }
 
 func TestRetryMemberAndGateProfiles(t *testing.T) {
-	r := New()
+	r := newBoth()
 	key := Key{Namespace: "ns", Name: "g"}
 	if r.RetryMember(key) != nil {
 		t.Error("RetryMember of an unknown gang: want nil")
@@ -255,4 +257,15 @@ func TestRetryMemberAndGateProfiles(t *testing.T) {
 	if !r.RetryGateEnabled("hypernode-scheduler") || r.RetryGateEnabled("default-scheduler") {
 		t.Error("EnableRetryGate: want exactly hypernode-scheduler enabled")
 	}
+}
+
+// both is a gang state and its registry, for tests that drive the data and ask the state.
+type both struct {
+	*Tracker
+	*podgroup.Registry
+}
+
+func newBoth() *both {
+	t := New()
+	return &both{Tracker: t, Registry: t.Registry()}
 }

@@ -1,4 +1,4 @@
-package podgroup
+package gangstate
 
 import (
 	"maps"
@@ -69,27 +69,27 @@ type Unplaced struct {
 // nodeChangesAtStart is NodeChanges when the failed attempt started: wake reports that a node
 // changed since, so the caller activates the scout (in its cycle, it comes back for another
 // try): its snapshot may not have had the change.
-func (r *Registry) MarkUnplaced(key Key, scout types.UID, why string, now time.Time, room Room, nodeChangesAtStart uint64) (wake bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g := r.groups[key]
-	if g == nil {
+func (t *Tracker) MarkUnplaced(key Key, scout types.UID, why string, now time.Time, room Room, nodeChangesAtStart uint64) (wake bool) {
+	t.reg.Lock()
+	defer t.reg.Unlock()
+	s, _ := t.gangLocked(key)
+	if s == nil {
 		return false
 	}
-	g.retryHeld, g.scout = true, scout
-	g.unplaced = &Unplaced{Why: why, At: now, Room: room}
-	r.unplaced.Insert(key)
-	return r.nodeChanges != nodeChangesAtStart
+	s.retryHeld, s.scout = true, scout
+	s.unplaced = &Unplaced{Why: why, At: now, Room: room}
+	t.unplaced.Insert(key)
+	return t.nodeChanges != nodeChangesAtStart
 }
 
 // OnScoutWake registers f to be called (outside the registry's lock) with the scout of a gang
 // waiting for room when a node changed, so that it is tried again whichever order
-// kube-scheduler's queue and this registry saw the change in. Register before the informers
+// kube-scheduler's queue and the registry saw the change in. Register before the informers
 // start.
-func (r *Registry) OnScoutWake(f func(Key, *v1.Pod)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.scoutWakers = append(r.scoutWakers, f)
+func (t *Tracker) OnScoutWake(f func(Key, *v1.Pod)) {
+	t.reg.Lock()
+	defer t.reg.Unlock()
+	t.scoutWakers = append(t.scoutWakers, f)
 }
 
 // ScoutWakeInterval is the least time between two wake-ups of a gang's scout by node changes:
@@ -99,37 +99,40 @@ func (r *Registry) OnScoutWake(f func(Key, *v1.Pod)) {
 // through the back-off.
 const ScoutWakeInterval = 10 * time.Second
 
-// nodesChanged is told of a node added, or changed as NodeCapacityChanged counts: the scout
-// of each gang waiting for room is woken, at most once per ScoutWakeInterval. O(gangs waiting
-// for room); node changes are rare.
-func (r *Registry) nodesChanged() {
+// wakeScoutsLocked counts a node change and returns what wakes the scout of each gang waiting
+// for room, at most once per ScoutWakeInterval, once the lock is released. O(gangs waiting for
+// room); node changes are rare. The registry's lock must be held for writing.
+func (t *Tracker) wakeScoutsLocked() func() {
 	type wake struct {
 		key   Key
 		scout *v1.Pod
 	}
 	var woken []wake
-	r.mu.Lock()
-	r.nodeChanges++
-	now := r.now()
-	for key := range r.unplaced {
-		g := r.groups[key]
-		if g == nil || g.unplaced == nil {
-			r.unplaced.Delete(key)
+	t.nodeChanges++
+	now := t.now()
+	for key := range t.unplaced {
+		s, d := t.peekLocked(key)
+		if s == nil || s.unplaced == nil {
+			t.unplaced.Delete(key)
 			continue
 		}
-		if now.Sub(g.scoutWokenAt) < ScoutWakeInterval {
+		if now.Sub(s.scoutWokenAt) < ScoutWakeInterval {
 			continue
 		}
-		if scout := g.members[g.scout]; scout != nil && g.pendingLocked(g.scout) {
-			g.scoutWokenAt = now
+		if scout := d.MemberLocked(s.scout); scout != nil && d.PendingLocked(s.scout) {
+			s.scoutWokenAt = now
 			woken = append(woken, wake{key, scout})
 		}
 	}
-	wakers := r.scoutWakers
-	r.mu.Unlock()
-	for _, w := range woken {
-		for _, f := range wakers {
-			f(w.key, w.scout)
+	if len(woken) == 0 {
+		return nil
+	}
+	wakers := t.scoutWakers
+	return func() {
+		for _, w := range woken {
+			for _, f := range wakers {
+				f(w.key, w.scout)
+			}
 		}
 	}
 }
@@ -142,33 +145,33 @@ func (r *Registry) nodesChanged() {
 // gang) is not held behind it. Any other member, and the scout otherwise, gets the failure:
 // only the scout retries, so that a member of another shape in the queue does not restart
 // the round the scout cannot complete. forgot says this call ended the hold.
-func (r *Registry) RetryUnplaced(key Key, uid types.UID, now time.Time, room func(names []v1.ResourceName) Room) (failure *Unplaced, retry, forgot bool) {
-	r.mu.RLock()
-	g := r.groups[key]
-	if g == nil || g.unplaced == nil {
-		r.mu.RUnlock()
+func (t *Tracker) RetryUnplaced(key Key, uid types.UID, now time.Time, room func(names []v1.ResourceName) Room) (failure *Unplaced, retry, forgot bool) {
+	t.reg.RLock()
+	s, _ := t.peekLocked(key)
+	if s == nil || s.unplaced == nil {
+		t.reg.RUnlock()
 		return nil, true, false
 	}
-	u, scout := g.unplaced, g.scout
-	r.mu.RUnlock()
+	u, scout := s.unplaced, s.scout
+	t.reg.RUnlock()
 	if uid != scout {
 		return u, false, false
 	}
 	if now.Sub(u.At) < UnplacedMaxAge && !room(slices.Sorted(maps.Keys(u.Room.Free))).OffersMoreThan(u.Room) {
 		return u, false, false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if g := r.groups[key]; g != nil && g.unplaced == u {
-		return nil, true, g.releaseRetryLocked()
+	t.reg.Lock()
+	defer t.reg.Unlock()
+	if s, _ := t.peekLocked(key); s != nil && s.unplaced == u {
+		return nil, true, s.releaseRetryLocked()
 	}
 	return nil, true, false
 }
 
-// NodeChanges counts the node changes the registry saw (nodesChanged), so that one during a
+// NodeChanges counts the node changes the registry saw (NodesChanged), so that one during a
 // failed attempt wakes its scout (MarkUnplaced).
-func (r *Registry) NodeChanges() uint64 {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.nodeChanges
+func (t *Tracker) NodeChanges() uint64 {
+	t.reg.RLock()
+	defer t.reg.RUnlock()
+	return t.nodeChanges
 }

@@ -1,4 +1,4 @@
-package podgroup
+package gangstate
 
 import v1 "k8s.io/api/core/v1"
 
@@ -19,23 +19,23 @@ type PreemptionHolder struct {
 
 // AddPreemptionHolder registers a holder (one per profile that runs GangPreemption: the
 // registry is shared by the profiles). Register before the informers start.
-func (r *Registry) AddPreemptionHolder(h PreemptionHolder) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.preemptionHolders = append(r.preemptionHolders, h)
+func (t *Tracker) AddPreemptionHolder(h PreemptionHolder) {
+	t.reg.Lock()
+	defer t.reg.Unlock()
+	t.preemptionHolders = append(t.preemptionHolders, h)
 }
 
 // holders returns the registered holders. They take their own locks, so they are asked
 // outside the registry's: a caller may hold its own lock, never the registry's.
-func (r *Registry) holders() []PreemptionHolder {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.preemptionHolders
+func (t *Tracker) holders() []PreemptionHolder {
+	t.reg.RLock()
+	defer t.reg.RUnlock()
+	return t.preemptionHolders
 }
 
 // Preempting asks the registered holders whether a preemption for the gang is under way.
-func (r *Registry) Preempting(key Key) bool {
-	for _, h := range r.holders() {
+func (t *Tracker) Preempting(key Key) bool {
+	for _, h := range t.holders() {
 		if h.Running != nil && h.Running(key) {
 			return true
 		}
@@ -45,8 +45,8 @@ func (r *Registry) Preempting(key Key) bool {
 
 // NominationHeld asks the registered holders whether a running preemption holds the pod's
 // nomination, and on which node.
-func (r *Registry) NominationHeld(pod *v1.Pod) (node string, held bool) {
-	for _, h := range r.holders() {
+func (t *Tracker) NominationHeld(pod *v1.Pod) (node string, held bool) {
+	for _, h := range t.holders() {
 		if h.Nomination == nil {
 			continue
 		}
@@ -60,18 +60,18 @@ func (r *Registry) NominationHeld(pod *v1.Pod) (node string, held bool) {
 // OnPreemptionEnd registers f to be called (outside the registry's lock) when a preemption
 // for a gang ends: its victims are gone from the scheduler's cache, or it was given up.
 // Register before the informers start.
-func (r *Registry) OnPreemptionEnd(f func(Key)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.preemptionEnders = append(r.preemptionEnders, f)
+func (t *Tracker) OnPreemptionEnd(f func(Key)) {
+	t.reg.Lock()
+	defer t.reg.Unlock()
+	t.preemptionEnders = append(t.preemptionEnders, f)
 }
 
 // PreemptionEnded tells the listeners that the gang's preemption ended. The caller must hold
 // none of its locks that a listener's Preempting call could need.
-func (r *Registry) PreemptionEnded(key Key) {
-	r.mu.RLock()
-	enders := r.preemptionEnders
-	r.mu.RUnlock()
+func (t *Tracker) PreemptionEnded(key Key) {
+	t.reg.RLock()
+	enders := t.preemptionEnders
+	t.reg.RUnlock()
 	for _, f := range enders {
 		f(key)
 	}

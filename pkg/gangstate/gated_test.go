@@ -1,4 +1,4 @@
-package podgroup
+package gangstate
 
 import (
 	"testing"
@@ -6,6 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // TestGatedGroups: each group counts once, under the first reason PreEnqueue would give for
@@ -15,7 +17,8 @@ func TestGatedGroups(t *testing.T) {
 		return &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Annotations: annotations},
 			Spec: schedulingv1alpha1.PodGroupSpec{MinMember: minMember}}
 	}
-	r := New()
+	tr := New()
+	r := tr.Registry()
 	// No PodGroup: gated, even below minMember.
 	r.SetPod(nil, member("orphan-0", "orphan"))
 	// No PodGroup, but every member bound: nothing pending, nothing gated.
@@ -31,10 +34,10 @@ func TestGatedGroups(t *testing.T) {
 	r.SetPod(nil, member("ready-0", "ready"))
 	r.SetPod(nil, member("ready-1", "ready"))
 	// An unusable policy comes before the member count.
-	r.SetPodGroup(podGroup("bad-policy", 5, map[string]string{SubGroupPolicyAnnotation: `[{"name":"tp"}]`}))
+	r.SetPodGroup(podGroup("bad-policy", 5, map[string]string{podgroup.SubGroupPolicyAnnotation: `[{"name":"tp"}]`}))
 	r.SetPod(nil, member("bad-policy-0", "bad-policy"))
 	// A member without the policy's key, in a group that has its members.
-	r.SetPodGroup(podGroup("unlabelled", 1, map[string]string{SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":1,"matchLabelKeys":["partition"]}]`}))
+	r.SetPodGroup(podGroup("unlabelled", 1, map[string]string{podgroup.SubGroupPolicyAnnotation: `[{"name":"tp","subGroupSize":1,"matchLabelKeys":["partition"]}]`}))
 	r.SetPod(nil, member("unlabelled-0", "unlabelled"))
 	// Below minMember, but its only pending member is reserved: nothing pending.
 	r.SetPodGroup(podGroup("reserved", 2, nil))
@@ -42,13 +45,13 @@ func TestGatedGroups(t *testing.T) {
 	r.Reserve(member("reserved-0", "reserved"), "node-1")
 
 	want := map[string]int{GatedPodGroupMissing: 1, GatedWaitingForMembers: 1, GatedInvalidSubGroupPolicy: 1, GatedInvalidSubGroupMember: 1}
-	if diff := cmp.Diff(want, r.GatedGroups()); diff != "" {
+	if diff := cmp.Diff(want, tr.GatedGroups()); diff != "" {
 		t.Errorf("gated groups (-want +got):\n%s", diff)
 	}
 	r.SetPod(nil, member("few-2", "few"))
 	r.DeletePodGroup("ns", "bad-policy")
 	want = map[string]int{GatedPodGroupMissing: 2, GatedWaitingForMembers: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 1}
-	if diff := cmp.Diff(want, r.GatedGroups()); diff != "" {
+	if diff := cmp.Diff(want, tr.GatedGroups()); diff != "" {
 		t.Errorf("after few's third member and bad-policy's PodGroup deleted (-want +got):\n%s", diff)
 	}
 }
