@@ -32,6 +32,10 @@ type Tracker struct {
 	// holds, and preemptionEnders are told when one ends (preemption.go).
 	preemptionHolders []PreemptionHolder
 	preemptionEnders  []func(Key)
+	// deferring are the gangs whose plan leaves members out for lack of room (plan.go);
+	// failuresRecorded counts the failed plans recorded.
+	deferring        sets.Set[Key]
+	failuresRecorded uint64
 	// now is the tracker's clock (a fake one in tests).
 	now func() time.Time
 }
@@ -60,6 +64,13 @@ type Gang struct {
 	// scoutWokenAt is when a node change last woke its scout (NodesChanged).
 	unplaced     *Unplaced
 	scoutWokenAt time.Time
+	// plan is the gang's current topology plan and planFailure its last failed one
+	// (plan.go); refused says its constraint could not be served by the tree of generation
+	// refusedOn.
+	plan        *Plan
+	planFailure *PlanFailure
+	refused     bool
+	refusedOn   uint64
 }
 
 var _ podgroup.State = &Tracker{}
@@ -71,7 +82,7 @@ func New() *Tracker {
 
 // NewFor returns a tracker over reg, which from now on tells it of every change.
 func NewFor(reg *podgroup.Registry) *Tracker {
-	t := &Tracker{reg: reg, gangs: map[Key]*Gang{}, unplaced: sets.New[Key](), now: time.Now}
+	t := &Tracker{reg: reg, gangs: map[Key]*Gang{}, unplaced: sets.New[Key](), deferring: sets.New[Key](), now: time.Now}
 	reg.SetState(t)
 	return t
 }
@@ -106,8 +117,12 @@ func (t *Tracker) peekLocked(key Key) (*Gang, *podgroup.Group) {
 
 // Forget drops the state of a group the registry forgot.
 func (t *Tracker) Forget(key Key) {
+	if s := t.gangs[key]; s != nil {
+		s.forgetPlanFailureLocked()
+	}
 	delete(t.gangs, key)
 	t.unplaced.Delete(key)
+	t.deferring.Delete(key)
 }
 
 // PodGroupRevised: a new revision of the PodGroup (its spec or constraints) ends what was
@@ -217,4 +232,12 @@ func (t *Tracker) NodesChanged() podgroup.Outcome {
 		s.blocker, s.fitNowhere, s.fitNowhereShapes = nil, nil, nil
 	}
 	return podgroup.Outcome{After: t.wakeScoutsLocked()}
+}
+
+// Len returns how many gangs the tracker keeps state for, counted once more for each that is
+// deferring: every one of them has data in the registry.
+func (t *Tracker) Len() int {
+	t.reg.RLock()
+	defer t.reg.RUnlock()
+	return len(t.gangs) + t.deferring.Len()
 }

@@ -407,7 +407,6 @@ func (r *Registry) DeletePodGroup(namespace, name string) {
 		if r.state != nil {
 			out = r.state.PodGroupDeleted(key, g)
 		}
-		r.forgetIfEmptyLocked(key)
 	}
 	forgetters := r.forgetters
 	r.mu.Unlock()
@@ -415,6 +414,11 @@ func (r *Registry) DeletePodGroup(namespace, name string) {
 	for _, f := range forgetters {
 		f(key)
 	}
+	// Forgotten after the plugins were told: what they release (a plan's nominations) is
+	// read from the gang's state.
+	r.mu.Lock()
+	r.forgetIfEmptyLocked(key)
+	r.mu.Unlock()
 }
 
 // Len returns how many groups the registry knows (with a PodGroup or members).

@@ -262,8 +262,8 @@ func BenchmarkPlanWithCapacitySimulation(b *testing.B) {
 			b.Fatal(status)
 		}
 	}
-	plan := e.plugin.plans[key]
-	if plan == nil || plan.tier != 2 || len(plan.podLeaf) != benchGang {
+	plan := e.plugin.planOf(key)
+	if plan == nil || plan.Tier != 2 || len(plan.PodLeaf) != benchGang {
 		b.Fatalf("unexpected plan %+v", plan)
 	}
 }
@@ -281,8 +281,8 @@ func BenchmarkPlanLeafGang(b *testing.B) {
 			b.Fatal(status)
 		}
 	}
-	plan := e.plugin.plans[key]
-	if plan == nil || plan.tier != 1 || len(plan.podLeaf) != benchLeafGang {
+	plan := e.plugin.planOf(key)
+	if plan == nil || plan.Tier != 1 || len(plan.PodLeaf) != benchLeafGang {
 		b.Fatalf("unexpected plan %+v", plan)
 	}
 	// BinPack picks the fullest leaf after placement: the last leaf has 16 nodes (10,000 is
@@ -306,13 +306,13 @@ func BenchmarkPlanSubGroups(b *testing.B) {
 			b.Fatal(status)
 		}
 	}
-	plan := e.plugin.plans[key]
-	if plan == nil || plan.tier != 2 || len(plan.podLeaf) != benchGang {
+	plan := e.plugin.planOf(key)
+	if plan == nil || plan.Tier != 2 || len(plan.PodLeaf) != benchGang {
 		b.Fatalf("unexpected plan %+v", plan)
 	}
 	// Each stage in one leaf.
 	for i := 0; i < benchGang; i += 8 {
-		if first, last := plan.podLeaf[e.stages[i].Name], plan.podLeaf[e.stages[i+7].Name]; first != last {
+		if first, last := plan.PodLeaf[e.stages[i].Name], plan.PodLeaf[e.stages[i+7].Name]; first != last {
 			b.Fatalf("stage %d spans %s and %s", i/8, first, last)
 		}
 	}
@@ -341,12 +341,12 @@ func BenchmarkPlanMixedShapes(b *testing.B) {
 					b.Fatal(status)
 				}
 			}
-			plan := e.plugin.plans[key]
-			if plan == nil || plan.tier != g.tier || len(plan.podNode) != g.size {
+			plan := e.plugin.planOf(key)
+			if plan == nil || plan.Tier != g.tier || len(plan.PodNode) != g.size {
 				b.Fatalf("unexpected plan %+v", plan)
 			}
 			// The launcher shares the first worker's node.
-			if launcher, worker := plan.podNode[e.mixed[g.name][0].Name], plan.podNode[e.mixed[g.name][1].Name]; launcher != worker {
+			if launcher, worker := plan.PodNode[e.mixed[g.name][0].Name], plan.PodNode[e.mixed[g.name][1].Name]; launcher != worker {
 				b.Fatalf("launcher on %s, first worker on %s", launcher, worker)
 			}
 			e.plugin.invalidate(klog.Background(), key)

@@ -39,7 +39,7 @@ func TestDefaultTopology(t *testing.T) {
 	if !status.IsSuccess() || res.AllNodes() || len(res.NodeNames) != 1 {
 		t.Fatalf("with the default: PreFilter = %v, %v; want the member's planned node", res, status)
 	}
-	if plan := e.plugin.plans[podgroup.Key{Namespace: "ns", Name: "pair"}]; plan == nil || plan.tier != 1 {
+	if plan := e.plugin.planOf(podgroup.Key{Namespace: "ns", Name: "pair"}); plan == nil || plan.Tier != 1 {
 		t.Errorf("the pair's plan: %+v, want one in a leaf (tier 1)", plan)
 	}
 	// s0 holds the pair's plan.

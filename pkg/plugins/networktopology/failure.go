@@ -20,30 +20,13 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// planFailure is a gang's last failed plan. The gang's members reuse it instead of planning
-// again until something that can change the answer happens: the tree or the PodGroup changed
+// A gang's last failed plan (gangstate.PlanFailure) answers its members instead of a new
+// plan until something that can change the answer happens: the tree or the PodGroup changed
 // (PreFilter compares their generations), or a node was added or changed, or capacity was
-// freed in a HyperNode that could host the gang, or promised slots were released (these
-// mark it stale), or it is failureMaxAge old. Even then a new plan waits out a back-off that
+// freed in a HyperNode that could host the gang, or promised slots were released (these mark
+// it stale), or it is failureMaxAge old. Even then a new plan waits out a back-off that
 // doubles with each failure in a row, so a gang that keeps failing under churn costs one plan
 // per back-off period.
-type planFailure struct {
-	status   *fwk.Status
-	tree     uint64
-	revision int
-	stale    bool
-	made     time.Time
-	// failures counts the failed plans in a row; no new plan is made before retryAt.
-	failures int
-	retryAt  time.Time
-	// possible are the HyperNodes (the virtual root for the whole cluster) that could host
-	// the gang if they were empty: capacity freed anywhere else cannot help it.
-	possible sets.Set[string]
-	// wake activates a member when the back-off ends, armed when a change arrives during it.
-	wake *time.Timer
-	// treeWoken says a change of the tree has retried the gang since this failure.
-	treeWoken bool
-}
 
 const (
 	failureBackoffBase = time.Second
@@ -68,23 +51,23 @@ func backoff(failures int) time.Duration {
 // while its back-off runs (then the retried member is activated when it ends); nil means plan
 // again.
 func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot) *fwk.Status {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f := p.failures[key]
+	p.gangs.Lock()
+	defer p.gangs.Unlock()
+	f := p.gangs.PlanFailureLocked(key)
 	if f == nil {
 		return nil
 	}
-	if f.tree != tree.Generation() || f.revision != info.Revision {
+	if f.Tree != tree.Generation() || f.Revision != info.Revision {
 		// The tree or the PodGroup changed (an admin's fix): plan now.
 		return nil
 	}
-	if age := time.Since(f.made); age >= failureMaxAge {
+	if age := time.Since(f.Made); age >= failureMaxAge {
 		logger.V(3).Info("Gang's remembered plan failure is old: planning again", "podGroup", key, "age", age)
 		return nil
 	}
-	if !f.stale || p.inBackoffLocked(logger, key, f) {
+	if !f.Stale || p.inBackoffLocked(logger, key, f) {
 		metrics.PlanReusesTotal.WithLabelValues(metrics.ResultNoDomain).Inc()
-		return f.status
+		return f.Status
 	}
 	return nil
 }
@@ -92,14 +75,14 @@ func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key
 // inBackoffLocked reports whether the failure's back-off still runs; if it does and the
 // failure went stale, the gang's retried member is activated when it ends (once): the member
 // the gang is retried through then (podgroup/retry.go), not the one that saw the change,
-// which may be held by then. p.mu must be held.
-func (p *NetworkTopologyAware) inBackoffLocked(logger klog.Logger, key podgroup.Key, f *planFailure) bool {
-	wait := time.Until(f.retryAt)
+// which may be held by then. The gangs' lock must be held.
+func (p *NetworkTopologyAware) inBackoffLocked(logger klog.Logger, key podgroup.Key, f *gangstate.PlanFailure) bool {
+	wait := time.Until(f.RetryAt)
 	if wait <= 0 {
 		return false
 	}
-	if f.stale && f.wake == nil {
-		f.wake = time.AfterFunc(wait, func() { p.activateRetried(logger, []podgroup.Key{key}) })
+	if f.Stale && f.Wake == nil {
+		f.Wake = time.AfterFunc(wait, func() { p.activateRetried(logger, []podgroup.Key{key}) })
 	}
 	return true
 }
@@ -107,27 +90,24 @@ func (p *NetworkTopologyAware) inBackoffLocked(logger klog.Logger, key podgroup.
 // waitsForBackoff reports whether the gang's failure is in its back-off: an event that can
 // help it then does not requeue it, the end of the back-off does (see inBackoffLocked).
 func (p *NetworkTopologyAware) waitsForBackoff(logger klog.Logger, key podgroup.Key) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f := p.failures[key]
+	p.gangs.Lock()
+	defer p.gangs.Unlock()
+	f := p.gangs.PlanFailureLocked(key)
 	return f != nil && p.inBackoffLocked(logger, key, f)
 }
 
 // recordFailure remembers a failed plan of the gang, made for pod: from now on the gang is
 // retried through pod alone, its other members are held (podgroup/retry.go).
 func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, pod *v1.Pod, status *fwk.Status, tree *hypernode.Snapshot, info podgroup.Info, possible sets.Set[string]) {
-	p.mu.Lock()
+	p.gangs.Lock()
 	failures := 1
-	if old := p.failures[key]; old != nil {
-		failures = old.failures + 1
-		old.stopWake()
+	if old := p.gangs.PlanFailureLocked(key); old != nil {
+		failures = old.Failures + 1
 	}
 	now := time.Now()
-	p.failures[key] = &planFailure{status: status, tree: tree.Generation(), revision: info.Revision, made: now,
-		failures: failures, retryAt: now.Add(backoff(failures)), possible: possible}
-	p.failuresRecorded++
-	p.mu.Unlock()
-	p.gangs.HoldForRetry(key, pod.UID)
+	p.gangs.RecordPlanFailureLocked(key, pod, &gangstate.PlanFailure{Status: status, Tree: tree.Generation(), Revision: info.Revision, Made: now,
+		Failures: failures, RetryAt: now.Add(backoff(failures)), Possible: possible})
+	p.gangs.Unlock()
 	if p.cache.Snapshot().Generation() != tree.Generation() {
 		// The tree changed while the plan was made, and its listener (treeChanged) ran before
 		// this failure existed: nothing else would retry the gang on the new tree.
@@ -142,28 +122,28 @@ func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, pod *v1.Pod, stat
 // then reuses the old answer; nothing else would wake it.
 func (p *NetworkTopologyAware) treeChanged(logger klog.Logger, tree *hypernode.Snapshot) {
 	var keys []podgroup.Key
-	p.mu.Lock()
-	for key, f := range p.failures {
-		if f.tree != tree.Generation() && !f.treeWoken {
-			f.treeWoken = true
+	p.gangs.Lock()
+	p.gangs.EachPlanFailureLocked(func(key podgroup.Key, f *gangstate.PlanFailure) {
+		if f.Tree != tree.Generation() && !f.TreeWoken {
+			f.TreeWoken = true
 			keys = append(keys, key)
 		}
-	}
-	for key, generation := range p.refused {
+	})
+	p.gangs.EachRefusedLocked(func(key podgroup.Key, generation uint64) {
 		if generation != tree.Generation() {
-			delete(p.refused, key)
+			p.gangs.ForgetRefusalLocked(key)
 			keys = append(keys, key)
 		}
-	}
-	for key := range p.deferring {
+	})
+	for key := range p.gangs.DeferringLocked() {
 		// Kept among the deferring gangs: a release of promised slots must still wake it if
 		// this retry does not plan.
-		if plan := p.plans[key]; plan != nil && plan.waitsForRoom && plan.generation != tree.Generation() && !plan.treeWoken {
-			plan.treeWoken = true
+		if plan := p.gangs.PlanLocked(key); plan != nil && plan.WaitsForRoom && plan.Generation != tree.Generation() && !plan.TreeWoken {
+			plan.TreeWoken = true
 			keys = append(keys, key)
 		}
 	}
-	p.mu.Unlock()
+	p.gangs.Unlock()
 	if n := p.activateRetried(logger, keys); n > 0 {
 		logger.V(4).Info("HyperNode tree changed: gangs answered on the old tree retried", "gangs", n)
 	}
@@ -180,13 +160,13 @@ func (p *NetworkTopologyAware) refuseConstraint(logger klog.Logger, key podgroup
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	// Remembered before the tree is checked again: a change in between finds it (treeChanged).
-	p.mu.Lock()
-	p.refused[key] = tree.Generation()
-	p.mu.Unlock()
+	p.gangs.Lock()
+	p.gangs.RefuseLocked(key, tree.Generation())
+	p.gangs.Unlock()
 	if p.cache.Snapshot().Generation() != tree.Generation() {
-		p.mu.Lock()
-		delete(p.refused, key)
-		p.mu.Unlock()
+		p.gangs.Lock()
+		p.gangs.ForgetRefusalLocked(key)
+		p.gangs.Unlock()
 		gangstate.Activate(logger, p.handle, pod)
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
@@ -211,20 +191,6 @@ func (p *NetworkTopologyAware) releaseHeld(logger klog.Logger, key podgroup.Key)
 	return false
 }
 
-// forgetFailure drops the gang's failure (it planned, or it is gone). p.mu must be held.
-func (p *NetworkTopologyAware) forgetFailureLocked(key podgroup.Key) {
-	if f := p.failures[key]; f != nil {
-		f.stopWake()
-		delete(p.failures, key)
-	}
-}
-
-func (f *planFailure) stopWake() {
-	if f.wake != nil {
-		f.wake.Stop()
-	}
-}
-
 // freedMark is the last departure (a pod from a node) that marked the failures stale, with
 // the count of failures recorded then. (A reservation kube-scheduler rejects is reported as
 // a departure too: the same pod may leave another node later.)
@@ -243,28 +209,28 @@ func (p *NetworkTopologyAware) freedOn(node string, key podgroup.Key, pod types.
 	epoch := p.roomEpoch.Add(1)
 	tree := p.cache.Snapshot()
 	chain := chainIn(tree, node)
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.gangs.Lock()
+	defer p.gangs.Unlock()
 	p.roomFreedLocked(chain, epoch)
 	// The tree too: a call that read the chain on an older tree must not stand for this one.
-	if mark := (freedMark{pod: pod, node: node, tree: tree.Generation(), recorded: p.failuresRecorded}); p.lastFreed != mark {
+	if mark := (freedMark{pod: pod, node: node, tree: tree.Generation(), recorded: p.gangs.FailuresRecordedLocked()}); p.lastFreed != mark {
 		p.lastFreed = mark
-		for _, f := range p.failures {
-			if f.possible.HasAny(chain...) {
-				f.stale = true
+		p.gangs.EachPlanFailureLocked(func(_ podgroup.Key, f *gangstate.PlanFailure) {
+			if f.Possible.HasAny(chain...) {
+				f.Stale = true
 			}
-		}
+		})
 	}
-	f := p.failures[key]
-	return f == nil || f.possible.HasAny(chain...)
+	f := p.gangs.PlanFailureLocked(key)
+	return f == nil || f.Possible.HasAny(chain...)
 }
 
 // leftOutFreedOn makes stale the plans that place nobody whose room area holds node.
 func (p *NetworkTopologyAware) leftOutFreedOn(node string) {
 	epoch := p.roomEpoch.Add(1)
 	chain := p.chainOf(node)
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.gangs.Lock()
+	defer p.gangs.Unlock()
 	p.roomFreedLocked(chain, epoch)
 }
 
@@ -285,16 +251,15 @@ func chainIn(tree *hypernode.Snapshot, node string) []string {
 // markStale marks every failure stale: a node was added or changed in a way that can help.
 func (p *NetworkTopologyAware) markAllStale() {
 	epoch := p.roomEpoch.Add(1)
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.gangs.Lock()
+	defer p.gangs.Unlock()
 	p.roomFreedLocked(nil, epoch)
-	if p.allStaleAt == p.failuresRecorded {
-		return // every failure is stale already (see failuresRecorded)
+	recorded := p.gangs.FailuresRecordedLocked()
+	if p.allStaleAt == recorded {
+		return // every failure is stale already (see FailuresRecordedLocked)
 	}
-	p.allStaleAt = p.failuresRecorded
-	for _, f := range p.failures {
-		f.stale = true
-	}
+	p.allStaleAt = recorded
+	p.gangs.EachPlanFailureLocked(func(_ podgroup.Key, f *gangstate.PlanFailure) { f.Stale = true })
 }
 
 // possibleDomains returns the HyperNodes up to maxTier (and the virtual root when the gang

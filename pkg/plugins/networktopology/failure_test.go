@@ -17,6 +17,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	hnmetrics "github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -58,45 +59,45 @@ func TestFailedPlanIsReused(t *testing.T) {
 
 	// Room freed in a leaf that could never hold three members: not a reason to plan.
 	e.plugin.freedOn("node-0", podgroup.Key{Namespace: "ns", Name: "other"}, "gone-0")
-	e.plugin.mu.Lock()
-	if e.plugin.failures[key].stale {
+	e.plugin.gangs.Lock()
+	if e.plugin.gangs.PlanFailureLocked(key).Stale {
 		t.Error("freed capacity in s0 made the failure stale, though no leaf can hold the gang")
 	}
-	e.plugin.mu.Unlock()
+	e.plugin.gangs.Unlock()
 	e.plugin.promisesReleased(klog.Background(), []string{"s0"})
-	e.plugin.mu.Lock()
-	if e.plugin.failures[key].stale {
+	e.plugin.gangs.Lock()
+	if e.plugin.gangs.PlanFailureLocked(key).Stale {
 		t.Error("promises released in s0 made the failure stale, though no leaf can hold the gang")
 	}
-	e.plugin.mu.Unlock()
+	e.plugin.gangs.Unlock()
 	preFilter(0)
 	counts(1, 3)
 
 	// A node added can help, but the back-off is still running: the failure is reused and
 	// the member is woken when the back-off ends. (The back-off is set long here: a test
 	// goroutine slower than the real 1 s back-off would plan again.)
-	e.plugin.mu.Lock()
-	e.plugin.failures[key].retryAt = time.Now().Add(time.Hour)
-	e.plugin.mu.Unlock()
+	e.plugin.gangs.Lock()
+	e.plugin.gangs.PlanFailureLocked(key).RetryAt = time.Now().Add(time.Hour)
+	e.plugin.gangs.Unlock()
 	e.plugin.markAllStale()
 	preFilter(1)
 	counts(1, 4)
-	e.plugin.mu.Lock()
-	f := e.plugin.failures[key]
-	if f.wake == nil {
+	e.plugin.gangs.Lock()
+	f := e.plugin.gangs.PlanFailureLocked(key)
+	if f.Wake == nil {
 		t.Error("no wake-up armed for the end of the back-off")
 	}
-	f.retryAt = time.Now().Add(-time.Millisecond) // the back-off is over
-	e.plugin.mu.Unlock()
+	f.RetryAt = time.Now().Add(-time.Millisecond) // the back-off is over
+	e.plugin.gangs.Unlock()
 	preFilter(1)
 	counts(2, 4)
-	e.plugin.mu.Lock()
-	if f := e.plugin.failures[key]; f.failures != 2 || time.Until(f.retryAt) <= time.Second {
-		t.Errorf("after two failures in a row: %d failures, retry in %v; want 2 and a 2s back-off", f.failures, time.Until(f.retryAt))
+	e.plugin.gangs.Lock()
+	if f := e.plugin.gangs.PlanFailureLocked(key); f.Failures != 2 || time.Until(f.RetryAt) <= time.Second {
+		t.Errorf("after two failures in a row: %d failures, retry in %v; want 2 and a 2s back-off", f.Failures, time.Until(f.RetryAt))
 	}
-	f = e.plugin.failures[key]
-	f.retryAt = time.Now().Add(-time.Millisecond)
-	e.plugin.mu.Unlock()
+	f = e.plugin.gangs.PlanFailureLocked(key)
+	f.RetryAt = time.Now().Add(-time.Millisecond)
+	e.plugin.gangs.Unlock()
 
 	// Nothing changed since: reused even after the back-off.
 	preFilter(2)
@@ -178,14 +179,14 @@ func TestFreedOnOncePerDeparture(t *testing.T) {
 			e.cache.Snapshot(), podgroup.Info{}, sets.New(possible...))
 	}
 	stale := func(name string) bool {
-		e.plugin.mu.Lock()
-		defer e.plugin.mu.Unlock()
-		return e.plugin.failures[key(name)].stale
+		e.plugin.gangs.Lock()
+		defer e.plugin.gangs.Unlock()
+		return e.plugin.gangs.PlanFailureLocked(key(name)).Stale
 	}
 	unmark := func(name string) {
-		e.plugin.mu.Lock()
-		defer e.plugin.mu.Unlock()
-		e.plugin.failures[key(name)].stale = false
+		e.plugin.gangs.Lock()
+		defer e.plugin.gangs.Unlock()
+		e.plugin.gangs.PlanFailureLocked(key(name)).Stale = false
 	}
 	record("a", "s0")
 	record("b", "s1")
@@ -236,7 +237,9 @@ func BenchmarkFreedOnPerDeparture(b *testing.B) {
 	keys := make([]podgroup.Key, gangs)
 	for i := range keys {
 		keys[i] = podgroup.Key{Namespace: "ns", Name: fmt.Sprintf("g%d", i)}
-		e.plugin.failures[keys[i]] = &planFailure{possible: sets.New(fmt.Sprintf("s%d", i%4))}
+		scout := e.pod(keys[i].Name, 0)
+		e.registry.SetPod(nil, scout)
+		e.plugin.setFailure(keys[i], scout, &gangstate.PlanFailure{Possible: sets.New(fmt.Sprintf("s%d", i%4))})
 	}
 	b.ResetTimer()
 	for n := range b.N {
@@ -264,9 +267,9 @@ func TestElasticFailureWaitsForItsMinimum(t *testing.T) {
 	if _, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("elastic", 0)); status.IsSuccess() {
 		t.Fatal("PreFilter(elastic-0) succeeded on a full cluster")
 	}
-	e.plugin.mu.Lock()
-	possible := sets.List(e.plugin.failures[key].possible)
-	e.plugin.mu.Unlock()
+	e.plugin.gangs.Lock()
+	possible := sets.List(e.plugin.gangs.PlanFailureLocked(key).Possible)
+	e.plugin.gangs.Unlock()
 	if diff := cmp.Diff([]string{"s0", "s1", "s2", "s3"}, possible); diff != "" {
 		t.Errorf("domains that can help the gang (-want,+got):\n%s", diff)
 	}
@@ -275,10 +278,10 @@ func TestElasticFailureWaitsForItsMinimum(t *testing.T) {
 	}
 
 	// An old failure is planned again, though nothing the plugin hears of changed.
-	e.plugin.mu.Lock()
-	f := e.plugin.failures[key]
-	f.stale, f.retryAt, f.made = false, time.Now().Add(-time.Millisecond), time.Now().Add(-failureMaxAge)
-	e.plugin.mu.Unlock()
+	e.plugin.gangs.Lock()
+	f := e.plugin.gangs.PlanFailureLocked(key)
+	f.Stale, f.RetryAt, f.Made = false, time.Now().Add(-time.Millisecond), time.Now().Add(-failureMaxAge)
+	e.plugin.gangs.Unlock()
 	if status := e.plugin.reuseFailure(klog.Background(), key, e.registry.Info(key), e.cache.Snapshot()); status != nil {
 		t.Errorf("a failure %s old answered again: %v", failureMaxAge, status)
 	}
@@ -354,7 +357,7 @@ func TestPlanThatPlacesNobodyRetriedWhenTheTreeChanges(t *testing.T) {
 	e.registry.SetPod(nil, pod(2))
 	e.registry.SetPod(nil, pod(3))
 	e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), pod(2))
-	if plan := e.plan("e"); plan == nil || !plan.waitsForRoom {
+	if plan := e.plan("e"); plan == nil || !plan.WaitsForRoom {
 		t.Fatalf("plan %+v, want one that places nobody", plan)
 	}
 	e.activated.take()
@@ -368,9 +371,9 @@ func TestPlanThatPlacesNobodyRetriedWhenTheTreeChanges(t *testing.T) {
 	if diff := cmp.Diff([][]string{{"e-2"}}, e.activated.take()); diff != "" {
 		t.Errorf("activations after the tree changed (-want,+got):\n%s", diff)
 	}
-	e.plugin.mu.Lock()
-	deferring := e.plugin.deferring.Has(podgroup.Key{Namespace: "ns", Name: "e"})
-	e.plugin.mu.Unlock()
+	e.plugin.gangs.Lock()
+	deferring := e.plugin.gangs.DeferringLocked().Has(podgroup.Key{Namespace: "ns", Name: "e"})
+	e.plugin.gangs.Unlock()
 	if !deferring {
 		t.Error("the tree's retry took the gang off the deferring gangs: a release of promised slots would not wake it if the retry does not plan")
 	}
@@ -387,7 +390,7 @@ func TestPlanThatPlacesNobodyRetriedWhenTheTreeChanges(t *testing.T) {
 	if _, status := e.plugin.makePlan(e.ctx, framework.NewCycleState(), pod(3), key, e.registry.Info(key), older, nodes); !status.IsSuccess() {
 		t.Fatalf("makePlan(e-3) = %v", status)
 	}
-	if plan := e.plan("e"); plan == nil || !plan.waitsForRoom || plan.generation != older.Generation() {
+	if plan := e.plan("e"); plan == nil || !plan.WaitsForRoom || plan.Generation != older.Generation() {
 		t.Fatalf("plan %+v, want one that places nobody, on the older tree", plan)
 	}
 	if diff := cmp.Diff([][]string{{"e-3"}}, e.activated.take()); diff != "" {

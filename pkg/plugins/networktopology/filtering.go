@@ -53,7 +53,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	plan := p.currentPlan(key, tree, pod.Name, info.Revision)
 	if plan != nil {
 		result := metrics.ResultPlaced
-		if plan.deferred.Has(pod.Name) {
+		if plan.Deferred.Has(pod.Name) {
 			result = metrics.ResultNoRoom
 		}
 		metrics.PlanReusesTotal.WithLabelValues(result).Inc()
@@ -69,26 +69,26 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 			return nil, status
 		}
 	}
-	if plan.deferred.Has(pod.Name) {
+	if plan.Deferred.Has(pod.Name) {
 		gangstate.MarkDeferred(state)
 		if sub, ok := podgroup.SubGroupOf(info.SubGroupPolicies, pod); ok {
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
-				"gang %s: sub-group %s does not fit next to the job's other sub-groups in %s now", key, sub.ID, plan.domain))
+				"gang %s: sub-group %s does not fit next to the job's other sub-groups in %s now", key, sub.ID, plan.Domain))
 		}
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
-			"gang %s: a member beyond minMember %d; no room for it next to the others in %s now, it waits for room", key, info.MinMember(), plan.domain))
+			"gang %s: a member beyond minMember %d; no room for it next to the others in %s now, it waits for room", key, info.MinMember(), plan.Domain))
 	}
 	if p.relocations.Load() > 0 {
 		// A relocated member comes back: nominated on its new node until it reserves.
 		p.renominate(klog.FromContext(ctx), pod, true)
 	}
-	leaf := plan.podLeaf[pod.Name]
-	nodeSet := plan.leafNodes[leaf]
-	node := plan.podNode[pod.Name]
+	leaf := plan.PodLeaf[pod.Name]
+	nodeSet := plan.LeafNodes[leaf]
+	node := plan.PodNode[pod.Name]
 	if node != "" {
 		nodeSet = sets.New(node)
 	}
-	klog.FromContext(ctx).V(4).Info("Gang member narrowed to its planned node", "pod", klog.KObj(pod), "podGroup", key, "domain", plan.domain, "tier", plan.tier, "leaf", leaf, "node", node)
+	klog.FromContext(ctx).V(4).Info("Gang member narrowed to its planned node", "pod", klog.KObj(pod), "podGroup", key, "domain", plan.Domain, "tier", plan.Tier, "leaf", leaf, "node", node)
 	state.Write(preFilterStateKey, &preFilterState{leaf: leaf, node: node, nodes: nodeSet})
 	return &fwk.PreFilterResult{NodeNames: nodeSet}, nil
 }

@@ -42,7 +42,7 @@ func newTestPlugin(t *testing.T) (*NetworkTopologyAware, *podgroup.Registry) {
 	for _, hn := range seedHyperNodes() {
 		cache.SetHyperNode(hn)
 	}
-	p := &NetworkTopologyAware{registry: registry, gangs: gangs, cache: cache, failures: map[podgroup.Key]*planFailure{},
+	p := &NetworkTopologyAware{registry: registry, gangs: gangs, cache: cache,
 		args:      config.NetworkTopologyAwareArgs{NormalPod: config.NormalPodArgs{Enable: true, Fading: 0.8}},
 		resources: []v1.ResourceName{v1.ResourceCPU}, weights: []float64{1},
 		usageSums: newUsageCache([]v1.ResourceName{v1.ResourceCPU}, 0.8)}
@@ -101,11 +101,11 @@ func withAnnotation(annotation string) func(*NetworkTopologyAware, *podgroup.Reg
 }
 
 // withPlan gives the gang "hard" a plan, made just now on the current tree and PodGroup.
-func withPlan(plan *gangPlan) func(*NetworkTopologyAware, *podgroup.Registry) {
+func withPlan(plan *gangstate.Plan) func(*NetworkTopologyAware, *podgroup.Registry) {
 	return func(p *NetworkTopologyAware, registry *podgroup.Registry) {
 		key := podgroup.Key{Namespace: "ns", Name: "hard"}
-		plan.made, plan.generation, plan.revision = time.Now(), p.cache.Snapshot().Generation(), registry.Info(key).Revision
-		p.plans = map[podgroup.Key]*gangPlan{key: plan}
+		plan.Made, plan.Generation, plan.Revision = time.Now(), p.cache.Snapshot().Generation(), registry.Info(key).Revision
+		p.setPlan(key, plan)
 	}
 }
 
@@ -176,30 +176,30 @@ func TestHints(t *testing.T) {
 		{name: "node added, the constraint annotation is invalid", setup: withAnnotation(`{"highestTierAllowed":`),
 			hint: nodeChange,
 			new:  st.MakeNode().Name("node-9").Obj(), want: fwk.QueueSkip},
-		{name: "pod deleted, the member is left out while planned members are pending", setup: withPlan(&gangPlan{
-			deferred: sets.New("hard-0"), promised: map[string]int{"rack-0": 1}}),
+		{name: "pod deleted, the member is left out while planned members are pending", setup: withPlan(&gangstate.Plan{
+			Deferred: sets.New("hard-0"), Promised: map[string]int{"rack-0": 1}}),
 			hint: podDeleted,
 			old:  onNode(other, "node-1"), want: fwk.QueueSkip},
-		{name: "pod deleted outside the room area of a plan that places nobody", setup: withPlan(&gangPlan{
-			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
+		{name: "pod deleted outside the room area of a plan that places nobody", setup: withPlan(&gangstate.Plan{
+			Deferred: sets.New("hard-0"), WaitsForRoom: true, RoomArea: "rack-0"}),
 			hint: podDeleted,
 			old:  onNode(other, "node-5"), want: fwk.QueueSkip},
-		{name: "node added, the member is left out while planned members are pending", setup: withPlan(&gangPlan{
-			deferred: sets.New("hard-0"), promised: map[string]int{"rack-0": 1}}),
+		{name: "node added, the member is left out while planned members are pending", setup: withPlan(&gangstate.Plan{
+			Deferred: sets.New("hard-0"), Promised: map[string]int{"rack-0": 1}}),
 			hint: nodeChange,
 			new:  st.MakeNode().Name("node-9").Obj(), want: fwk.QueueSkip},
-		{name: "node added, the plan places nobody", setup: withPlan(&gangPlan{
-			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
+		{name: "node added, the plan places nobody", setup: withPlan(&gangstate.Plan{
+			Deferred: sets.New("hard-0"), WaitsForRoom: true, RoomArea: "rack-0"}),
 			hint: nodeChange,
 			new:  st.MakeNode().Name("node-9").Obj(), want: fwk.Queue},
 		{name: "pod deleted outside the room area of a plan that places nobody, older than leftOutReuse", setup: func(p *NetworkTopologyAware, r *podgroup.Registry) {
-			withPlan(&gangPlan{deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"})(p, r)
-			p.plans[podgroup.Key{Namespace: "ns", Name: "hard"}].made = time.Now().Add(-leftOutReuse)
+			withPlan(&gangstate.Plan{Deferred: sets.New("hard-0"), WaitsForRoom: true, RoomArea: "rack-0"})(p, r)
+			p.planOf(podgroup.Key{Namespace: "ns", Name: "hard"}).Made = time.Now().Add(-leftOutReuse)
 		},
 			hint: podDeleted,
 			old:  onNode(other, "node-5"), want: fwk.Queue},
-		{name: "pod deleted inside the room area of a plan that places nobody", setup: withPlan(&gangPlan{
-			deferred: sets.New("hard-0"), waitsForRoom: true, roomArea: "rack-0"}),
+		{name: "pod deleted inside the room area of a plan that places nobody", setup: withPlan(&gangstate.Plan{
+			Deferred: sets.New("hard-0"), WaitsForRoom: true, RoomArea: "rack-0"}),
 			hint: podDeleted,
 			old:  onNode(other, "node-1"), want: fwk.Queue},
 		{name: "a rejected reservation of the gang itself",
@@ -226,9 +226,9 @@ func TestHints(t *testing.T) {
 				tc.setup(p, registry)
 			}
 			if tc.possible != nil {
-				p.failures[key] = &planFailure{possible: sets.New(tc.possible...)}
+				p.setFailure(key, member("hard", 0), &gangstate.PlanFailure{Possible: sets.New(tc.possible...)})
 				if tc.backoff {
-					p.failures[key].retryAt = time.Now().Add(time.Hour)
+					p.failureOf(key).RetryAt = time.Now().Add(time.Hour)
 				}
 			}
 			hint := tc.hint(p)

@@ -7,23 +7,26 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // dropExpiredPlans drops the plans unused for planTTL and the plans of gangs whose PodGroup
 // is gone, withdrawing their nominations; if they still promised slots, the gangs waiting for
 // room are retried.
 func (p *NetworkTopologyAware) dropExpiredPlans(logger klog.Logger) {
-	p.mu.Lock()
+	p.gangs.Lock()
 	var released []string
 	var withdrawn []*v1.Pod
-	for k, plan := range p.plans {
-		if time.Since(plan.lastUsed) > planTTL || p.registry.Info(k).PodGroup == nil {
-			released = append(released, plan.promisedLeaves()...)
+	p.gangs.EachPlanLocked(func(k podgroup.Key, plan *gangstate.Plan) {
+		if time.Since(plan.LastUsed) > planTTL || !p.gangs.HasPodGroupLocked(k) {
+			released = append(released, plan.PromisedLeaves()...)
 			withdrawn = append(withdrawn, p.withdrawLocked(plan)...)
-			delete(p.plans, k)
+			p.gangs.DropPlanLocked(k)
 		}
-	}
-	p.mu.Unlock()
+	})
+	p.gangs.Unlock()
 	p.withdraw(withdrawn)
 	if len(released) > 0 {
 		p.promisesReleased(logger, released)
@@ -47,24 +50,24 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 		return nil
 	}
 	p.registry.Reserve(pod, nodeName)
-	p.mu.Lock()
+	p.gangs.Lock()
 	wakeDeferred := false
-	if plan := p.plans[key]; plan != nil && !plan.reserved.Has(pod.Name) {
-		plan.lastUsed = time.Now()
+	if plan := p.gangs.PlanLocked(key); plan != nil && !plan.Reserved.Has(pod.Name) {
+		plan.LastUsed = time.Now()
 		// The scheduler withdrew its nomination when it assumed the pod.
-		delete(plan.nominated, pod.Name)
-		if _, ok := plan.relocated[pod.Name]; ok {
-			delete(plan.relocated, pod.Name)
+		delete(plan.Nominated, pod.Name)
+		if _, ok := plan.Relocated[pod.Name]; ok {
+			delete(plan.Relocated, pod.Name)
 			p.relocations.Add(-1)
 		}
-		if leaf, ok := plan.podLeaf[pod.Name]; ok && plan.promised[leaf] > 0 {
-			plan.promised[leaf]--
-			plan.reserved.Insert(pod.Name)
-			plan.placedByLeaf[leaf]++
-			wakeDeferred = plan.pending() == 0 && plan.deferred.Len() > 0
+		if leaf, ok := plan.PodLeaf[pod.Name]; ok && plan.Promised[leaf] > 0 {
+			plan.Promised[leaf]--
+			plan.Reserved.Insert(pod.Name)
+			plan.PlacedByLeaf[leaf]++
+			wakeDeferred = plan.Pending() == 0 && plan.Deferred.Len() > 0
 		}
 	}
-	p.mu.Unlock()
+	p.gangs.Unlock()
 	if wakeDeferred {
 		// Every planned member has its place: the deferred sub-groups can be planned now.
 		p.gangs.ActivatePending(klog.FromContext(ctx), p.handle, key)
@@ -85,11 +88,11 @@ func (p *NetworkTopologyAware) Unreserve(ctx context.Context, _ fwk.CycleState, 
 		return
 	}
 	p.registry.Unreserve(pod)
-	p.mu.Lock()
-	plan := p.plans[key]
+	p.gangs.Lock()
+	plan := p.gangs.PlanLocked(key)
 	// A plan that places nobody was made around the placed members, this one among them.
-	current := plan != nil && (plan.reserved.Has(pod.Name) || plan.waitsForRoom)
-	p.mu.Unlock()
+	current := plan != nil && (plan.Reserved.Has(pod.Name) || plan.WaitsForRoom)
+	p.gangs.Unlock()
 	if current {
 		p.invalidate(klog.FromContext(ctx), key)
 	}

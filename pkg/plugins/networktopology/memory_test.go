@@ -41,10 +41,8 @@ func TestStateIsBoundedByLiveGangs(t *testing.T) {
 		}
 		e.registry.DeletePodGroup("ns", group)
 	}
-	e.plugin.mu.Lock()
-	defer e.plugin.mu.Unlock()
-	if len(e.plugin.plans)+len(e.plugin.failures)+e.plugin.deferring.Len()+len(e.plugin.refused) != 0 {
-		t.Errorf("left: %d plans, %d failures, %d deferring, %d refused", len(e.plugin.plans), len(e.plugin.failures), e.plugin.deferring.Len(), len(e.plugin.refused))
+	if n := e.gangs.Len(); n != 0 {
+		t.Errorf("the gang state keeps plans, failures or refusals of %d deleted gangs", n)
 	}
 	if n := e.plugin.events.Len(); n != 0 {
 		t.Errorf("the Event log remembers %d deleted gangs", n)

@@ -6,6 +6,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
 
@@ -22,7 +23,7 @@ import (
 
 // nominate nominates the plan's planned members (pods by name) on their nodes and records
 // them in the plan, so that dropping the plan withdraws the nominations.
-func (p *NetworkTopologyAware) nominate(logger klog.Logger, plan *gangPlan, nodes map[string]string, pods map[string]*v1.Pod) {
+func (p *NetworkTopologyAware) nominate(logger klog.Logger, plan *gangstate.Plan, nodes map[string]string, pods map[string]*v1.Pod) {
 	nominated := make(map[string]*v1.Pod, len(nodes))
 	for name, node := range nodes {
 		pod := pods[name]
@@ -33,9 +34,9 @@ func (p *NetworkTopologyAware) nominate(logger klog.Logger, plan *gangPlan, node
 			nominated[name] = pod
 		}
 	}
-	p.mu.Lock()
-	plan.nominated = nominated
-	p.mu.Unlock()
+	p.gangs.Lock()
+	plan.Nominated = nominated
+	p.gangs.Unlock()
 }
 
 // nominateOn nominates one planned member on its node, in memory. A member whose
@@ -70,22 +71,22 @@ func (p *NetworkTopologyAware) nominationUpdate(pod *v1.Pod, node string) *v1.Po
 }
 
 // withdrawLocked takes the plan's open nominations out of it, and its relocations not
-// nominated again; the caller withdraws the nominations with withdraw once it released p.mu
+// nominated again; the caller withdraws the nominations with withdraw once it released the gangs' lock
 // (the nominator has its own lock).
-func (p *NetworkTopologyAware) withdrawLocked(plan *gangPlan) []*v1.Pod {
+func (p *NetworkTopologyAware) withdrawLocked(plan *gangstate.Plan) []*v1.Pod {
 	if plan == nil {
 		return nil
 	}
-	p.relocations.Add(-int64(len(plan.relocated)))
-	clear(plan.relocated)
-	if len(plan.nominated) == 0 {
+	p.relocations.Add(-int64(len(plan.Relocated)))
+	clear(plan.Relocated)
+	if len(plan.Nominated) == 0 {
 		return nil
 	}
-	out := make([]*v1.Pod, 0, len(plan.nominated))
-	for _, pod := range plan.nominated {
+	out := make([]*v1.Pod, 0, len(plan.Nominated))
+	for _, pod := range plan.Nominated {
 		out = append(out, pod)
 	}
-	plan.nominated = nil
+	plan.Nominated = nil
 	return out
 }
 

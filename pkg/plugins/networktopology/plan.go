@@ -21,58 +21,6 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// gangPlan is a gang's current plan. It is replaced, never modified, except for the
-// bookkeeping of reservations (promised, reserved, placedByLeaf) and the relocation of a
-// member (relocate.go), under the plugin's lock. PreFilter reads a member's leaf and node
-// without it: relocations run in PostFilter, on the same scheduling goroutine.
-type gangPlan struct {
-	// lastUsed is when a member last used the plan (planTTL counts from it).
-	lastUsed time.Time
-	domain   string
-	tier     int
-	podLeaf  map[string]string
-	// podNode is each planned member's node: the one it is nominated on, and the only one
-	// PreFilter lets it try (its siblings' nominations hold the leaf's other slots, and
-	// kube-scheduler copies every node that holds nominations for each Filter run: the
-	// leaf's 32 nodes cost about half of the scheduler's CPU in a restart with a backlog).
-	// For members of several shapes it is the node the packing chose.
-	podNode map[string]string
-	// leafInfos are the planned leaves as the tree described them: the plan holds while
-	// every one of them is unchanged (the tree shares unchanged HyperNodes between
-	// snapshots, so pointer equality says "unchanged").
-	leafInfos map[string]*hypernode.HyperNodeInfo
-	leafNodes map[string]sets.Set[string]
-	// promised counts, per leaf, the planned members that have not reserved yet; reserved
-	// are the members that did (so that Reserve is idempotent).
-	promised map[string]int
-	reserved sets.Set[string]
-	// placedByLeaf counts the gang's bound and reserved members per leaf, for Score.
-	placedByLeaf map[string]int
-	// deferred are the members of sub-groups that did not fit next to the others; they wait
-	// until the plan is dropped (capacity freed, a member failed).
-	deferred sets.Set[string]
-	// nominated are the planned members nominated on their nodes that have not reserved yet
-	// (nominate.go); dropping the plan withdraws them.
-	nominated map[string]*v1.Pod
-	// relocated are the members PostFilter moved (relocate.go), by name, with their new node,
-	// until they are nominated there again.
-	relocated map[string]string
-	// waitsForRoom: the plan places nobody, every pending member is left out (planned around
-	// the placed ones, there was no room). It answers the left-out members (all of them are
-	// activated together, and each would plan again) while nothing that can make room in
-	// roomArea (the HyperNode the job may grow in: its placed members' ancestor at the
-	// highest allowed tier, the virtual root when soft) happened since roomEpoch (read before
-	// planning), the tree and the PodGroup are the same, and it is younger than leftOutReuse.
-	waitsForRoom bool
-	roomArea     string
-	roomEpoch    uint64
-	made         time.Time
-	generation   uint64
-	revision     int
-	// treeWoken says a newer tree has retried the gang since this plan (treeChanged).
-	treeWoken bool
-}
-
 // leftOutReuse bounds how long a plan that places nobody answers the left-out members: room
 // can also appear without any event (a nomination dropped in memory), and kube-scheduler
 // retries unschedulable pods every 5 minutes at most; one plan per gang per 30 s is cheap.
@@ -85,47 +33,38 @@ const planTTL = 10 * time.Minute
 // planSweepPeriod is how often expired plans are dropped when no gang plans meanwhile.
 const planSweepPeriod = time.Minute
 
-// pending returns the promised slots that are still open.
-func (g *gangPlan) pending() int {
-	n := 0
-	for _, c := range g.promised {
-		n += c
-	}
-	return n
-}
-
 // currentPlan returns the gang's plan if it is still valid for this member (answersLocked).
-func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Snapshot, pod string, revision int) *gangPlan {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	plan := p.plans[key]
+func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Snapshot, pod string, revision int) *gangstate.Plan {
+	p.gangs.Lock()
+	defer p.gangs.Unlock()
+	plan := p.gangs.PlanLocked(key)
 	if !p.answersLocked(plan, tree, pod, revision) {
 		return nil
 	}
-	plan.lastUsed = time.Now()
+	plan.LastUsed = time.Now()
 	return plan
 }
 
 // answersLocked reports whether the plan answers this member: the member is in it, the
 // PodGroup's spec and constraint are those it was made for, and none of its leaves changed
 // in the tree; a member it leaves out, while planned members are pending, or until something
-// that can make room happens (then it plans again, around the placed members). p.mu must be
-// held.
-func (p *NetworkTopologyAware) answersLocked(plan *gangPlan, tree *hypernode.Snapshot, pod string, revision int) bool {
-	if plan == nil || plan.revision != revision {
+// that can make room happens (then it plans again, around the placed members). The gangs'
+// lock must be held.
+func (p *NetworkTopologyAware) answersLocked(plan *gangstate.Plan, tree *hypernode.Snapshot, pod string, revision int) bool {
+	if plan == nil || plan.Revision != revision {
 		// A changed constraint or minMember (an admin's edit) is planned for again, around
 		// the members already placed.
 		return false
 	}
-	if _, ok := plan.podLeaf[pod]; !ok && !plan.deferred.Has(pod) {
+	if _, ok := plan.PodLeaf[pod]; !ok && !plan.Deferred.Has(pod) {
 		return false
 	}
-	if plan.deferred.Has(pod) && plan.pending() == 0 && !p.waitsForRoomLocked(plan, tree) {
+	if plan.Deferred.Has(pod) && plan.Pending() == 0 && !p.waitsForRoomLocked(plan, tree) {
 		// Every planned member has its place: plan the deferred sub-groups now, around them;
 		// once, while nothing that can make room happens.
 		return false
 	}
-	for leaf, info := range plan.leafInfos {
+	for leaf, info := range plan.LeafInfos {
 		if now, _ := tree.HyperNode(leaf); now != info {
 			return false
 		}
@@ -135,11 +74,11 @@ func (p *NetworkTopologyAware) answersLocked(plan *gangPlan, tree *hypernode.Sna
 
 // invalidate drops a gang's plan and its promises.
 func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) {
-	p.mu.Lock()
-	released := p.plans[key].promisedLeaves()
-	withdrawn := p.withdrawLocked(p.plans[key])
-	delete(p.plans, key)
-	p.mu.Unlock()
+	p.gangs.Lock()
+	old := p.gangs.DropPlanLocked(key)
+	released := old.PromisedLeaves()
+	withdrawn := p.withdrawLocked(old)
+	p.gangs.Unlock()
 	p.withdraw(withdrawn)
 	if len(released) > 0 {
 		p.promisesReleased(logger, released)
@@ -147,7 +86,7 @@ func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) 
 }
 
 // makePlan computes and records a plan for the gang of pod.
-func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, nodes []fwk.NodeInfo) (*gangPlan, *fwk.Status) {
+func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, nodes []fwk.NodeInfo) (*gangstate.Plan, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	outcome, simulated := metrics.ResultError, 0
@@ -285,63 +224,55 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 		// A plan that places nobody (every pending member left out) is not a placement.
 		metrics.ObservePlacement(result.Tier, req.Soft)
 	}
-	plan := &gangPlan{
-		lastUsed:     time.Now(),
-		domain:       result.Domain,
-		tier:         result.Tier,
-		podLeaf:      result.PodLeaf,
-		podNode:      placement.AssignNodes(req, result),
-		deferred:     sets.New(deferred...),
-		leafInfos:    map[string]*hypernode.HyperNodeInfo{},
-		leafNodes:    map[string]sets.Set[string]{},
-		promised:     map[string]int{},
-		reserved:     sets.New[string](),
-		placedByLeaf: map[string]int{},
-		relocated:    map[string]string{},
-		waitsForRoom: len(result.PodLeaf) == 0 && len(deferred) > 0,
-		roomEpoch:    epoch,
-		made:         time.Now(),
-		generation:   tree.Generation(),
-		revision:     info.Revision,
+	plan := &gangstate.Plan{
+		LastUsed:     time.Now(),
+		Domain:       result.Domain,
+		Tier:         result.Tier,
+		PodLeaf:      result.PodLeaf,
+		PodNode:      placement.AssignNodes(req, result),
+		Deferred:     sets.New(deferred...),
+		LeafInfos:    map[string]*hypernode.HyperNodeInfo{},
+		LeafNodes:    map[string]sets.Set[string]{},
+		Promised:     map[string]int{},
+		Reserved:     sets.New[string](),
+		PlacedByLeaf: map[string]int{},
+		Relocated:    map[string]string{},
+		WaitsForRoom: len(result.PodLeaf) == 0 && len(deferred) > 0,
+		RoomEpoch:    epoch,
+		Made:         time.Now(),
+		Generation:   tree.Generation(),
+		Revision:     info.Revision,
 	}
-	if plan.waitsForRoom {
-		plan.roomArea = roomArea(tree, placedNodes, req.MaxTier, req.Soft)
+	if plan.WaitsForRoom {
+		plan.RoomArea = roomArea(tree, placedNodes, req.MaxTier, req.Soft)
 	}
 	for leaf, pods := range result.LeafPods {
-		plan.promised[leaf] = len(pods)
+		plan.Promised[leaf] = len(pods)
 		leafInfo, _ := tree.HyperNode(leaf)
-		plan.leafInfos[leaf] = leafInfo
+		plan.LeafInfos[leaf] = leafInfo
 		if leaf == placement.LooseLeaf {
-			plan.leafNodes[leaf] = sets.New(placement.LooseNodes(tree, req.Nodes)...)
+			plan.LeafNodes[leaf] = sets.New(placement.LooseNodes(tree, req.Nodes)...)
 			continue
 		}
-		plan.leafNodes[leaf] = sets.New(leafInfo.Nodes...)
+		plan.LeafNodes[leaf] = sets.New(leafInfo.Nodes...)
 	}
 	for _, n := range placedNodes {
 		leaf, ok := tree.LeafOf(n)
 		if !ok {
 			leaf = placement.LooseLeaf
 		}
-		plan.placedByLeaf[leaf]++
+		plan.PlacedByLeaf[leaf]++
 	}
 	pendingPods := make(map[string]*v1.Pod, len(gang.Pending))
 	for _, m := range gang.Pending {
 		pendingPods[m.Pod.Name] = m.Pod
 	}
-	p.nominate(logger, plan, plan.podNode, pendingPods)
-	p.mu.Lock()
-	releasedOld := p.plans[key].promisedLeaves()
-	p.plans[key] = plan
-	p.forgetFailureLocked(key)
-	delete(p.refused, key)
-	if len(deferred) == 0 {
-		p.deferring.Delete(key)
-	} else {
-		// Retried when another gang releases promised slots.
-		p.deferring.Insert(key)
-	}
-	p.mu.Unlock()
-	if plan.waitsForRoom && p.cache.Snapshot().Generation() != plan.generation {
+	p.nominate(logger, plan, plan.PodNode, pendingPods)
+	p.gangs.Lock()
+	// With deferred members, the gang is retried when another gang releases promised slots.
+	releasedOld := p.gangs.SetPlanLocked(key, plan).PromisedLeaves()
+	p.gangs.Unlock()
+	if plan.WaitsForRoom && p.cache.Snapshot().Generation() != plan.Generation {
 		// The tree changed while the plan was made, and its listener (treeChanged) ran
 		// before this plan existed: the plan no longer answers, and nothing else would
 		// retry the members it leaves out.
@@ -390,14 +321,11 @@ func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleStat
 // forget drops what the plugin keeps for a gang whose PodGroup was deleted; promises its plan
 // still held are released.
 func (p *NetworkTopologyAware) forget(key podgroup.Key) {
-	p.mu.Lock()
-	released := p.plans[key].promisedLeaves()
-	withdrawn := p.withdrawLocked(p.plans[key])
-	delete(p.plans, key)
-	p.forgetFailureLocked(key)
-	p.deferring.Delete(key)
-	delete(p.refused, key)
-	p.mu.Unlock()
+	p.gangs.Lock()
+	old := p.gangs.ForgetPlanningLocked(key)
+	released := old.PromisedLeaves()
+	withdrawn := p.withdrawLocked(old)
+	p.gangs.Unlock()
 	p.releaseHeld(klog.Background(), key)
 	p.withdraw(withdrawn)
 	p.events.Forget(key)

@@ -133,18 +133,16 @@ func (e *planEnv) preFilter(t *testing.T, pod *v1.Pod) (fwk.CycleState, []string
 	return state, names
 }
 
-func (e *planEnv) plan(key string) *gangPlan {
-	e.plugin.mu.Lock()
-	defer e.plugin.mu.Unlock()
-	return e.plugin.plans[podgroup.Key{Namespace: "ns", Name: key}]
+func (e *planEnv) plan(key string) *gangstate.Plan {
+	return e.plugin.planOf(podgroup.Key{Namespace: "ns", Name: key})
 }
 
 func (e *planEnv) promised(key string) map[string]int {
-	e.plugin.mu.Lock()
-	defer e.plugin.mu.Unlock()
+	e.plugin.gangs.Lock()
+	defer e.plugin.gangs.Unlock()
 	out := map[string]int{}
-	if plan := e.plugin.plans[podgroup.Key{Namespace: "ns", Name: key}]; plan != nil {
-		for leaf, n := range plan.promised {
+	if plan := e.plugin.gangs.PlanLocked(podgroup.Key{Namespace: "ns", Name: key}); plan != nil {
+		for leaf, n := range plan.Promised {
 			out[leaf] = n
 		}
 	}
@@ -206,8 +204,8 @@ func TestPlanDroppedWhenThePodGroupChanges(t *testing.T) {
 	})
 	e.preFilter(t, e.pod("a", 1))
 	after := e.plan("a")
-	if after == before || after.revision != e.registry.Info(podgroup.Key{Namespace: "ns", Name: "a"}).Revision {
-		t.Errorf("the member after the edit used the plan made before it (revision %d)", before.revision)
+	if after == before || after.Revision != e.registry.Info(podgroup.Key{Namespace: "ns", Name: "a"}).Revision {
+		t.Errorf("the member after the edit used the plan made before it (revision %d)", before.Revision)
 	}
 }
 
@@ -362,7 +360,7 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 	key := podgroup.Key{Namespace: "ns", Name: "e"}
 	e.registry.SetPod(nil, pod(2))
 	e.registry.SetPod(nil, pod(3))
-	leftOut := func(i int) *gangPlan {
+	leftOut := func(i int) *gangstate.Plan {
 		t.Helper()
 		_, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), pod(i))
 		if want := fmt.Sprintf("sub-group tp-%d does not fit next to the job's other sub-groups in s0 now", i); !strings.Contains(status.Message(), want) {
@@ -371,8 +369,8 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 		return e.plan("e")
 	}
 	first := leftOut(2)
-	if !first.waitsForRoom || len(first.podLeaf) != 0 {
-		t.Fatalf("plan around the running members: waitsForRoom %v, %d placed; want a plan that places nobody", first.waitsForRoom, len(first.podLeaf))
+	if !first.WaitsForRoom || len(first.PodLeaf) != 0 {
+		t.Fatalf("plan around the running members: waitsForRoom %v, %d placed; want a plan that places nobody", first.WaitsForRoom, len(first.PodLeaf))
 	}
 	if got := leftOut(3); got != first {
 		t.Error("the second left-out member planned again with nothing changed")
@@ -383,9 +381,9 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 		t.Error("an assigned pod gone in s2, outside the job's room, made the left-out member plan again")
 	}
 	e.plugin.promisesReleased(klog.Background(), []string{"s2"})
-	e.plugin.mu.Lock()
-	deferring := e.plugin.deferring.Has(key)
-	e.plugin.mu.Unlock()
+	e.plugin.gangs.Lock()
+	deferring := e.plugin.gangs.DeferringLocked().Has(key)
+	e.plugin.gangs.Unlock()
 	if !deferring {
 		t.Error("promises released in s2 took the gang off the deferring gangs: a release in s0 would not wake it")
 	}
@@ -407,9 +405,9 @@ func TestLeftOutMembersShareOnePlan(t *testing.T) {
 		}},
 		{"the tree changed", func() { e.cache.SetHyperNode(hntesting.MakeHyperNode("s9").Tier(1).Obj()) }},
 		{"the plan is older than leftOutReuse", func() {
-			e.plugin.mu.Lock()
-			e.plugin.plans[key].made = time.Now().Add(-leftOutReuse)
-			e.plugin.mu.Unlock()
+			e.plugin.gangs.Lock()
+			e.plugin.gangs.PlanLocked(key).Made = time.Now().Add(-leftOutReuse)
+			e.plugin.gangs.Unlock()
 		}},
 		{"a member it was made around unreserved", func() {
 			e.plugin.Unreserve(e.ctx, framework.NewCycleState(), running[0], "node-0")

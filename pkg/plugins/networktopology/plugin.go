@@ -11,12 +11,10 @@ package networktopology
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -80,36 +78,30 @@ type NetworkTopologyAware struct {
 	// field already names another (nominate.go).
 	nominations *podstatus.Writer
 
-	mu    sync.Mutex
-	plans map[podgroup.Key]*gangPlan
-	// failures are the gangs whose last plan failed (see planFailure). failuresRecorded
-	// counts recordFailure's calls: a failure once stale stays stale until it is replaced,
-	// so an event that marked every failure it can help needs no second pass while the count
-	// holds (kube-scheduler asks the hint of every waiting gang about one event).
-	failures         map[podgroup.Key]*planFailure
-	failuresRecorded uint64
-	lastFreed        freedMark
-	allStaleAt       uint64
-	// refused are the gangs whose constraint the tree could not serve (a tier name no
-	// HyperNode carries, an ambiguous one), by the generation of the tree they were refused
-	// on: a change of the tree retries them (treeChanged).
-	refused map[podgroup.Key]uint64
-	// deferring are the gangs with sub-groups deferred for lack of room; they are activated
-	// when another gang's promised slots are released, since no cluster event announces that.
-	deferring sets.Set[podgroup.Key]
 	// lastPreScore is the latest pod's PreScore state. It keeps that pod's CycleState alive,
 	// so a CycleState at the same address is the same cycle.
 	lastPreScore atomic.Pointer[preScoreState]
 	// lastSimulated is how many nodes the latest plan ran the Filter plugins on.
 	lastSimulated atomic.Int64
 	// roomEpoch counts the changes that can make room (an assigned pod gone, a node added or
-	// changed, promised slots released); roomFreed stamps, under mu, each HyperNode (and the
-	// virtual root) room was freed in with the count of that change, roomFreedAll the last
-	// change that can help anywhere. A plan that places nobody holds while neither is newer
-	// than the count read before it was made (gangPlan.waitsForRoom): O(depth) per event.
-	roomEpoch    atomic.Uint64
+	// changed, promised slots released).
+	roomEpoch atomic.Uint64
+
+	// The gangs' plans, failed plans and refusals are in the gang state (gangstate.Plan,
+	// gangstate.PlanFailure); the fields below are guarded by its lock too.
+	// roomFreed stamps each HyperNode (and the virtual root) room was freed in with the
+	// roomEpoch count of that change, roomFreedAll the last change that can help anywhere. A
+	// plan that places nobody holds while neither is newer than the count read before it was
+	// made (gangstate.Plan.WaitsForRoom): O(depth) per event.
 	roomFreed    map[string]uint64
 	roomFreedAll uint64
+	// lastFreed is the last departure that marked the failures stale, and allStaleAt the
+	// count of failures recorded when every failure was last marked stale: a failure once
+	// stale stays stale until it is replaced, so an event that marked every failure it can
+	// help needs no second pass while the count holds (kube-scheduler asks the hint of every
+	// waiting gang about one event).
+	lastFreed  freedMark
+	allStaleAt uint64
 	// relocations counts the relocated members not nominated again yet (relocate.go), so
 	// that pod updates cost nothing while there are none.
 	relocations atomic.Int64
@@ -169,16 +161,12 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hype
 func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *hypernode.Cache, gangs *gangstate.Tracker) *NetworkTopologyAware {
 	registry := gangs.Registry()
 	p := &NetworkTopologyAware{
-		args:      args,
-		handle:    handle,
-		cache:     cache,
-		registry:  registry,
-		gangs:     gangs,
-		events:    gangstate.NewEventLog(handle.EventRecorder(), eventAction),
-		plans:     map[podgroup.Key]*gangPlan{},
-		failures:  map[podgroup.Key]*planFailure{},
-		deferring: sets.New[podgroup.Key](),
-		refused:   map[podgroup.Key]uint64{},
+		args:     args,
+		handle:   handle,
+		cache:    cache,
+		registry: registry,
+		gangs:    gangs,
+		events:   gangstate.NewEventLog(handle.EventRecorder(), eventAction),
 	}
 	registry.OnGroupDelete(p.forget)
 	p.nominations = podstatus.NewWriter("hypernode-nominations", handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister(), p.nominationUpdate)

@@ -48,25 +48,25 @@ type relocation struct {
 // (the other members' planned nodes stay theirs), and moves the member there in its plan.
 func (p *NetworkTopologyAware) relocate(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, planned *preFilterState) (relocation, relocateOutcome) {
 	tree := p.cache.Snapshot()
-	p.mu.Lock()
-	plan := p.plans[key]
-	ok := plan != nil && plan.podLeaf[pod.Name] == planned.leaf && !plan.reserved.Has(pod.Name)
+	p.gangs.Lock()
+	plan := p.gangs.PlanLocked(key)
+	ok := plan != nil && plan.PodLeaf[pod.Name] == planned.leaf && !plan.Reserved.Has(pod.Name)
 	var domain string
 	used := sets.New[string]()
 	if ok {
-		domain = plan.domain
-		for leaf, n := range plan.promised {
+		domain = plan.Domain
+		for leaf, n := range plan.Promised {
 			if n > 0 {
 				used.Insert(leaf)
 			}
 		}
-		for leaf, n := range plan.placedByLeaf {
+		for leaf, n := range plan.PlacedByLeaf {
 			if n > 0 {
 				used.Insert(leaf)
 			}
 		}
 	}
-	p.mu.Unlock()
+	p.gangs.Unlock()
 	if !ok || planned.leaf == placement.LooseLeaf {
 		return relocation{}, notPlanned
 	}
@@ -185,37 +185,37 @@ func relocationLeaves(tree *hypernode.Snapshot, domain, planned string, used set
 // moveMember records the relocation in the gang's plan: the member's promised slot moves to
 // its new leaf (and node), which the plan then watches like its other leaves.
 func (p *NetworkTopologyAware) moveMember(tree *hypernode.Snapshot, key podgroup.Key, pod *v1.Pod, from string, r relocation) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	plan := p.plans[key]
-	if plan == nil || plan.podLeaf[pod.Name] != from || plan.reserved.Has(pod.Name) {
+	p.gangs.Lock()
+	defer p.gangs.Unlock()
+	plan := p.gangs.PlanLocked(key)
+	if plan == nil || plan.PodLeaf[pod.Name] != from || plan.Reserved.Has(pod.Name) {
 		return false
 	}
-	if plan.promised[from] > 0 {
-		plan.promised[from]--
+	if plan.Promised[from] > 0 {
+		plan.Promised[from]--
 	}
-	plan.promised[r.leaf]++
-	plan.podLeaf[pod.Name] = r.leaf
-	if plan.podNode != nil {
-		plan.podNode[pod.Name] = r.node
+	plan.Promised[r.leaf]++
+	plan.PodLeaf[pod.Name] = r.leaf
+	if plan.PodNode != nil {
+		plan.PodNode[pod.Name] = r.node
 	}
-	if _, ok := plan.leafInfos[r.leaf]; !ok {
+	if _, ok := plan.LeafInfos[r.leaf]; !ok {
 		hn, _ := tree.HyperNode(r.leaf)
-		plan.leafInfos[r.leaf] = hn
-		plan.leafNodes[r.leaf] = sets.New(hn.Nodes...)
+		plan.LeafInfos[r.leaf] = hn
+		plan.LeafNodes[r.leaf] = sets.New(hn.Nodes...)
 	}
 	// The scheduler drops the member's nomination when it ends the failed attempt; the member
 	// is nominated on its new node once it is done (renominate). Until then the plan counts it
 	// among its nominations, so that dropping the plan withdraws it.
-	if plan.nominated == nil {
-		plan.nominated = map[string]*v1.Pod{}
+	if plan.Nominated == nil {
+		plan.Nominated = map[string]*v1.Pod{}
 	}
-	plan.nominated[pod.Name] = pod
-	if _, ok := plan.relocated[pod.Name]; !ok {
+	plan.Nominated[pod.Name] = pod
+	if _, ok := plan.Relocated[pod.Name]; !ok {
 		p.relocations.Add(1)
 	}
-	plan.relocated[pod.Name] = r.node
-	plan.lastUsed = time.Now()
+	plan.Relocated[pod.Name] = r.node
+	plan.LastUsed = time.Now()
 	return true
 }
 
@@ -229,16 +229,16 @@ func (p *NetworkTopologyAware) renominate(logger klog.Logger, pod *v1.Pod, consu
 	if !ok {
 		return
 	}
-	p.mu.Lock()
+	p.gangs.Lock()
 	node, relocated := "", false
-	if plan := p.plans[key]; plan != nil {
-		node, relocated = plan.relocated[pod.Name]
+	if plan := p.gangs.PlanLocked(key); plan != nil {
+		node, relocated = plan.Relocated[pod.Name]
 		if relocated && consume {
-			delete(plan.relocated, pod.Name)
+			delete(plan.Relocated, pod.Name)
 			p.relocations.Add(-1)
 		}
 	}
-	p.mu.Unlock()
+	p.gangs.Unlock()
 	if relocated {
 		p.nominateOn(logger, pod, node)
 	}

@@ -77,13 +77,13 @@ func TestRelocateInsideTheDomain(t *testing.T) {
 	}
 	e.preFilter(t, e.pod("a", 0))
 	plan := e.plan("a")
-	if plan == nil || plan.domain != "s4" {
+	if plan == nil || plan.Domain != "s4" {
 		t.Fatalf("gang a planned into %+v, want s4", plan)
 	}
 	// Which member sits where depends on rank order; find the one planned alone on its node
 	// in the leaf that holds two, and the node of s4 nobody holds.
 	members := map[string][]string{}
-	for name, leaf := range plan.podLeaf {
+	for name, leaf := range plan.PodLeaf {
 		members[leaf] = append(members[leaf], name)
 	}
 	var full string

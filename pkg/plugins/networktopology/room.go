@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -21,10 +22,10 @@ import (
 // ledger.go).
 func (p *NetworkTopologyAware) leftOutWaits(key podgroup.Key, info podgroup.Info, member string) bool {
 	tree := p.cache.Snapshot()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	plan := p.plans[key]
-	return plan != nil && plan.deferred.Has(member) && p.answersLocked(plan, tree, member, info.Revision)
+	p.gangs.Lock()
+	defer p.gangs.Unlock()
+	plan := p.gangs.PlanLocked(key)
+	return plan != nil && plan.Deferred.Has(member) && p.answersLocked(plan, tree, member, info.Revision)
 }
 
 // plannedMemberGone drops the plan of a member deleted before it reserved its promised slot:
@@ -36,13 +37,13 @@ func (p *NetworkTopologyAware) plannedMemberGone(pod *v1.Pod) {
 	if !ok {
 		return
 	}
-	p.mu.Lock()
+	p.gangs.Lock()
 	gone := false
-	if plan := p.plans[key]; plan != nil {
-		_, planned := plan.podLeaf[pod.Name]
-		gone = planned && !plan.reserved.Has(pod.Name)
+	if plan := p.gangs.PlanLocked(key); plan != nil {
+		_, planned := plan.PodLeaf[pod.Name]
+		gone = planned && !plan.Reserved.Has(pod.Name)
 	}
-	p.mu.Unlock()
+	p.gangs.Unlock()
 	if gone {
 		logger := klog.Background()
 		logger.V(3).Info("Planned gang member deleted before it reserved: plan dropped", "podGroup", key, "pod", klog.KObj(pod))
@@ -54,10 +55,10 @@ func (p *NetworkTopologyAware) plannedMemberGone(pod *v1.Pod) {
 // leaves out: nothing that can make room in its room area happened since it was made (read
 // before planning), the tree is the same, and it is younger than leftOutReuse. p.mu must be
 // held.
-func (p *NetworkTopologyAware) waitsForRoomLocked(plan *gangPlan, tree *hypernode.Snapshot) bool {
-	freed := max(p.roomFreedAll, p.roomFreed[plan.roomArea])
-	return plan.waitsForRoom && freed <= plan.roomEpoch && plan.generation == tree.Generation() &&
-		time.Since(plan.made) < leftOutReuse
+func (p *NetworkTopologyAware) waitsForRoomLocked(plan *gangstate.Plan, tree *hypernode.Snapshot) bool {
+	freed := max(p.roomFreedAll, p.roomFreed[plan.RoomArea])
+	return plan.WaitsForRoom && freed <= plan.RoomEpoch && plan.Generation == tree.Generation() &&
+		time.Since(plan.Made) < leftOutReuse
 }
 
 // roomArea is where a job with placed members may grow: their lowest common HyperNode's
@@ -87,7 +88,7 @@ func roomArea(tree *hypernode.Snapshot, placedNodes []string, maxTier int, soft 
 
 // roomFreedLocked stamps each HyperNode of chain (every HyperNode when chain is nil) with
 // the change count epoch: plans that place nobody made before it in one of them are stale.
-// p.mu must be held.
+// the gangs' lock must be held.
 func (p *NetworkTopologyAware) roomFreedLocked(chain []string, epoch uint64) {
 	// max: the count is taken before the lock, so a later change may be stamped first.
 	if chain == nil {
@@ -110,24 +111,25 @@ func (p *NetworkTopologyAware) promisesReleased(logger klog.Logger, leaves []str
 	epoch := p.roomEpoch.Add(1)
 	tree := p.cache.Snapshot()
 	chain := chainOfLeaves(tree, leaves)
-	p.mu.Lock()
+	p.gangs.Lock()
 	p.roomFreedLocked(chain, epoch)
 	var keys []podgroup.Key
-	for k := range p.deferring {
+	deferring := p.gangs.DeferringLocked()
+	for k := range deferring {
 		// A plan that places nobody and keeps answering (room freed outside its area) stays
 		// deferring: a later release inside its area must still wake it.
-		if plan := p.plans[k]; plan == nil || !p.waitsForRoomLocked(plan, tree) {
-			p.deferring.Delete(k)
+		if plan := p.gangs.PlanLocked(k); plan == nil || !p.waitsForRoomLocked(plan, tree) {
+			deferring.Delete(k)
 			keys = append(keys, k)
 		}
 	}
-	for k, f := range p.failures {
-		if chain == nil || f.possible.HasAny(chain...) {
-			f.stale = true
+	p.gangs.EachPlanFailureLocked(func(k podgroup.Key, f *gangstate.PlanFailure) {
+		if chain == nil || f.Possible.HasAny(chain...) {
+			f.Stale = true
 			keys = append(keys, k)
 		}
-	}
-	p.mu.Unlock()
+	})
+	p.gangs.Unlock()
 	p.activateRetried(logger, keys)
 }
 
@@ -143,18 +145,4 @@ func chainOfLeaves(tree *hypernode.Snapshot, leaves []string) []string {
 		seen.Insert(tree.Ancestors(leaf)...)
 	}
 	return seen.UnsortedList()
-}
-
-// promisedLeaves returns the leaves where the plan still promises slots (nil without a plan).
-func (g *gangPlan) promisedLeaves() []string {
-	if g == nil {
-		return nil
-	}
-	var out []string
-	for leaf, n := range g.promised {
-		if n > 0 {
-			out = append(out, leaf)
-		}
-	}
-	return out
 }

@@ -60,13 +60,13 @@ func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleStat
 		}
 		s.members = max(info.Members, 1)
 		s.placedByLeaf = map[string]int{}
-		p.mu.Lock()
-		if plan := p.plans[key]; plan != nil {
-			for leaf, n := range plan.placedByLeaf {
+		p.gangs.Lock()
+		if plan := p.gangs.PlanLocked(key); plan != nil {
+			for leaf, n := range plan.PlacedByLeaf {
 				s.placedByLeaf[leaf] = n
 			}
 		}
-		p.mu.Unlock()
+		p.gangs.Unlock()
 		p.writePreScore(state, s)
 		return nil
 	}
