@@ -35,7 +35,16 @@ func (t *Tracker) holders() []PreemptionHolder {
 
 // Preempting asks the registered holders whether a preemption for the gang is under way.
 func (t *Tracker) Preempting(key Key) bool {
-	for _, h := range t.holders() {
+	return preempting(t.holders(), key)
+}
+
+// PreemptingLocked is Preempting with the gangs' lock held (a holder takes only its own).
+func (t *Tracker) PreemptingLocked(key Key) bool {
+	return preempting(t.preemptionHolders, key)
+}
+
+func preempting(holders []PreemptionHolder, key Key) bool {
+	for _, h := range holders {
 		if h.Running != nil && h.Running(key) {
 			return true
 		}

@@ -32,6 +32,11 @@ type Tracker struct {
 	// holds, and preemptionEnders are told when one ends (preemption.go).
 	preemptionHolders []PreemptionHolder
 	preemptionEnders  []func(Key)
+	// memberRound is the round each reserved member belongs to (a member whose round was
+	// rejected is no longer in it), memberBatch the batch each allowed member binds with
+	// (round.go).
+	memberRound map[types.UID]*Round
+	memberBatch map[types.UID]*Batch
 	// deferring are the gangs whose plan leaves members out for lack of room (plan.go);
 	// failuresRecorded counts the failed plans recorded.
 	deferring        sets.Set[Key]
@@ -71,6 +76,14 @@ type Gang struct {
 	planFailure *PlanFailure
 	refused     bool
 	refusedOn   uint64
+	// round is the gang's current round of members waiting in Permit, openBatches its
+	// batches that have neither passed their PreBind barrier nor failed (round.go);
+	// firstReserved is when its first member was reserved and quorumBound whether its quorum
+	// batch has bound, for the time a gang takes to bind.
+	round         *Round
+	openBatches   map[*Batch]struct{}
+	firstReserved time.Time
+	quorumBound   bool
 }
 
 var _ podgroup.State = &Tracker{}
@@ -82,7 +95,8 @@ func New() *Tracker {
 
 // NewFor returns a tracker over reg, which from now on tells it of every change.
 func NewFor(reg *podgroup.Registry) *Tracker {
-	t := &Tracker{reg: reg, gangs: map[Key]*Gang{}, unplaced: sets.New[Key](), deferring: sets.New[Key](), now: time.Now}
+	t := &Tracker{reg: reg, gangs: map[Key]*Gang{}, unplaced: sets.New[Key](), deferring: sets.New[Key](),
+		memberRound: map[types.UID]*Round{}, memberBatch: map[types.UID]*Batch{}, now: time.Now}
 	reg.SetState(t)
 	return t
 }

@@ -211,6 +211,11 @@ func (r *Registry) Notify(key Key, podGroupChanged bool) {
 func (r *Registry) Info(key Key) Info {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.InfoLocked(key)
+}
+
+// InfoLocked is Info with the registry's lock held.
+func (r *Registry) InfoLocked(key Key) Info {
 	g := r.groups[key]
 	if g == nil {
 		return Info{}
@@ -240,6 +245,11 @@ func (g *Group) infoLocked() Info {
 func (r *Registry) SubGroups(key Key) []SubGroupState {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.SubGroupsLocked(key)
+}
+
+// SubGroupsLocked is SubGroups with the registry's lock held.
+func (r *Registry) SubGroupsLocked(key Key) []SubGroupState {
 	g := r.groups[key]
 	if g == nil {
 		return nil
@@ -270,6 +280,11 @@ type MemberView struct {
 func (r *Registry) MemberView(key Key, pod *v1.Pod) MemberView {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.MemberViewLocked(key, pod)
+}
+
+// MemberViewLocked is MemberView with the registry's lock held.
+func (r *Registry) MemberViewLocked(key Key, pod *v1.Pod) MemberView {
 	g := r.groups[key]
 	if g == nil {
 		return MemberView{}
@@ -307,6 +322,11 @@ type SubGroupProgress struct {
 func (r *Registry) Progress(key Key, pod *v1.Pod) SubGroupProgress {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.ProgressLocked(key, pod)
+}
+
+// ProgressLocked is Progress with the registry's lock held.
+func (r *Registry) ProgressLocked(key Key, pod *v1.Pod) SubGroupProgress {
 	g := r.groups[key]
 	if g == nil {
 		return SubGroupProgress{}
@@ -337,6 +357,11 @@ func (g *Group) progressLocked(pod *v1.Pod) SubGroupProgress {
 func (r *Registry) PendingMembers(key Key) []*v1.Pod {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.PendingMembersLocked(key)
+}
+
+// PendingMembersLocked is PendingMembers with the registry's lock held.
+func (r *Registry) PendingMembersLocked(key Key) []*v1.Pod {
 	g := r.groups[key]
 	if g == nil {
 		return nil

@@ -8,11 +8,19 @@ import (
 
 // Reserve records that this scheduler reserved a node for a member. It is idempotent.
 func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
+	r.mu.Lock()
+	out := r.ReserveLocked(pod, nodeName)
+	r.mu.Unlock()
+	out.Run()
+}
+
+// ReserveLocked is Reserve with the registry's write lock held; the caller runs the outcome
+// once it released the lock.
+func (r *Registry) ReserveLocked(pod *v1.Pod, nodeName string) Outcome {
 	key, ok := KeyOf(pod)
 	if !ok {
-		return
+		return Outcome{}
 	}
-	r.mu.Lock()
 	g := r.groupLocked(key)
 	notify := false
 	if _, known := g.members[pod.UID]; !known && pod.DeletionTimestamp == nil {
@@ -38,11 +46,8 @@ func (r *Registry) Reserve(pod *v1.Pod, nodeName string) {
 	if r.state != nil {
 		out = r.state.MemberReserved(key, g, pod)
 	}
-	r.mu.Unlock()
-	out.run()
-	if notify || out.Notify {
-		r.Notify(key, false)
-	}
+	out.Notify = out.Notify || notify
+	return r.withNotify(key, out)
 }
 
 // PlacedMember is a member that is bound or reserved, with its node.
@@ -72,12 +77,17 @@ func (r *Registry) PlacedMembers(key Key) []PlacedMember {
 
 // Unreserve undoes Reserve. It is idempotent.
 func (r *Registry) Unreserve(pod *v1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.UnreserveLocked(pod)
+}
+
+// UnreserveLocked is Unreserve with the registry's write lock held.
+func (r *Registry) UnreserveLocked(pod *v1.Pod) {
 	key, ok := KeyOf(pod)
 	if !ok {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if g := r.groups[key]; g != nil {
 		if g.provisional.Has(pod.UID) {
 			// Known only from its Reserve: no pod event vouches for it.

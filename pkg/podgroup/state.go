@@ -36,10 +36,29 @@ type Outcome struct {
 	After  func()
 }
 
-func (o Outcome) run() {
+// Run does what the outcome asks, by itself: After (Notify is the registry's to do, see
+// withNotify). Call it with no lock held.
+func (o Outcome) Run() {
 	if o.After != nil {
 		o.After()
 	}
+}
+
+func (o Outcome) run() { o.Run() }
+
+// withNotify folds the notification of the group's listeners into the outcome's After, for an
+// outcome handed to a caller that holds the lock (ReserveLocked).
+func (r *Registry) withNotify(key Key, o Outcome) Outcome {
+	if !o.Notify {
+		return o
+	}
+	after := o.After
+	return Outcome{After: func() {
+		if after != nil {
+			after()
+		}
+		r.Notify(key, false)
+	}}
 }
 
 // SetState makes s the state the registry tells of its changes. Call it once, before the

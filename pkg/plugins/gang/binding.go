@@ -11,89 +11,34 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// batch is the set of members that Permit allowed together. They bind only when every one of
-// them has reached PreBind: a member whose Allow came too late (it was preempted or timed
-// out while the quorum was being counted) is unreserved instead, fails the batch, and then no
-// member of the batch binds. Without the barrier the others would bind below minMember.
-//
-// A batch allowed while an earlier batch of its gang is still short of its barrier counted
-// that batch's members in its quorum: it binds only after they pass it, and fails with them
-// (an extra member of an elastic gang, a sub-group completed after the job's batch).
-type batch struct {
-	key     podgroup.Key
-	members int
-	// earlier are the gang's batches still open when this one was allowed.
-	earlier []*batch
-	arrived int
-	// bound counts the members that reached PostBind.
-	bound int
-	// ready is closed when every member arrived, failed when one member failed.
-	ready  chan struct{}
-	failed chan struct{}
-	once   sync.Once
-	// member is the member whose failure failed the batch, reason what its members are told.
-	member, reason string
-}
-
-// newBatchLocked makes a gang's batch of members, after the gang's open batches. g.mu must be
-// held.
-func (g *Gang) newBatchLocked(key podgroup.Key, members int) *batch {
-	b := &batch{key: key, members: members, ready: make(chan struct{}), failed: make(chan struct{})}
-	open := g.openBatches[key]
-	for e := range open {
-		b.earlier = append(b.earlier, e)
-	}
-	if open == nil {
-		open = map[*batch]struct{}{}
-		g.openBatches[key] = open
-	}
-	open[b] = struct{}{}
-	return b
-}
-
-// failLocked fails the batch because the member did not bind, with the first reason given.
-// g.mu must be held.
-func (g *Gang) failLocked(b *batch, member, reason string) {
-	b.once.Do(func() {
-		b.member, b.reason = member, reason
-		close(b.failed)
-	})
-	g.closeLocked(b)
-}
-
-// closeLocked takes a batch that passed its barrier or failed out of its gang's open batches.
-// g.mu must be held.
-func (g *Gang) closeLocked(b *batch) {
-	open := g.openBatches[b.key]
-	delete(open, b)
-	if len(open) == 0 {
-		delete(g.openBatches, b.key)
-	}
-}
+// The members Permit allows together form a batch (gangstate.Batch): they bind only when
+// every one of them has reached PreBind, and a batch allowed while an earlier batch of its
+// gang is still short of its barrier binds only after that one passes it.
 
 // awaitEarlier waits until the batches allowed before b have passed their barriers, and
 // fails b when one of them failed: its quorum counted their members.
-func (g *Gang) awaitEarlier(ctx context.Context, b *batch) *fwk.Status {
-	for _, e := range b.earlier {
+func (g *Gang) awaitEarlier(ctx context.Context, b *gangstate.Batch) *fwk.Status {
+	for _, e := range b.Earlier {
 		select {
-		case <-e.failed:
-		case <-e.ready:
+		case <-e.Failed:
+		case <-e.Ready:
 			select {
-			case <-e.failed:
+			case <-e.Failed:
 			default:
 				continue
 			}
 		case <-ctx.Done():
 			return fwk.AsStatus(context.Cause(ctx))
 		}
-		g.mu.Lock()
-		g.failLocked(b, e.member, fmt.Sprintf("gang %s: member %s, allowed earlier and counted for this one, did not bind", b.key, e.member))
-		reason := b.reason
-		g.mu.Unlock()
+		g.gangs.Lock()
+		g.gangs.FailBatchLocked(b, e.Member, fmt.Sprintf("gang %s: member %s, allowed earlier and counted for this one, did not bind", b.Key, e.Member))
+		reason := b.Reason
+		g.gangs.Unlock()
 		return fwk.NewStatus(fwk.Unschedulable, reason)
 	}
 	return nil
@@ -110,23 +55,19 @@ func (g *Gang) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 // PreBind holds an allowed member until every member of its batch has reached PreBind, and
 // fails it when one of them failed instead; then it waits for a binding slot.
 func (g *Gang) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
-	g.mu.Lock()
-	b := g.memberBatch[pod.UID]
+	g.gangs.Lock()
+	b := g.gangs.MemberBatchLocked(pod.UID)
 	if b == nil {
-		g.mu.Unlock()
+		g.gangs.Unlock()
 		return nil
 	}
-	b.arrived++
-	if b.arrived == b.members {
-		close(b.ready)
-		g.closeLocked(b)
-	}
-	g.mu.Unlock()
+	g.gangs.ArriveLocked(b)
+	g.gangs.Unlock()
 	select {
-	case <-b.failed:
-	case <-b.ready:
+	case <-b.Failed:
+	case <-b.Ready:
 		select {
-		case <-b.failed:
+		case <-b.Failed:
 		default:
 			if s := g.awaitEarlier(ctx, b); s != nil {
 				return s
@@ -139,9 +80,9 @@ func (g *Gang) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ str
 	case <-ctx.Done():
 		return fwk.AsStatus(context.Cause(ctx))
 	}
-	g.mu.Lock()
-	reason := b.reason
-	g.mu.Unlock()
+	g.gangs.Lock()
+	reason := b.Reason
+	g.gangs.Unlock()
 	return fwk.NewStatus(fwk.Unschedulable, reason)
 }
 
@@ -151,23 +92,22 @@ func (g *Gang) PreBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ str
 func (g *Gang) PostBind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
 	g.binds.release(pod.UID)
 	key, _ := podgroup.KeyOf(pod)
-	g.mu.Lock()
-	b := g.memberBatch[pod.UID]
-	delete(g.memberBatch, pod.UID)
+	g.gangs.Lock()
+	b := g.gangs.MemberBatchLocked(pod.UID)
+	g.gangs.LeaveBatchLocked(pod.UID)
 	var took time.Duration
 	done := false
 	if b != nil {
-		b.bound++
+		b.Bound++
 		// The first batch of the gang, not an extra member's that happened to bind first.
-		if start, ok := g.firstReserved[key]; ok && b.bound == b.members && len(b.earlier) == 0 && !g.bound.Has(key) {
-			g.bound.Insert(key)
+		if start, ok := g.gangs.BindingStartedLocked(key); ok && b.Bound == b.Members && len(b.Earlier) == 0 && !g.gangs.QuorumBoundLocked(key) {
 			took, done = time.Since(start), true
 		}
 	}
-	g.mu.Unlock()
+	g.gangs.Unlock()
 	if done {
 		metrics.GangSchedulingDuration.Observe(took.Seconds())
-		klog.FromContext(ctx).V(2).Info("Gang bound", "podGroup", key, "members", b.members, "sinceFirstReservation", took)
+		klog.FromContext(ctx).V(2).Info("Gang bound", "podGroup", key, "members", b.Members, "sinceFirstReservation", took)
 	}
 }
 

@@ -141,10 +141,8 @@ func TestBatchBindsWhenEveryMemberArrives(t *testing.T) {
 	for _, p := range []*v1.Pod{p0, p1} {
 		e.fw.RunPostBindPlugins(e.ctx, framework.NewCycleState(), p, "node-1")
 	}
-	e.plugin.mu.Lock()
-	defer e.plugin.mu.Unlock()
-	if len(e.plugin.memberBatch) != 0 || len(e.plugin.memberRound) != 0 || len(e.plugin.rounds) != 0 {
-		t.Errorf("state left after binding: %d batches, %d member rounds, %d rounds", len(e.plugin.memberBatch), len(e.plugin.memberRound), len(e.plugin.rounds))
+	if batches, memberRounds, rounds, _ := e.gangs.RoundsLeft(); batches != 0 || memberRounds != 0 || rounds != 0 {
+		t.Errorf("state left after binding: %d batches, %d member rounds, %d rounds", batches, memberRounds, rounds)
 	}
 }
 
@@ -217,10 +215,8 @@ func TestLaterBatchSharesTheFateOfTheOneItCounted(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("PreBind messages (-want +got):\n%s", diff)
 			}
-			e.plugin.mu.Lock()
-			defer e.plugin.mu.Unlock()
-			if len(e.plugin.memberBatch) != 0 || len(e.plugin.openBatches) != 0 {
-				t.Errorf("state left: %d member batches, %d gangs with open batches", len(e.plugin.memberBatch), len(e.plugin.openBatches))
+			if batches, _, _, open := e.gangs.RoundsLeft(); batches != 0 || open != 0 {
+				t.Errorf("state left: %d member batches, %d gangs with open batches", batches, open)
 			}
 		})
 	}

@@ -13,12 +13,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
@@ -65,27 +62,14 @@ type Gang struct {
 	conditions *conditionWriter
 	events     *gangstate.EventLog
 
-	// mu serialises every decision about a gang's reserved members: Reserve, the quorum
-	// check with the Allow of the waiting members (Permit), their rejection (Unreserve,
-	// PostFilter, the round's deadline) and the PreBind barrier, so a rejection can never
-	// interleave with an allowance and bind part of a gang.
-	mu sync.Mutex
-	// rounds are the gangs' current rounds; memberRound the round each reserved member
-	// belongs to (a member whose round was rejected is no longer in it), memberBatch the
-	// batch each allowed member binds with.
-	rounds      map[podgroup.Key]*round
-	memberRound map[types.UID]*round
-	memberBatch map[types.UID]*batch
-	// openBatches are each gang's batches that have neither passed their barrier nor failed.
-	openBatches map[podgroup.Key]map[*batch]struct{}
+	// Every decision about a gang's reserved members (Reserve, the quorum check with the
+	// Allow of the waiting members, their rejection, the PreBind barrier) is taken under the
+	// gang state's lock, on its rounds and batches (gangstate.Round, gangstate.Batch), so a
+	// rejection can never interleave with an allowance and bind part of a gang.
 	// fingerprints is the nodes' fingerprints a gang waiting for room compares (unplaced.go).
 	fingerprints nodeFingerprints
 	// binds bounds the allowed members binding at once (binding.go).
 	binds *bindSlots
-	// firstReserved is when each gang's first member was reserved, for the time a gang
-	// takes to bind (binding.go); bound are the gangs whose quorum batch has bound.
-	firstReserved map[podgroup.Key]time.Time
-	bound         sets.Set[podgroup.Key]
 	// clock runs the rounds' deadlines (a fake one in tests).
 	clock clock.WithDelayedExecution
 	// ctx is the scheduler's lifetime, for the work a round's rejection leaves behind;
@@ -125,33 +109,24 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, gangs *gang
 func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, gangs *gangstate.Tracker) *Gang {
 	registry := gangs.Registry()
 	g := &Gang{
-		args:        args,
-		handle:      handle,
-		registry:    registry,
-		gangs:       gangs,
-		conditions:  newConditionWriter(handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister()),
-		events:      gangstate.NewEventLog(handle.EventRecorder(), eventAction),
-		rounds:      map[podgroup.Key]*round{},
-		memberRound: map[types.UID]*round{},
-		memberBatch: map[types.UID]*batch{},
-		openBatches: map[podgroup.Key]map[*batch]struct{}{},
-		binds:       newBindSlots(maxConcurrentBinds),
-
-		firstReserved: map[podgroup.Key]time.Time{},
-		bound:         sets.New[podgroup.Key](),
-		clock:         clock.RealClock{},
-		ctx:           ctx,
+		args:       args,
+		handle:     handle,
+		registry:   registry,
+		gangs:      gangs,
+		conditions: newConditionWriter(handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister()),
+		events:     gangstate.NewEventLog(handle.EventRecorder(), eventAction),
+		binds:      newBindSlots(maxConcurrentBinds),
+		clock:      clock.RealClock{},
+		ctx:        ctx,
 	}
 	g.conditions.Run(ctx)
 	g.watchStartup(ctx, registry.HasSynced, maxStartupWait)
 	go func() {
 		// Rounds' deadlines must not outlive the scheduler.
 		<-ctx.Done()
-		g.mu.Lock()
-		for _, r := range g.rounds {
-			r.stop()
-		}
-		g.mu.Unlock()
+		gangs.Lock()
+		gangs.EachRoundLocked(func(_ podgroup.Key, r *gangstate.Round) { r.Stop() })
+		gangs.Unlock()
 	}()
 	// The registry and kube-scheduler's queue watch the same objects through different
 	// informers with no ordering between them: when the registry sees a group become ready,
@@ -238,10 +213,9 @@ func (g *Gang) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk
 // forget drops what the plugin keeps for a gang whose PodGroup was deleted; its waiting
 // members are rejected (nothing can complete them now).
 func (g *Gang) forget(key podgroup.Key) {
-	g.mu.Lock()
+	g.gangs.Lock()
 	g.rejectRoundLocked(key, fmt.Sprintf("PodGroup %s was deleted", key), nil)
-	delete(g.firstReserved, key)
-	g.bound.Delete(key)
-	g.mu.Unlock()
+	g.gangs.ForgetRoundsLocked(key)
+	g.gangs.Unlock()
 	g.events.Forget(key)
 }

@@ -59,10 +59,8 @@ func TestStateIsBoundedByLiveGangs(t *testing.T) {
 		e.registry.DeletePodGroup(ns, group)
 		drain(e.recorder.Events) // the fake recorder blocks when its channel is full
 	}
-	e.plugin.mu.Lock()
-	defer e.plugin.mu.Unlock()
-	if n := len(e.plugin.rounds) + len(e.plugin.memberRound) + len(e.plugin.memberBatch); n != 0 {
-		t.Errorf("left: %d rounds, %d member rounds, %d batches", len(e.plugin.rounds), len(e.plugin.memberRound), len(e.plugin.memberBatch))
+	if batches, memberRounds, rounds, _ := e.gangs.RoundsLeft(); rounds+memberRounds+batches != 0 {
+		t.Errorf("left: %d rounds, %d member rounds, %d batches", rounds, memberRounds, batches)
 	}
 	if n := e.plugin.events.Len(); n != 0 {
 		t.Errorf("the Event log remembers %d deleted gangs", n)

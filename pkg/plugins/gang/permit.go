@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -22,19 +23,12 @@ func (g *Gang) Reserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeN
 	if !ok {
 		return nil
 	}
-	g.mu.Lock()
-	r := g.rounds[key]
-	if r == nil {
-		r = &round{members: map[types.UID]*v1.Pod{}}
-		g.rounds[key] = r
-	}
-	r.members[pod.UID] = pod
-	g.memberRound[pod.UID] = r
-	if _, ok := g.firstReserved[key]; !ok {
-		g.firstReserved[key] = time.Now()
-	}
-	g.registry.Reserve(pod, nodeName)
-	g.mu.Unlock()
+	g.gangs.Lock()
+	// The registry first: it makes the gang of a member it has not seen yet.
+	out := g.registry.ReserveLocked(pod, nodeName)
+	g.gangs.ReserveInRoundLocked(key, pod, time.Now())
+	g.gangs.Unlock()
+	out.Run()
 	return nil
 }
 
@@ -49,22 +43,22 @@ func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 		return
 	}
 	logger := klog.FromContext(ctx)
-	g.mu.Lock()
-	g.registry.Unreserve(pod)
-	if b := g.memberBatch[pod.UID]; b != nil {
-		delete(g.memberBatch, pod.UID)
-		g.failLocked(b, pod.Name, fmt.Sprintf("gang %s: member %s was allowed with this one but did not bind", key, pod.Name))
+	g.gangs.Lock()
+	g.registry.UnreserveLocked(pod)
+	if b := g.gangs.MemberBatchLocked(pod.UID); b != nil {
+		g.gangs.LeaveBatchLocked(pod.UID)
+		g.gangs.FailBatchLocked(b, pod.Name, fmt.Sprintf("gang %s: member %s was allowed with this one but did not bind", key, pod.Name))
 	}
-	r := g.memberRound[pod.UID]
-	delete(g.memberRound, pod.UID)
-	if r == nil || r != g.rounds[key] || r.members[pod.UID] == nil {
-		g.mu.Unlock()
+	r := g.gangs.MemberRoundLocked(pod.UID)
+	g.gangs.LeaveRoundLocked(pod.UID)
+	if r == nil || r != g.gangs.RoundLocked(key) || r.Members[pod.UID] == nil {
+		g.gangs.Unlock()
 		logger.V(4).Info("Member of an earlier gang round unreserved", "pod", klog.KObj(pod), "podGroup", key)
 		return
 	}
-	delete(r.members, pod.UID)
-	r.waiters.Delete(pod.UID)
-	view := g.registry.MemberView(key, pod)
+	delete(r.Members, pod.UID)
+	r.Waiters.Delete(pod.UID)
+	view := g.registry.MemberViewLocked(key, pod)
 	info := view.Info
 	why := fmt.Sprintf("member %s was unreserved", pod.Name)
 	only, subGroup := rejectionScope(view)
@@ -72,7 +66,7 @@ func (g *Gang) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
 	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
-	g.mu.Unlock()
+	g.gangs.Unlock()
 	if info.PodGroup != nil && rejected > 0 {
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangRejected,
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
@@ -91,30 +85,30 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 		return nil, 0
 	}
 	logger := klog.FromContext(ctx)
-	g.mu.Lock()
-	r := g.memberRound[pod.UID]
-	if r == nil || r != g.rounds[key] {
-		g.mu.Unlock()
+	g.gangs.Lock()
+	r := g.gangs.MemberRoundLocked(pod.UID)
+	if r == nil || r != g.gangs.RoundLocked(key) {
+		g.gangs.Unlock()
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: the round this member was reserved in was rejected", key)), 0
 	}
-	info := g.registry.Info(key)
+	info := g.registry.InfoLocked(key)
 	if info.PodGroup == nil {
-		g.mu.Unlock()
+		g.gangs.Unlock()
 		// Deleted while this member was being scheduled.
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("PodGroup %s does not exist", key)), 0
 	}
 	minMember, timeout := info.MinMember(), g.timeout(info)
-	progress := g.registry.Progress(key, pod)
+	progress := g.registry.ProgressLocked(key, pod)
 	if !jobComplete(info, progress) || (progress.InSub && !progress.SubComplete) {
-		started := !r.waitingSince.IsZero()
+		started := !r.WaitingSince.IsZero()
 		if !started {
 			g.startRoundLocked(logger, key, r, timeout)
 		}
-		if r.waiters == nil {
-			r.waiters = sets.New[types.UID]()
+		if r.Waiters == nil {
+			r.Waiters = sets.New[types.UID]()
 		}
-		r.waiters.Insert(pod.UID)
-		g.mu.Unlock()
+		r.Waiters.Insert(pod.UID)
+		g.gangs.Unlock()
 		if !started {
 			g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangWaiting,
 				fmt.Sprintf("gang %s: members are reserved and wait in Permit for the rest of the gang (minMember %d, timeout %s%s)", key, minMember, timeout, timeoutCapped(info)))
@@ -134,9 +128,9 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	// Allow this member and every waiting member of the round whose sub-group (if any) is
 	// complete, as one batch. (This branch runs for each member that completes a sub-group
 	// or comes after the job is complete: O(sub-groups) each, not for every member.)
-	wasWaiting := !r.waitingSince.IsZero()
+	wasWaiting := !r.WaitingSince.IsZero()
 	allowed := g.allowLocked(key, r, info, pod)
-	g.mu.Unlock()
+	g.gangs.Unlock()
 	if wasWaiting || allowed > 0 {
 		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
 			fmt.Sprintf("gang %s: %d of %d (minMember) members reserved or bound; %d waiting members allowed to bind", key, info.Scheduled, minMember, allowed))
@@ -147,12 +141,12 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 
 // allowLocked allows, as one batch, the members of the round whose sub-group (if any) is
 // complete, and pod (the member in Permit; nil when the round is decided again on its own),
-// and returns how many waiting members it allowed. The job must be complete. g.mu must be
-// held.
-func (g *Gang) allowLocked(key podgroup.Key, r *round, info podgroup.Info, pod *v1.Pod) int {
+// and returns how many waiting members it allowed. The job must be complete. The gangs'
+// lock must be held.
+func (g *Gang) allowLocked(key podgroup.Key, r *gangstate.Round, info podgroup.Info, pod *v1.Pod) int {
 	var complete sets.Set[string]
 	if len(info.SubGroupPolicies) > 0 {
-		states := g.registry.SubGroups(key)
+		states := g.registry.SubGroupsLocked(key)
 		complete = completeSubGroups(info, states)
 	}
 	counted := func(p *v1.Pod) bool {
@@ -168,8 +162,8 @@ func (g *Gang) allowLocked(key podgroup.Key, r *round, info podgroup.Info, pod *
 		batched.Insert(pod.UID)
 	}
 	var allow []fwk.WaitingPod
-	for uid, p := range r.members {
-		if !counted(p) || (pod == nil && !r.waiters.Has(uid)) {
+	for uid, p := range r.Members {
+		if !counted(p) || (pod == nil && !r.Waiters.Has(uid)) {
 			// Decided again on its own, the round leaves out a member between its Reserve
 			// and its Permit: that Permit decides for it (and waits for this batch in PreBind).
 			continue
@@ -182,17 +176,7 @@ func (g *Gang) allowLocked(key podgroup.Key, r *round, info podgroup.Info, pod *
 	if batched.Len() == 0 {
 		return 0
 	}
-	b := g.newBatchLocked(key, batched.Len())
-	for uid := range batched {
-		delete(r.members, uid)
-		r.waiters.Delete(uid)
-		delete(g.memberRound, uid)
-		g.memberBatch[uid] = b
-	}
-	if len(r.members) == 0 {
-		r.stop()
-		delete(g.rounds, key)
-	}
+	g.gangs.AllowBatchLocked(key, r, batched)
 	for _, wp := range allow {
 		wp.Allow(Name)
 	}

@@ -74,21 +74,21 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	if subGroup != "" {
 		why = fmt.Sprintf("sub-group %s: %s", subGroup, why)
 	}
-	g.mu.Lock()
+	g.gangs.Lock()
 	if only == nil && !blocked && !neededSubGroupShort(view) && g.othersCanCompleteLocked(key, info, pod) {
-		g.mu.Unlock()
+		g.gangs.Unlock()
 		logger.V(3).Info("Gang member cannot be placed; the others can still make minMember", "pod", klog.KObj(pod), "podGroup", key, "minMember", info.MinMember())
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"gang %s: this member cannot be placed now; the other members can still make minMember %d, so they keep their places", key, info.MinMember()))
 	}
 	var released []*v1.Pod
-	if r := g.rounds[key]; r != nil && only == nil {
-		for _, m := range r.members {
+	if r := g.gangs.RoundLocked(key); r != nil && only == nil {
+		for _, m := range r.Members {
 			released = append(released, m)
 		}
 	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), only)
-	g.mu.Unlock()
+	g.gangs.Unlock()
 	if len(released) > 0 && !blocked && info.PodGroup != nil && !info.PlacedByTopology() && !gangstate.Deferred(state) {
 		// The released reservations would requeue this member into the room they free: until
 		// there is more room than now, the gang is retried through it alone
@@ -126,25 +126,26 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 // othersCanCompleteLocked records pod as failed in its gang's open round and reports whether
 // the members that have not failed in it can still make minMember: an elastic gang (more
 // members than minMember) then keeps its waiting members when an extra one finds no room.
-// The round's deadline still bounds the wait. g.mu must be held.
+// The round's deadline still bounds the wait. The gangs' lock must be held.
 func (g *Gang) othersCanCompleteLocked(key podgroup.Key, info podgroup.Info, pod *v1.Pod) bool {
-	r := g.rounds[key]
+	r := g.gangs.RoundLocked(key)
 	if r == nil || info.Members <= info.MinMember() {
 		return false
 	}
-	if r.failed == nil {
-		r.failed = sets.New[types.UID]()
+	if r.Failed == nil {
+		r.Failed = sets.New[types.UID]()
 	}
-	r.failed.Insert(pod.UID)
+	r.Failed.Insert(pod.UID)
 	// Only members still pending count as failed: one that failed and then reserved does
 	// not, nor one that was deleted (Members no longer counts it).
 	failed := 0
-	for _, m := range g.registry.PendingMembers(key) {
-		if r.failed.Has(m.UID) {
+	pending := g.registry.PendingMembersLocked(key)
+	for _, m := range pending {
+		if r.Failed.Has(m.UID) {
 			failed++
 		}
 	}
-	if !r.failed.Has(pod.UID) || !slices.ContainsFunc(g.registry.PendingMembers(key), func(m *v1.Pod) bool { return m.UID == pod.UID }) {
+	if !r.Failed.Has(pod.UID) || !slices.ContainsFunc(pending, func(m *v1.Pod) bool { return m.UID == pod.UID }) {
 		failed++ // the failing member itself, if the registry does not list it as pending
 	}
 	return info.Members-failed >= info.MinMember()
@@ -253,9 +254,9 @@ func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	}
 	var yielded []string
 	for k := range victimGroups {
-		g.mu.Lock()
+		g.gangs.Lock()
 		n := g.rejectRoundLocked(k, fmt.Sprintf("gang %s rejected: it yields its reserved resources to gang %s, which takes precedence", k, key), nil)
-		g.mu.Unlock()
+		g.gangs.Unlock()
 		if pg := g.registry.Info(k).PodGroup; pg != nil {
 			g.events.Record(pg, v1.EventTypeWarning, EventGangRejected,
 				fmt.Sprintf("gang %s: yielded to gang %s, which takes precedence (priority, then age); %d waiting members rejected", k, key, n))

@@ -7,12 +7,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -20,7 +19,7 @@ import (
 // A gang's attempts to complete are rounds. A round holds the members reserved since the last
 // round ended that have not been allowed yet; it ends when its last members are allowed, or
 // it is rejected (a member failed, the gang timed out, a gang of higher precedence needed the
-// room). Every decision on a round is taken under Gang.mu, and a rejected round's
+// room). Every decision on a round is taken under the gang state's lock, and a rejected round's
 // reservations are released from the registry at once, so the quorum that Permit reads from
 // the registry counts exactly the bound members, the allowed ones and the current round:
 // never the leftovers of a rejected round whose Unreserve calls have not run yet.
@@ -34,85 +33,44 @@ const maxPermitWait = 15 * time.Minute
 // preemption for the gang defers its deadline.
 const roundLimit = time.Duration(config.MaxScheduleTimeoutSeconds) * time.Second
 
-// round is a gang's current attempt.
-type round struct {
-	// members are the round's reserved members that have not been allowed.
-	members map[types.UID]*v1.Pod
-	// waitingSince is when the round's first member waited in Permit; the deadline then
-	// fires at deadlineAt, the gang's timeout later unless a preemption for the gang moves it.
-	waitingSince time.Time
-	deadlineAt   time.Time
-	deadline     clock.Timer
-	// armed counts the deadline's timers: one that fired just as it was replaced finds a
-	// newer count and does nothing.
-	armed int
-	// deferred says the deadline came while a preemption for the gang ran: the preemption's
-	// end sets it again, and roundLimit bounds it. preemptionEndedAt is when an end gave the
-	// round a later deadline.
-	deferred          bool
-	preemptionEndedAt time.Time
-	// waiters are the members whose Permit returned Wait: kube-scheduler adds each to its
-	// waiting pods a moment later, outside the gang lock (rejectWhenWaiting).
-	waiters sets.Set[types.UID]
-	// ended is set by stop, so that the waiting gangs' gauge counts each round once.
-	ended bool
-	// failed are the members that could not be placed while the round was open; an elastic
-	// gang's round survives them while the others can still make minMember.
-	failed sets.Set[types.UID]
-}
-
-// startRoundLocked starts the round's deadline: its members wait in Permit from now. g.mu
-// must be held.
-func (g *Gang) startRoundLocked(logger klog.Logger, key podgroup.Key, r *round, timeout time.Duration) {
-	r.waitingSince = g.clock.Now()
-	g.armLocked(logger, key, r, r.waitingSince.Add(timeout))
+// startRoundLocked starts the round's deadline: its members wait in Permit from now. The
+// gangs' lock must be held.
+func (g *Gang) startRoundLocked(logger klog.Logger, key podgroup.Key, r *gangstate.Round, timeout time.Duration) {
+	r.WaitingSince = g.clock.Now()
+	g.armLocked(logger, key, r, r.WaitingSince.Add(timeout))
 	metrics.GangsWaitingInPermit.Inc()
 }
 
-// armLocked sets the round's deadline to at, replacing the one before. g.mu must be held.
-func (g *Gang) armLocked(logger klog.Logger, key podgroup.Key, r *round, at time.Time) {
-	if r.deadline != nil {
-		r.deadline.Stop()
+// armLocked sets the round's deadline to at, replacing the one before. The gangs' lock must
+// be held.
+func (g *Gang) armLocked(logger klog.Logger, key podgroup.Key, r *gangstate.Round, at time.Time) {
+	if r.Deadline != nil {
+		r.Deadline.Stop()
 	}
-	r.armed++
-	armed := r.armed
-	r.deadlineAt = at
-	r.deadline = g.clock.AfterFunc(at.Sub(g.clock.Now()), func() { g.expire(logger, key, r, armed) })
-}
-
-// stop ends the round: its deadline is stopped and it no longer counts as waiting. Later
-// calls do nothing. g.mu must be held.
-func (r *round) stop() {
-	if r.ended {
-		return
-	}
-	r.ended = true
-	if r.deadline != nil {
-		r.deadline.Stop()
-	}
-	if !r.waitingSince.IsZero() {
-		metrics.GangsWaitingInPermit.Dec()
-	}
+	r.Armed++
+	armed := r.Armed
+	r.DeadlineAt = at
+	r.Deadline = g.clock.AfterFunc(at.Sub(g.clock.Now()), func() { g.expire(logger, key, r, armed) })
 }
 
 // expire rejects the round at its deadline, unless it was allowed or rejected first, or a
 // preemption for the gang still runs: then the members keep the nodes they reserved (the
 // preemption counted them as placed; released, those nodes would go to pods of lower
 // priority) and the deadline waits for the preemption's end (preemptionEnded), at most until
-// roundLimit. Lock order: g.mu, then the preemption's own lock (Registry.Preempting).
-func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round, armed int) {
-	g.mu.Lock()
-	if g.rounds[key] != r || r.armed != armed || r.ended {
-		g.mu.Unlock()
+// roundLimit. Lock order: the gangs' lock, then the preemption's own (PreemptingLocked).
+func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *gangstate.Round, armed int) {
+	g.gangs.Lock()
+	if g.gangs.RoundLocked(key) != r || r.Armed != armed || r.Ended {
+		g.gangs.Unlock()
 		return
 	}
-	info := g.registry.Info(key)
+	info := g.registry.InfoLocked(key)
 	timeout := g.timeout(info)
-	if g.clock.Since(r.waitingSince) < roundLimit && g.gangs.Preempting(key) {
-		r.deferred = true
-		g.armLocked(logger, key, r, r.waitingSince.Add(roundLimit))
-		reserved, limit := len(r.members), r.deadlineAt
-		g.mu.Unlock()
+	if g.clock.Since(r.WaitingSince) < roundLimit && g.gangs.PreemptingLocked(key) {
+		r.Deferred = true
+		g.armLocked(logger, key, r, r.WaitingSince.Add(roundLimit))
+		reserved, limit := len(r.Members), r.DeadlineAt
+		g.gangs.Unlock()
 		if info.PodGroup != nil {
 			g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangDeadlineDeferred,
 				fmt.Sprintf("gang %s: its timeout (%s) passed while pods evicted for it terminate; its %d reserved members keep their nodes until %s after the preemption ends, at most %s after the first one waited", key, timeout, reserved, timeout, roundLimit))
@@ -123,14 +81,14 @@ func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round, armed int)
 	wanted, had := g.waitedFor(key, info)
 	why := fmt.Sprintf("timed out after %s waiting for %s; %s", timeout, wanted, had)
 	switch {
-	case r.deferred:
+	case r.Deferred:
 		why = fmt.Sprintf("waited %s, as long as kube-scheduler lets a pod wait in Permit, for %s while pods evicted for the gang still terminated; %s", roundLimit, wanted, had)
-	case !r.preemptionEndedAt.IsZero():
+	case !r.PreemptionEndedAt.IsZero():
 		why = fmt.Sprintf("timed out %s after the preemption for it ended (%s in all) waiting for %s; %s",
-			r.deadlineAt.Sub(r.preemptionEndedAt), r.deadlineAt.Sub(r.waitingSince).Round(time.Second), wanted, had)
+			r.DeadlineAt.Sub(r.PreemptionEndedAt), r.DeadlineAt.Sub(r.WaitingSince).Round(time.Second), wanted, had)
 	}
 	rejected := g.rejectRoundLocked(key, fmt.Sprintf("gang %s rejected: %s", key, why), nil)
-	g.mu.Unlock()
+	g.gangs.Unlock()
 	if info.PodGroup != nil {
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventGangTimedOut,
 			fmt.Sprintf("gang %s: %s; %d waiting members rejected and their resources released", key, why, rejected))
@@ -144,19 +102,19 @@ func (g *Gang) expire(logger klog.Logger, key podgroup.Key, r *round, armed int)
 // the PodGroup. A change that asks for more leaves the round waiting for more members, as a
 // round does until its deadline.
 func (g *Gang) decideAgain(logger klog.Logger, key podgroup.Key) {
-	g.mu.Lock()
-	r := g.rounds[key]
-	if r == nil || r.waitingSince.IsZero() || r.ended {
-		g.mu.Unlock()
+	g.gangs.Lock()
+	r := g.gangs.RoundLocked(key)
+	if r == nil || r.WaitingSince.IsZero() || r.Ended {
+		g.gangs.Unlock()
 		return
 	}
-	info := g.registry.Info(key)
-	if info.PodGroup == nil || !jobComplete(info, g.registry.Progress(key, nil)) {
-		g.mu.Unlock()
+	info := g.registry.InfoLocked(key)
+	if info.PodGroup == nil || !jobComplete(info, g.registry.ProgressLocked(key, nil)) {
+		g.gangs.Unlock()
 		return
 	}
 	allowed := g.allowLocked(key, r, info, nil)
-	g.mu.Unlock()
+	g.gangs.Unlock()
 	if allowed > 0 {
 		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
 			fmt.Sprintf("gang %s: its PodGroup changed; %d of %d (minMember) members reserved or bound; %d waiting members allowed to bind", key, info.Scheduled, info.MinMember(), allowed))
@@ -165,14 +123,15 @@ func (g *Gang) decideAgain(logger klog.Logger, key podgroup.Key) {
 }
 
 // waitedFor says what a round waits for and what it had: minMember members and, with
-// sub-group policies, each policy's minSubGroups complete sub-groups.
+// sub-group policies, each policy's minSubGroups complete sub-groups. The gangs' lock must be
+// held.
 func (g *Gang) waitedFor(key podgroup.Key, info podgroup.Info) (wanted, had string) {
 	wanted = fmt.Sprintf("%d members (minMember)", info.MinMember())
 	had = fmt.Sprintf("%d were reserved or bound", info.Scheduled)
 	if len(info.SubGroupPolicies) == 0 {
 		return wanted, had
 	}
-	progress := g.registry.Progress(key, nil)
+	progress := g.registry.ProgressLocked(key, nil)
 	for _, p := range info.SubGroupPolicies {
 		wanted += fmt.Sprintf(" and %d complete sub-groups of %s (minSubGroups, %d members each)", p.MinSubGroups, p.Name, p.SubGroupSize)
 		had += fmt.Sprintf(", complete sub-groups of %s: %d", p.Name, progress.CompleteByPolicy[p.Name])
@@ -184,21 +143,21 @@ func (g *Gang) waitedFor(key podgroup.Key, info podgroup.Info) (wanted, had stri
 // preemption made room for are scheduled only now. A later deadline stays; none goes past
 // roundLimit.
 func (g *Gang) preemptionEnded(logger klog.Logger, key podgroup.Key) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	r := g.rounds[key]
-	if r == nil || r.ended || r.waitingSince.IsZero() {
+	g.gangs.Lock()
+	defer g.gangs.Unlock()
+	r := g.gangs.RoundLocked(key)
+	if r == nil || r.Ended || r.WaitingSince.IsZero() {
 		return
 	}
-	at := g.clock.Now().Add(g.timeout(g.registry.Info(key)))
-	if limit := r.waitingSince.Add(roundLimit); at.After(limit) {
+	at := g.clock.Now().Add(g.timeout(g.registry.InfoLocked(key)))
+	if limit := r.WaitingSince.Add(roundLimit); at.After(limit) {
 		at = limit
 	}
-	if !r.deferred && !at.After(r.deadlineAt) {
+	if !r.Deferred && !at.After(r.DeadlineAt) {
 		return
 	}
-	r.deferred = false
-	r.preemptionEndedAt = g.clock.Now()
+	r.Deferred = false
+	r.PreemptionEndedAt = g.clock.Now()
 	g.armLocked(logger, key, r, at)
 	logger.V(3).Info("Gang round's deadline set from the end of its preemption", "podGroup", key, "deadline", at)
 }
@@ -207,38 +166,37 @@ func (g *Gang) preemptionEnded(logger klog.Logger, key podgroup.Key) {
 // selects: the waiting members are rejected (the framework then unreserves them), and every
 // rejected member's reservation is released from the registry now. A rejected member that is
 // still between Reserve and Permit is rejected at Permit, one between Permit and the waiting
-// pods as soon as it is there. It returns how many waiting members were rejected. g.mu must
-// be held.
+// pods as soon as it is there. It returns how many waiting members were rejected. The gangs'
+// lock must be held.
 func (g *Gang) rejectRoundLocked(key podgroup.Key, msg string, only func(*v1.Pod) bool) int {
-	r := g.rounds[key]
+	r := g.gangs.RoundLocked(key)
 	if r == nil {
 		return 0
 	}
-	chosen := make(map[types.UID]*v1.Pod, len(r.members))
-	for uid, pod := range r.members {
+	chosen := make(map[types.UID]*v1.Pod, len(r.Members))
+	for uid, pod := range r.Members {
 		if only == nil || only(pod) {
 			chosen[uid] = pod
 		}
 	}
 	rejected := 0
 	for uid, pod := range chosen {
-		delete(r.members, uid)
-		delete(g.memberRound, uid)
-		g.registry.Unreserve(pod)
+		delete(r.Members, uid)
+		g.gangs.LeaveRoundLocked(uid)
+		g.registry.UnreserveLocked(pod)
 		// Looked up by UID: O(round), not every waiting pod of the cluster.
 		if wp := g.handle.GetWaitingPod(uid); wp != nil {
 			if wp.Reject(Name, msg) {
 				rejected++
 			}
-		} else if r.waiters.Has(uid) {
+		} else if r.Waiters.Has(uid) {
 			g.rejecters.Go(func() { g.rejectWhenWaiting(uid, msg) })
 			rejected++
 		}
-		r.waiters.Delete(uid)
+		r.Waiters.Delete(uid)
 	}
-	if only == nil || len(r.members) == 0 {
-		r.stop()
-		delete(g.rounds, key)
+	if only == nil || len(r.Members) == 0 {
+		g.gangs.EndRoundLocked(key)
 	}
 	return rejected
 }
@@ -255,9 +213,9 @@ func (g *Gang) rejectWhenWaiting(uid types.UID, msg string) {
 		}
 		// A member in a round or batch again is a later attempt (the one rejected left the
 		// waiting pods before this poll saw it, and Reserve precedes every Wait): not ours.
-		g.mu.Lock()
-		later := g.memberRound[uid] != nil || g.memberBatch[uid] != nil
-		g.mu.Unlock()
+		g.gangs.Lock()
+		later := g.gangs.MemberRoundLocked(uid) != nil || g.gangs.MemberBatchLocked(uid) != nil
+		g.gangs.Unlock()
 		if !later {
 			wp.Reject(Name, msg)
 		}

@@ -76,13 +76,13 @@ func newRoundsEnv(t *testing.T, timeoutSeconds int32) *roundsEnv {
 // deadline is when the gang's round times out.
 func (e *roundsEnv) deadline(t *testing.T) time.Time {
 	t.Helper()
-	e.plugin.mu.Lock()
-	defer e.plugin.mu.Unlock()
-	r := e.plugin.rounds[e.key]
+	e.gangs.Lock()
+	defer e.gangs.Unlock()
+	r := e.gangs.RoundLocked(e.key)
 	if r == nil {
 		t.Fatal("the gang has no round")
 	}
-	return r.deadlineAt
+	return r.DeadlineAt
 }
 
 // awaitEvent polls for an Event: the deadline records it after releasing the gang lock.
@@ -100,14 +100,14 @@ func (e *env) awaitEvent(t *testing.T, want string) {
 // assertWaiting fails unless both members are still in the gang's open round.
 func (e *roundsEnv) assertWaiting(t *testing.T) {
 	t.Helper()
-	e.plugin.mu.Lock()
-	defer e.plugin.mu.Unlock()
-	r := e.plugin.rounds[e.key]
-	if r == nil || r.ended {
+	e.gangs.Lock()
+	defer e.gangs.Unlock()
+	r := e.gangs.RoundLocked(e.key)
+	if r == nil || r.Ended {
 		t.Fatal("the gang's round ended")
 	}
 	for _, p := range e.waiting {
-		if r.members[p.UID] == nil || e.fw.GetWaitingPod(p.UID) == nil {
+		if r.Members[p.UID] == nil || e.fw.GetWaitingPod(p.UID) == nil {
 			t.Errorf("%s no longer waits in the round", p.Name)
 		}
 	}
@@ -337,10 +337,10 @@ func TestTimeoutSaysWhatTheSubGroupsLacked(t *testing.T) {
 		}
 	}
 	key := podgroup.Key{Namespace: ns, Name: "job"}
-	e.plugin.mu.Lock()
-	r := e.plugin.rounds[key]
-	armed := r.armed
-	e.plugin.mu.Unlock()
+	e.gangs.Lock()
+	r := e.gangs.RoundLocked(key)
+	armed := r.Armed
+	e.gangs.Unlock()
 	e.plugin.expire(klog.Background(), key, r, armed)
 	const want = "gang team/job rejected: timed out after 1m0s waiting for 4 members (minMember) and 2 complete sub-groups of tp (minSubGroups, 2 members each); 2 were reserved or bound, complete sub-groups of tp: 1"
 	if s := e.fw.WaitOnPermit(e.ctx, pods[0]); s.Code() != fwk.Unschedulable || s.Message() != want {
