@@ -51,33 +51,6 @@ func TestFormerBlockerReservingActivatesTheHeldMembers(t *testing.T) {
 	}
 }
 
-// TestPreemptionHoldersAreEachAsked: each profile's GangPreemption registers a holder on the
-// shared registry; a nomination or a gang held by any of them is held, and a holder without
-// an answer (nil) says no.
-func TestPreemptionHoldersAreEachAsked(t *testing.T) {
-	tr := New()
-	pod := member("m-0", "g")
-	running, other := Key{Namespace: "ns", Name: "g"}, Key{Namespace: "ns", Name: "other"}
-	if _, held := tr.NominationHeld(pod); held || tr.Preempting(running) {
-		t.Errorf("held without a holder")
-	}
-	tr.AddPreemptionHolder(PreemptionHolder{
-		Running:    func(Key) bool { return false },
-		Nomination: func(*v1.Pod) (string, bool) { return "", false },
-	})
-	tr.AddPreemptionHolder(PreemptionHolder{})
-	tr.AddPreemptionHolder(PreemptionHolder{
-		Running:    func(k Key) bool { return k == running },
-		Nomination: func(p *v1.Pod) (string, bool) { return "node-" + p.Name, true },
-	})
-	if node, held := tr.NominationHeld(pod); !held || node != "node-m-0" {
-		t.Errorf("NominationHeld = %q, %v; want node-m-0, true", node, held)
-	}
-	if !tr.Preempting(running) || tr.Preempting(other) {
-		t.Errorf("Preempting: %v for %s, %v for %s; want true, false", tr.Preempting(running), running, tr.Preempting(other), other)
-	}
-}
-
 // TestBlockedOnlyWhenTheJobCannotDoWithout: members that fit no node (with their pending
 // siblings of the same shape) block their gang only once the others cannot complete it:
 // fewer than minMember left, or fewer complete sub-groups than minSubGroups. A member whose

@@ -28,10 +28,12 @@ type Tracker struct {
 	scoutWakers []func(Key, *v1.Pod)
 	// nodeChanges counts the node changes seen (NodesChanged), for MarkUnplaced.
 	nodeChanges uint64
-	// preemptionHolders say which gangs a preemption runs for and which nominations it
-	// holds, and preemptionEnders are told when one ends (preemption.go).
-	preemptionHolders []PreemptionHolder
-	preemptionEnders  []func(Key)
+	// victimOf maps each victim of a preemption under way to the gangs that wait for it,
+	// preemptions counts those preemptions, and preemptionEnders are told when one ends
+	// (preemption.go).
+	victimOf         map[types.UID]sets.Set[Key]
+	preemptions      preemptionCounts
+	preemptionEnders []func(Key)
 	// memberRound is the round each reserved member belongs to (a member whose round was
 	// rejected is no longer in it), memberBatch the batch each allowed member binds with
 	// (round.go).
@@ -84,6 +86,10 @@ type Gang struct {
 	openBatches   map[*Batch]struct{}
 	firstReserved time.Time
 	quorumBound   bool
+	// preemption is the gang's preemption under way (preemption.go); resumed says a
+	// preemption of an earlier scheduler process was looked for.
+	preemption *Preemption
+	resumed    bool
 }
 
 var _ podgroup.State = &Tracker{}
@@ -96,7 +102,7 @@ func New() *Tracker {
 // NewFor returns a tracker over reg, which from now on tells it of every change.
 func NewFor(reg *podgroup.Registry) *Tracker {
 	t := &Tracker{reg: reg, gangs: map[Key]*Gang{}, unplaced: sets.New[Key](), deferring: sets.New[Key](),
-		memberRound: map[types.UID]*Round{}, memberBatch: map[types.UID]*Batch{}, now: time.Now}
+		memberRound: map[types.UID]*Round{}, memberBatch: map[types.UID]*Batch{}, victimOf: map[types.UID]sets.Set[Key]{}, now: time.Now}
 	reg.SetState(t)
 	return t
 }
@@ -133,6 +139,9 @@ func (t *Tracker) peekLocked(key Key) (*Gang, *podgroup.Group) {
 func (t *Tracker) Forget(key Key) {
 	if s := t.gangs[key]; s != nil {
 		s.forgetPlanFailureLocked()
+		if s.preemption != nil {
+			t.endPreemptionLocked(key, s, s.preemption)
+		}
 	}
 	delete(t.gangs, key)
 	t.unplaced.Delete(key)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -46,11 +46,10 @@ func (c asyncClock) step(d time.Duration) {
 // fake clock (p2 never comes), and a preemption holder the test switches.
 type roundsEnv struct {
 	*env
-	clock      asyncClock
-	start      time.Time
-	key        podgroup.Key
-	preempting atomic.Bool
-	waiting    []*v1.Pod
+	clock   asyncClock
+	start   time.Time
+	key     podgroup.Key
+	waiting []*v1.Pod
 }
 
 func newRoundsEnv(t *testing.T, timeoutSeconds int32) *roundsEnv {
@@ -58,7 +57,6 @@ func newRoundsEnv(t *testing.T, timeoutSeconds int32) *roundsEnv {
 	e := &roundsEnv{env: newEnv(t, 60), start: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC), key: podgroup.Key{Namespace: ns, Name: "train"}}
 	e.clock = asyncClock{FakeClock: testingclock.NewFakeClock(e.start), fired: &sync.WaitGroup{}}
 	e.plugin.clock = e.clock
-	e.gangs.AddPreemptionHolder(gangstate.PreemptionHolder{Running: func(key podgroup.Key) bool { return key == e.key && e.preempting.Load() }})
 	e.podGroup("train", 3, ptr.To(timeoutSeconds))
 	e.waiting = []*v1.Pod{member("p0", "train"), member("p1", "train")}
 	for _, p := range append(e.waiting, member("p2", "train")) {
@@ -124,11 +122,24 @@ func (e *roundsEnv) assertRejected(t *testing.T, want string) {
 	}
 }
 
+// preempting starts a preemption for the gang, with a victim that terminates, or ends it.
+func (e *roundsEnv) preempting(on bool) {
+	e.gangs.Lock()
+	defer e.gangs.Unlock()
+	if !on {
+		p, _ := e.gangs.PreemptionLocked(e.key)
+		e.gangs.EndPreemptionLocked(e.key, p)
+		return
+	}
+	e.gangs.StartPreemptionLocked(e.key, &gangstate.Preemption{Victims: []*v1.Pod{
+		st.MakePod().Namespace("other").Name("victim").UID("victim").Node("node-1").Obj()}})
+}
+
 // deferDeadline lets the gang's 10 s timeout pass while a preemption for it runs, and checks
 // that the round is deferred to the limit, its members still waiting.
 func (e *roundsEnv) deferDeadline(t *testing.T) {
 	t.Helper()
-	e.preempting.Store(true)
+	e.preempting(true)
 	e.clock.step(10 * time.Second)
 	e.awaitEvent(t, "Normal GangDeadlineDeferred gang team/train: its timeout (10s) passed while pods evicted for it terminate; its 2 reserved members keep their nodes until 10s after the preemption ends, at most 14m30s after the first one waited")
 	if got, want := e.deadline(t), e.start.Add(14*time.Minute+30*time.Second); !got.Equal(want) {
@@ -157,7 +168,7 @@ func TestDeadlineWaitsForThePreemption(t *testing.T) {
 	e.clock.step(5 * time.Minute)
 	e.assertWaiting(t)
 
-	e.preempting.Store(false)
+	e.preempting(false)
 	e.gangs.PreemptionEnded(e.key)
 	if got, want := e.deadline(t), e.start.Add(5*time.Minute+20*time.Second); !got.Equal(want) {
 		t.Errorf("deadline after the preemption %v, want %v", got, want)

@@ -6,12 +6,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -58,26 +57,19 @@ func readHeld(state fwk.CycleState) *heldState {
 	return s
 }
 
-// drainLocked makes an attempt whose victims were all seen deleted drain: until proved
-// otherwise, the cache may hold each of them. The drain ends at the latest after drainSlack
-// (a victim rejected in memory may be placed again on its node, under the same UID): then
-// the gang is activated as when nothing drains. pl.mu must be held.
-func (pl *GangPreemption) drainLocked(logger klog.Logger, key podgroup.Key, a *attempt) {
-	a.cached = sets.New[types.UID]()
-	for _, v := range a.victims {
-		a.cached.Insert(v.UID)
-	}
-	pl.stopDrainingLocked(key)
-	pl.draining[key] = a
-	pl.drainingCount.Add(1)
+// armDrainLocked bounds the drain of a preemption whose victims were all seen deleted: it ends
+// at the latest after drainSlack (a victim rejected in memory may be placed again on its node,
+// under the same UID); then the gang is activated as when nothing drains. The gangs' lock
+// must be held.
+func (pl *GangPreemption) armDrainLocked(logger klog.Logger, key podgroup.Key, a *gangstate.Preemption) {
 	limit := drainSlack
-	a.drainDeadline = time.AfterFunc(limit, func() {
-		pl.mu.Lock()
-		expired := pl.draining[key] == a
-		if expired {
-			pl.stopDrainingLocked(key)
+	a.DrainDeadline = time.AfterFunc(limit, func() {
+		pl.gangs.Lock()
+		expired := false
+		if current, draining := pl.gangs.PreemptionLocked(key); current == a && draining {
+			expired = pl.gangs.StopDrainingLocked(key)
 		}
-		pl.mu.Unlock()
+		pl.gangs.Unlock()
 		if expired {
 			n := pl.gangs.ActivatePending(logger, pl.handle, key)
 			logger.Info("The scheduler's cache still held victims of a gang preemption after the drain's time limit; the gang is retried", "podGroup", key, "limit", limit, "membersActivated", n)
@@ -90,44 +82,29 @@ func (pl *GangPreemption) drainLocked(logger klog.Logger, key podgroup.Key, a *a
 // cache normally follows the informer within milliseconds. A variable for the tests.
 var drainSlack = 30 * time.Second
 
-// stopDrainingLocked forgets the gang's draining attempt and reports whether there was one.
-// pl.mu must be held.
-func (pl *GangPreemption) stopDrainingLocked(key podgroup.Key) bool {
-	a, ok := pl.draining[key]
-	if !ok {
-		return false
-	}
-	if a.drainDeadline != nil {
-		a.drainDeadline.Stop()
-	}
-	delete(pl.draining, key)
-	pl.drainingCount.Add(-1)
-	return true
-}
-
 // PreFilter refuses a member of a gang whose victims still terminate (a member queued before
 // the preemption began: it would plan, and fail, once per victim gone, and each failure
 // lengthens the plan's back-off), and one of a draining gang while this cycle's snapshot
 // still holds one of the victims. Every other pod skips it: no lock unless some gang
 // preempts.
 func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if pl.drainingCount.Load() == 0 && pl.runningCount.Load() == 0 {
+	if !pl.gangs.PreemptionsUnderWay() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	pl.mu.Lock()
-	a, draining := pl.underWayLocked(key)
+	pl.gangs.Lock()
+	a, draining := pl.gangs.PreemptionLocked(key)
 	if a == nil {
-		pl.mu.Unlock()
+		pl.gangs.Unlock()
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	node := a.nodes[pod.UID]
+	node := a.Nodes[pod.UID]
 	if !draining {
 		msg := waitingMsg(key, a)
-		pl.mu.Unlock()
+		pl.gangs.Unlock()
 		state.Write(heldStateKey, &heldState{node: node, terminating: true})
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
@@ -137,17 +114,17 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 	// a cycle that started before the event still sees the victim.
 	nodeInfos := pl.handle.SnapshotSharedLister().NodeInfos()
 	held := 0
-	for _, v := range a.victims {
+	for _, v := range a.Victims {
 		if holds(nodeInfos, v) {
 			held++
 		} else {
-			a.cached.Delete(v.UID)
+			a.Cached.Delete(v.UID)
 		}
 	}
 	if held == 0 {
-		pl.stopDrainingLocked(key)
+		pl.gangs.StopDrainingLocked(key)
 	}
-	pl.mu.Unlock()
+	pl.gangs.Unlock()
 	if held == 0 {
 		klog.FromContext(ctx).V(4).Info("Gang preemption's victims are gone from the scheduler's cache", "podGroup", key)
 		pl.gangs.PreemptionEnded(key)
@@ -156,7 +133,7 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 	state.Write(heldStateKey, &heldState{node: node})
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 		"gang %s: %d of the %d pods evicted for it in %s are deleted but still counted by the scheduler; the gang is retried when they are not",
-		key, held, len(a.victims), a.domain))
+		key, held, len(a.Victims), a.Domain))
 }
 
 // holds reports whether the snapshot still has the pod on its node.
@@ -196,14 +173,15 @@ func (pl *GangPreemption) isSchedulableAfterPodDeleted(logger klog.Logger, pod *
 	if err != nil {
 		return fwk.Queue, err
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if a := pl.running[key]; a != nil && a.waiting.Len() > 0 {
+	pl.gangs.Lock()
+	defer pl.gangs.Unlock()
+	a, draining := pl.gangs.PreemptionLocked(key)
+	if a != nil && !draining {
 		return fwk.QueueSkip, nil
 	}
-	if a := pl.draining[key]; a != nil {
-		a.cached.Delete(deleted.UID)
-		if a.cached.Len() > 0 {
+	if a != nil {
+		a.Cached.Delete(deleted.UID)
+		if a.Cached.Len() > 0 {
 			return fwk.QueueSkip, nil
 		}
 	}

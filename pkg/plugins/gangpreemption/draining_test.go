@@ -71,8 +71,7 @@ func (h *cacheView) takeActivated() []string {
 // its nomination writer records wishes and never writes.
 func newTestPlugin(h fwk.Handle, gangs *gangstate.Tracker) *GangPreemption {
 	pl := &GangPreemption{handle: h, registry: gangs.Registry(), gangs: gangs, events: gangstate.NewEventLog(&events.FakeRecorder{}, eventAction), ctx: context.Background(),
-		running: map[podgroup.Key]*attempt{}, victimOf: map[types.UID]sets.Set[podgroup.Key]{},
-		draining: map[podgroup.Key]*attempt{}, resumed: sets.New[podgroup.Key](), refused: map[types.UID]time.Time{}}
+		refused: map[types.UID]time.Time{}}
 	pl.nominations = podstatus.NewWriter("test", nil, nil, pl.nominationWish)
 	return pl
 }
@@ -112,17 +111,17 @@ func newDrainEnv(t *testing.T) *drainEnv {
 	e.nodes = []*v1.Node{st.MakeNode().Name("node-1").Obj(), st.MakeNode().Name("node-2").Obj(), st.MakeNode().Name("node-3").Obj()}
 	e.h.snapshot = internalcache.NewSnapshot([]*v1.Pod{e.low1, e.low2, e.other}, e.nodes)
 	e.pl = newTestPlugin(e.h, e.gangs)
-	e.pl.mu.Lock()
-	e.pl.startLocked(logger, e.key, &attempt{domain: wholeCluster, victims: []*v1.Pod{e.low1, e.low2},
-		members: []*v1.Pod{e.train0, e.train1}, nodes: map[types.UID]string{e.train0.UID: "node-1", e.train1.UID: "node-2"}})
-	e.pl.mu.Unlock()
+	e.pl.gangs.Lock()
+	e.pl.startLocked(logger, e.key, &gangstate.Preemption{Domain: wholeCluster, Victims: []*v1.Pod{e.low1, e.low2},
+		Members: []*v1.Pod{e.train0, e.train1}, Nodes: map[types.UID]string{e.train0.UID: "node-1", e.train1.UID: "node-2"}})
+	e.pl.gangs.Unlock()
 	t.Cleanup(func() {
-		e.pl.mu.Lock()
-		defer e.pl.mu.Unlock()
-		if a := e.pl.running[e.key]; a != nil {
-			e.pl.endLocked(e.key, a)
+		e.pl.gangs.Lock()
+		defer e.pl.gangs.Unlock()
+		if a := e.pl.gangs.WaitingPreemptionLocked(e.key); a != nil {
+			e.pl.gangs.EndPreemptionLocked(e.key, a)
 		}
-		e.pl.stopDrainingLocked(e.key)
+		e.pl.gangs.StopDrainingLocked(e.key)
 	})
 	return e
 }
@@ -188,10 +187,9 @@ func (e *drainEnv) passes(t *testing.T, member *v1.Pod) {
 
 func (e *drainEnv) drained(t *testing.T) {
 	t.Helper()
-	e.pl.mu.Lock()
-	defer e.pl.mu.Unlock()
-	if len(e.pl.draining) != 0 || e.pl.drainingCount.Load() != 0 {
-		t.Errorf("draining left behind: %v, count %d", e.pl.draining, e.pl.drainingCount.Load())
+	waiting, draining, _ := e.gangs.PreemptionsLeft()
+	if len(draining) != 0 || e.gangs.PreemptionsUnderWay() != (len(waiting) > 0) {
+		t.Errorf("draining left behind: %v, under way %v", draining, e.gangs.PreemptionsUnderWay())
 	}
 }
 
@@ -327,14 +325,18 @@ func TestDrainingShrinksOnly(t *testing.T) {
 	// The cache's event for low-node-1 arrives while train-0's cycle runs on an older snapshot.
 	e.hint(t, e.train1, e.low1, fwk.QueueSkip)
 	e.refused(t, e.train0, 2, "node-1")
-	if got := sets.List(e.pl.draining[e.key].cached); !cmp.Equal([]types.UID{"low-node-2"}, got) {
+	e.gangs.Lock()
+	a, _ := e.gangs.PreemptionLocked(e.key)
+	got := sets.List(a.Cached)
+	e.gangs.Unlock()
+	if !cmp.Equal([]types.UID{"low-node-2"}, got) {
 		t.Errorf("still counted %v, want only low-node-2", got)
 	}
 	e.hint(t, e.train1, e.low2, fwk.Queue)
 
-	e.pl.mu.Lock()
-	e.pl.startLocked(e.logger, e.key, &attempt{victims: []*v1.Pod{e.other}})
-	e.pl.mu.Unlock()
+	e.pl.gangs.Lock()
+	e.pl.startLocked(e.logger, e.key, &gangstate.Preemption{Victims: []*v1.Pod{e.other}})
+	e.pl.gangs.Unlock()
 	e.drained(t)
 }
 
@@ -422,13 +424,20 @@ func BenchmarkPreFilter(b *testing.B) {
 	}
 	b.Run("nothing-drains/plain-pod", func(b *testing.B) { run(b, plain) })
 	b.Run("nothing-drains/gang-member", func(b *testing.B) { run(b, member) })
-	pl.mu.Lock()
-	pl.drainLocked(logger, podgroup.Key{Namespace: "ns", Name: "other"}, &attempt{})
-	pl.mu.Unlock()
+	// Another gang, whose preemption's one victim is gone: it drains.
+	pl.registry.SetPod(nil, st.MakePod().Namespace("ns").Name("o").UID("o").Label(schedulingv1alpha1.PodGroupLabel, "other").Obj())
+	victim := st.MakePod().Namespace("ns").Name("v").UID("v").Node("node-1").Obj()
+	pl.gangs.Lock()
+	other := podgroup.Key{Namespace: "ns", Name: "other"}
+	draining := &gangstate.Preemption{Victims: []*v1.Pod{victim}}
+	pl.startLocked(logger, other, draining)
+	pl.gangs.VictimGoneLocked(victim.UID)
+	pl.armDrainLocked(logger, other, draining)
+	pl.gangs.Unlock()
 	b.Cleanup(func() {
-		pl.mu.Lock()
-		pl.stopDrainingLocked(podgroup.Key{Namespace: "ns", Name: "other"})
-		pl.mu.Unlock()
+		pl.gangs.Lock()
+		pl.gangs.StopDrainingLocked(podgroup.Key{Namespace: "ns", Name: "other"})
+		pl.gangs.Unlock()
 	})
 	b.Run("other-gang-drains/plain-pod", func(b *testing.B) { run(b, plain) })
 	b.Run("other-gang-drains/gang-member", func(b *testing.B) { run(b, member) })
@@ -453,7 +462,6 @@ func TestHoldsNomination(t *testing.T) {
 			t.Errorf("%s: held nominations (-want,+got):\n%s", stage, diff)
 		}
 	}
-	e.gangs.AddPreemptionHolder(e.pl.holder())
 	both := map[string]string{"train-0": "node-1", "train-1": "node-2"}
 	check("victims terminating", both)
 	e.pl.victimGone(e.logger, e.low1)
@@ -500,10 +508,10 @@ func TestDrainWaitsForAVictimWaitingInPermit(t *testing.T) {
 	h := &cacheView{snapshot: internalcache.NewSnapshot([]*v1.Pod{assumed}, []*v1.Node{node})}
 	pl := newTestPlugin(h, gangs)
 	key := podgroup.Key{Namespace: "ns", Name: "train"}
-	pl.mu.Lock()
-	pl.startLocked(logger, key, &attempt{domain: wholeCluster, victims: victims,
-		members: []*v1.Pod{train0}, nodes: map[types.UID]string{train0.UID: "node-1"}})
-	pl.mu.Unlock()
+	pl.gangs.Lock()
+	pl.startLocked(logger, key, &gangstate.Preemption{Domain: wholeCluster, Victims: victims,
+		Members: []*v1.Pod{train0}, Nodes: map[types.UID]string{train0.UID: "node-1"}})
+	pl.gangs.Unlock()
 	pl.victimGone(logger, victims[0])
 	const want = "gang ns/train: 1 of the 1 pods evicted for it in the cluster are deleted but still counted by the scheduler; the gang is retried when they are not"
 	if _, s := pl.PreFilter(ctx, framework.NewCycleState(), train0, nil); s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != want {

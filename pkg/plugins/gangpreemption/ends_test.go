@@ -12,6 +12,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -70,7 +71,6 @@ func TestPreemptionEndIsAnnounced(t *testing.T) {
 			}
 			e := newDrainEnv(t)
 			ends := &endLog{}
-			e.gangs.AddPreemptionHolder(e.pl.holder())
 			e.gangs.OnPreemptionEnd(ends.add)
 			if !e.gangs.Preempting(e.key) {
 				t.Fatal("Preempting = false while the victims terminate")
@@ -98,7 +98,6 @@ func TestPreemptionEndIsAnnounced(t *testing.T) {
 func TestPreemptionRunsUntilTheCacheDropsTheVictims(t *testing.T) {
 	e := newDrainEnv(t)
 	ends := &endLog{}
-	e.gangs.AddPreemptionHolder(e.pl.holder())
 	e.gangs.OnPreemptionEnd(ends.add)
 	e.pl.victimGone(e.logger, e.low1)
 	e.pl.victimGone(e.logger, e.low2)
@@ -108,9 +107,9 @@ func TestPreemptionRunsUntilTheCacheDropsTheVictims(t *testing.T) {
 		t.Fatalf("while the cache holds a victim: Preempting %v, ends %v; want true, none", e.gangs.Preempting(e.key), ends.get())
 	}
 
-	e.pl.mu.Lock()
-	e.pl.startLocked(e.logger, e.key, &attempt{domain: wholeCluster, victims: []*v1.Pod{e.other}})
-	e.pl.mu.Unlock()
+	e.pl.gangs.Lock()
+	e.pl.startLocked(e.logger, e.key, &gangstate.Preemption{Domain: wholeCluster, Victims: []*v1.Pod{e.other}})
+	e.pl.gangs.Unlock()
 	if !e.gangs.Preempting(e.key) || len(ends.get()) > 0 {
 		t.Fatalf("after a new attempt began: Preempting %v, ends %v; want true, none", e.gangs.Preempting(e.key), ends.get())
 	}
@@ -118,12 +117,12 @@ func TestPreemptionRunsUntilTheCacheDropsTheVictims(t *testing.T) {
 	old := victimSlack
 	victimSlack = time.Nanosecond
 	t.Cleanup(func() { victimSlack = old })
-	e.pl.mu.Lock()
+	e.pl.gangs.Lock()
 	// A victim that may take no time to terminate: the attempt's time limit is victimSlack.
 	quick := st.MakePod().Namespace("ns").Name("quick").UID("quick").Node("node-3").Obj()
 	quick.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
-	e.pl.startLocked(e.logger, e.key, &attempt{domain: wholeCluster, victims: []*v1.Pod{quick}})
-	e.pl.mu.Unlock()
+	e.pl.startLocked(e.logger, e.key, &gangstate.Preemption{Domain: wholeCluster, Victims: []*v1.Pod{quick}})
+	e.pl.gangs.Unlock()
 	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return len(ends.get()) > 0, nil
 	}); err != nil {
@@ -138,9 +137,7 @@ func TestPreemptionRunsUntilTheCacheDropsTheVictims(t *testing.T) {
 // nothingLeft checks that no attempt runs or drains: no timer is left to announce another end.
 func (e *drainEnv) nothingLeft(t *testing.T) {
 	t.Helper()
-	e.pl.mu.Lock()
-	defer e.pl.mu.Unlock()
-	if len(e.pl.running) != 0 || len(e.pl.draining) != 0 {
-		t.Errorf("left behind: running %v, draining %v", e.pl.running, e.pl.draining)
+	if waiting, draining, _ := e.gangs.PreemptionsLeft(); len(waiting) != 0 || len(draining) != 0 {
+		t.Errorf("left behind: running %v, draining %v", waiting, draining)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -30,14 +31,14 @@ const EventGangPreemptionFailed = "GangPreemptionFailed"
 
 // startEvictions evicts the attempt's victims after the cycle, unless the attempt ended
 // already.
-func (pl *GangPreemption) startEvictions(logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *attempt, preemptor *gangPreemptor) {
+func (pl *GangPreemption) startEvictions(logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *gangstate.Preemption, preemptor *gangPreemptor) {
 	ctx, stop := context.WithCancel(pl.ctx)
-	pl.mu.Lock()
-	current := pl.running[key] == a
+	pl.gangs.Lock()
+	current := pl.gangs.WaitingPreemptionLocked(key) == a
 	if current {
-		a.stopEvicting = stop
+		a.StopEvicting = stop
 	}
-	pl.mu.Unlock()
+	pl.gangs.Unlock()
 	if !current {
 		stop()
 		return
@@ -49,14 +50,14 @@ func (pl *GangPreemption) startEvictions(logger klog.Logger, pg *schedulingv1alp
 // evict sends the attempt's evictions through upstream's executor (the DisruptionTarget
 // condition, then delete; a pod waiting in Permit is rejected in memory). The first failure
 // stops sending the rest: the gang gets all of its room, or it is retried and decides again.
-// stop cancels sending, also when the attempt ends first (endLocked). Calls already sent run
+// stop cancels sending, also when the preemption ends first (gangstate.Tracker.EndPreemptionLocked). Calls already sent run
 // to their end under the scheduler's context: a call cut between its condition and its
 // delete would leave a running pod marked for disruption.
-func (pl *GangPreemption) evict(sending context.Context, stop context.CancelFunc, logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *attempt, preemptor *gangPreemptor) {
+func (pl *GangPreemption) evict(sending context.Context, stop context.CancelFunc, logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *gangstate.Preemption, preemptor *gangPreemptor) {
 	defer pl.evicting.Done()
 	defer stop()
 	start := time.Now()
-	victims := a.victims
+	victims := a.Victims
 	inMemory := make([]bool, len(victims))
 	var sent, evicted atomic.Int32
 	var fail sync.Once
@@ -91,11 +92,11 @@ func (pl *GangPreemption) evict(sending context.Context, stop context.CancelFunc
 	default:
 		metrics.ObserveGangPreemptionEviction(metrics.ResultEvicted, took)
 		// The victims' grace period counts from now: sending took a while for a large gang.
-		pl.mu.Lock()
-		if pl.running[key] == a {
-			a.deadline.Reset(a.limit)
+		pl.gangs.Lock()
+		if pl.gangs.WaitingPreemptionLocked(key) == a {
+			a.Deadline.Reset(a.Limit)
 		}
-		pl.mu.Unlock()
+		pl.gangs.Unlock()
 		// A victim rejected in memory (it waited in Permit) is not deleted: it is not waited for.
 		for i, v := range victims {
 			if inMemory[i] {
@@ -119,16 +120,15 @@ var refusalMemory = 5 * time.Minute
 // The member in the cycle that preempted may get its nomination back from kube-scheduler
 // after this withdrawal (the result of its PostFilter is applied after it returns); its next
 // cycle, which the activation brings, clears or replaces it.
-func (pl *GangPreemption) evictionFailed(logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *attempt, victim *v1.Pod, err error, evicted int) {
-	pl.mu.Lock()
-	current := pl.running[key] == a
-	if current {
-		pl.endLocked(key, a)
-	}
+func (pl *GangPreemption) evictionFailed(logger klog.Logger, pg *schedulingv1alpha1.PodGroup, key podgroup.Key, a *gangstate.Preemption, victim *v1.Pod, err error, evicted int) {
+	pl.gangs.Lock()
+	current := pl.gangs.WaitingPreemptionLocked(key) == a && pl.gangs.EndPreemptionLocked(key, a)
+	pl.gangs.Unlock()
+	pl.refusedMu.Lock()
 	pl.refused[victim.UID] = time.Now().Add(refusalMemory)
-	pl.mu.Unlock()
+	pl.refusedMu.Unlock()
 	msg := fmt.Sprintf("gang %s: evicting %s/%s in %s failed: %v; %d of the %d pods chosen were evicted; ",
-		key, victim.Namespace, victim.Name, a.domain, err, evicted, len(a.victims))
+		key, victim.Namespace, victim.Name, a.Domain, err, evicted, len(a.Victims))
 	if current {
 		msg += "the members' nominations are withdrawn and the gang is retried"
 	} else {
@@ -142,11 +142,11 @@ func (pl *GangPreemption) evictionFailed(logger klog.Logger, pg *schedulingv1alp
 		pl.events.Record(pg, v1.EventTypeWarning, EventGangPreemptionFailed, msg)
 	}
 	logger.Error(err, "Gang preemption could not evict a victim", "podGroup", key, "victim", klog.KObj(victim),
-		"evicted", evicted, "victims", len(a.victims), "attemptEnded", current)
+		"evicted", evicted, "victims", len(a.Victims), "attemptEnded", current)
 	if !current {
 		return
 	}
-	pl.withdraw(a.members)
+	pl.withdraw(a.Members)
 	n := pl.gangs.ActivatePending(logger, pl.handle, key)
 	logger.V(2).Info("Gang preemption failed; the gang is retried", "podGroup", key, "membersActivated", n)
 	pl.gangs.PreemptionEnded(key)
@@ -155,8 +155,8 @@ func (pl *GangPreemption) evictionFailed(logger klog.Logger, pg *schedulingv1alp
 // refusedVictims are the pods whose eviction failed less than refusalMemory ago; the others
 // are forgotten.
 func (pl *GangPreemption) refusedVictims() sets.Set[types.UID] {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
+	pl.refusedMu.Lock()
+	defer pl.refusedMu.Unlock()
 	if len(pl.refused) == 0 {
 		return nil
 	}

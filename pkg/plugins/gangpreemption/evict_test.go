@@ -182,9 +182,9 @@ func TestEvictionsAfterTheCycle(t *testing.T) {
 				}
 				return tc.answer(ctx, v)
 			})
-			e.pl.mu.Lock()
-			a := e.pl.running[e.key]
-			e.pl.mu.Unlock()
+			e.pl.gangs.Lock()
+			a := e.pl.gangs.WaitingPreemptionLocked(e.key)
+			e.pl.gangs.Unlock()
 			e.pl.startEvictions(e.logger, trainPodGroup, e.key, a, &gangPreemptor{pod: e.train0, priority: corev1helpers.PodPriority(e.train0)})
 			e.pl.evicting.Wait()
 			run.check(t, evictionOutcome{evicted: tc.wantEvicted, waiting: tc.wantWaiting, activated: tc.wantActivated,
@@ -240,12 +240,12 @@ func (r *evictionRun) check(t *testing.T, want evictionOutcome) {
 	if diff := cmp.Diff(want.evicted, evicted); diff != "" {
 		t.Errorf("evicted (-want,+got):\n%s", diff)
 	}
-	e.pl.mu.Lock()
+	e.pl.gangs.Lock()
 	var waiting []string
-	if a := e.pl.running[e.key]; a != nil {
-		waiting = sortedUIDs(a.waiting)
+	if a := e.pl.gangs.WaitingPreemptionLocked(e.key); a != nil {
+		waiting = sortedUIDs(a.Waiting)
 	}
-	e.pl.mu.Unlock()
+	e.pl.gangs.Unlock()
 	if diff := cmp.Diff(want.waiting, waiting); diff != "" {
 		t.Errorf("victims waited for (-want,+got):\n%s", diff)
 	}
@@ -293,9 +293,9 @@ func (r *evictionRun) check(t *testing.T, want evictionOutcome) {
 
 // expireRunning runs the deadline of train's running attempt, as its timer does.
 func expireRunning(e *drainEnv) {
-	e.pl.mu.Lock()
-	a := e.pl.running[e.key]
-	e.pl.mu.Unlock()
+	e.pl.gangs.Lock()
+	a := e.pl.gangs.WaitingPreemptionLocked(e.key)
+	e.pl.gangs.Unlock()
 	e.pl.expire(e.logger, e.key, a)
 }
 
@@ -319,9 +319,11 @@ func (e *drainEnv) inAPI(t *testing.T, gone ...string) {
 func TestRefusedVictimIsSpared(t *testing.T) {
 	e := newDrainEnv(t)
 	batch := st.MakePod().Namespace("ns").Name("batch-0").UID("batch-0").Label(schedulingv1alpha1.PodGroupLabel, "batch").Node("node-3").Obj()
+	e.pl.refusedMu.Lock()
 	e.pl.refused[e.low1.UID] = time.Now().Add(time.Minute)
 	e.pl.refused[batch.UID] = time.Now().Add(time.Minute)
 	e.pl.refused["expired"] = time.Now().Add(-time.Second)
+	e.pl.refusedMu.Unlock()
 	sim := &simulation{pl: e.pl, own: e.key, priority: 100, units: map[string]*unit{}, spared: sets.New[string](),
 		refused: e.pl.refusedVictims(), sparedRefused: sets.New[string]()}
 	got := map[string]bool{}
@@ -345,9 +347,9 @@ func TestAbandonedAttemptEvictsNothing(t *testing.T) {
 	e := newDrainEnv(t)
 	ev := &evictions{answer: func(context.Context, *v1.Pod) (bool, error) { return false, nil }}
 	e.pl.evictPod = ev.evict
-	e.pl.mu.Lock()
-	a := e.pl.running[e.key]
-	e.pl.mu.Unlock()
+	e.pl.gangs.Lock()
+	a := e.pl.gangs.WaitingPreemptionLocked(e.key)
+	e.pl.gangs.Unlock()
 	e.pl.forget(e.key)
 	e.pl.startEvictions(e.logger, nil, e.key, a, &gangPreemptor{pod: e.train0, priority: corev1helpers.PodPriority(e.train0)})
 	e.pl.evicting.Wait()
@@ -365,12 +367,12 @@ func TestFailureWhileAnotherEvictionRuns(t *testing.T) {
 	e := newDrainEnv(t)
 	e.h.parallelism = 2
 	e.inAPI(t)
-	e.pl.mu.Lock()
-	e.pl.endLocked(e.key, e.pl.running[e.key])
-	a := &attempt{domain: wholeCluster, victims: []*v1.Pod{e.low1, e.low2, e.other},
-		members: []*v1.Pod{e.train0, e.train1}, nodes: map[types.UID]string{e.train0.UID: "node-1", e.train1.UID: "node-2"}}
+	e.pl.gangs.Lock()
+	e.pl.gangs.EndPreemptionLocked(e.key, e.pl.gangs.WaitingPreemptionLocked(e.key))
+	a := &gangstate.Preemption{Domain: wholeCluster, Victims: []*v1.Pod{e.low1, e.low2, e.other},
+		Members: []*v1.Pod{e.train0, e.train1}, Nodes: map[types.UID]string{e.train0.UID: "node-1", e.train1.UID: "node-2"}}
 	e.pl.startLocked(e.logger, e.key, a)
-	e.pl.mu.Unlock()
+	e.pl.gangs.Unlock()
 	// The order is fixed by kube-scheduler's parallelizer: 3 victims on 2 workers are 3 chunks
 	// of one, taken in order, so low-node-2 goes to the worker that low-node-1 does not block.
 	// (With 4 or more victims a chunk holds two, and one worker would run both in turn.)
@@ -433,9 +435,9 @@ func (h *cacheView) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInf
 func TestPostFilterDoesNotWaitForTheEvictions(t *testing.T) {
 	schedmetrics.Register()
 	e := newDrainEnv(t)
-	e.pl.mu.Lock()
-	e.pl.endLocked(e.key, e.pl.running[e.key]) // actuate starts its own
-	e.pl.mu.Unlock()
+	e.pl.gangs.Lock()
+	e.pl.gangs.EndPreemptionLocked(e.key, e.pl.gangs.WaitingPreemptionLocked(e.key)) // actuate starts its own
+	e.pl.gangs.Unlock()
 	release := make(chan struct{})
 	ev := &evictions{answer: func(context.Context, *v1.Pod) (bool, error) {
 		<-release
@@ -462,12 +464,12 @@ func TestPostFilterDoesNotWaitForTheEvictions(t *testing.T) {
 		close(release)
 		t.Fatal("the preempting cycle waited for the eviction calls")
 	}
-	e.pl.mu.Lock()
+	e.pl.gangs.Lock()
 	var waiting []string
-	if a := e.pl.running[e.key]; a != nil {
-		waiting = sortedUIDs(a.waiting)
+	if a := e.pl.gangs.WaitingPreemptionLocked(e.key); a != nil {
+		waiting = sortedUIDs(a.Waiting)
 	}
-	e.pl.mu.Unlock()
+	e.pl.gangs.Unlock()
 	if diff := cmp.Diff([]string{"low-node-1", "low-node-2"}, waiting); diff != "" {
 		t.Errorf("victims waited for while the calls run (-want,+got):\n%s", diff)
 	}

@@ -13,12 +13,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -69,45 +67,11 @@ type GangPreemption struct {
 	evictPod func(ctx context.Context, preemptor *gangPreemptor, victim *v1.Pod) (inMemory bool, err error)
 	evicting sync.WaitGroup
 
-	mu sync.Mutex
-	// running are the gangs whose victims are being evicted: no new preemption for a gang
-	// until they are gone; victimOf maps each victim still there to the gangs waiting for it.
-	running  map[podgroup.Key]*attempt
-	victimOf map[types.UID]sets.Set[podgroup.Key]
-	// runningCount is len(running), for PreFilter to skip the lock.
-	runningCount atomic.Int32
-	// draining are the ended attempts whose victims the API has deleted but kube-scheduler's
-	// cache may still hold (PreFilter); drainingCount lets every other pod skip the lock.
-	draining      map[podgroup.Key]*attempt
-	drainingCount atomic.Int32
-	// resumed are the gangs resume has looked at (forgotten with their PodGroup).
-	resumed sets.Set[podgroup.Key]
-	// refused are the pods whose eviction failed, until when they are not chosen again.
-	refused map[types.UID]time.Time
-}
-
-// attempt is one gang preemption whose victims may still be terminating.
-type attempt struct {
-	domain  string
-	victims []*v1.Pod
-	// members are the nominated members, and nodes their nodes by pod UID.
-	members []*v1.Pod
-	nodes   map[types.UID]string
-	// waiting are the victims not seen deleted yet; deadline ends the wait when they outlive
-	// their grace period: limit after the decision, and again after the evictions were sent.
-	waiting  sets.Set[types.UID]
-	deadline *time.Timer
-	limit    time.Duration
-	// cached are, once every victim was seen deleted, those the scheduler's cache may still
-	// hold: a snapshot without one, or its deletion event, takes it out (draining).
-	cached sets.Set[types.UID]
-	// drainDeadline ends the drain if the cache never seems to drop a victim.
-	drainDeadline *time.Timer
-	// resumed says the attempt was rebuilt after a restart from the members' nominations: its
-	// victims are the pods terminating after a preemption on those nodes, whoever preempted.
-	resumed bool
-	// stopEvicting stops sending the attempt's evictions when it ends first.
-	stopEvicting context.CancelFunc
+	// Each gang's preemption under way is in the gang state (gangstate.Preemption).
+	// refused are the pods whose eviction failed, until when they are not chosen again,
+	// guarded by refusedMu.
+	refusedMu sync.Mutex
+	refused   map[types.UID]time.Time
 }
 
 var (
@@ -142,12 +106,8 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *
 		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:              handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 
-		running:  map[podgroup.Key]*attempt{},
-		victimOf: map[types.UID]sets.Set[podgroup.Key]{},
-		draining: map[podgroup.Key]*attempt{},
-		resumed:  sets.New[podgroup.Key](),
-		refused:  map[types.UID]time.Time{},
-		ctx:      ctx,
+		refused: map[types.UID]time.Time{},
+		ctx:     ctx,
 	}
 	pl.evictPod = func(ctx context.Context, preemptor *gangPreemptor, victim *v1.Pod) (bool, error) {
 		return pl.Executor.PreemptPod(ctx, &victimCandidate{node: victim.Spec.NodeName, pod: victim}, preemptor, victim, Name)
@@ -156,7 +116,6 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *
 		handle.SharedInformerFactory().Core().V1().Pods().Lister(), pl.nominationWish)
 	pl.nominations.Run(ctx)
 	registry.OnGroupDelete(pl.forget)
-	gangs.AddPreemptionHolder(pl.holder())
 	if err := pl.addVictimHandler(ctx); err != nil {
 		return nil, err
 	}
@@ -257,15 +216,16 @@ func nominate(node string) *fwk.PostFilterResult {
 }
 
 // nominationWish is nominationUpdate for a wish still true when it is written: a node only
-// while the gang's attempt still nominates the member there (the writes of a large gang
-// stream in after the attempt may have ended and a plan nominated the member elsewhere).
+// while the gang's preemption still nominates the member there and its victims terminate
+// (the writes of a large gang stream in after the preemption may have ended and a plan
+// nominated the member elsewhere).
 func (pl *GangPreemption) nominationWish(pod *v1.Pod, node string) *v1.PodStatus {
 	if node != "" {
 		key, _ := podgroup.KeyOf(pod)
-		pl.mu.Lock()
-		a := pl.running[key]
-		current := a != nil && a.nodes[pod.UID] == node
-		pl.mu.Unlock()
+		pl.gangs.Lock()
+		a := pl.gangs.WaitingPreemptionLocked(key)
+		current := a != nil && a.Nodes[pod.UID] == node
+		pl.gangs.Unlock()
 		if !current {
 			return nil
 		}
@@ -273,46 +233,16 @@ func (pl *GangPreemption) nominationWish(pod *v1.Pod, node string) *v1.PodStatus
 	return podstatus.SetNominatedNode(pod, node)
 }
 
-// holder is what the plugin tells the others through the registry while a gang's
-// preemption runs (its victims terminating, or still counted by the scheduler's cache).
-func (pl *GangPreemption) holder() gangstate.PreemptionHolder {
-	return gangstate.PreemptionHolder{
-		Running: func(key podgroup.Key) bool {
-			pl.mu.Lock()
-			defer pl.mu.Unlock()
-			a, _ := pl.underWayLocked(key)
-			return a != nil
-		},
-		Nomination: pl.holdsNomination,
-	}
-}
-
-// holdsNomination reports the node a running preemption of the pod's gang nominated the pod
-// on.
-func (pl *GangPreemption) holdsNomination(pod *v1.Pod) (string, bool) {
-	key, ok := podgroup.KeyOf(pod)
-	if !ok {
-		return "", false
-	}
-	_, node, running := pl.preempting(key, pod)
-	return node, running && node != ""
-}
-
-// forget drops what the plugin keeps for a gang whose PodGroup was deleted, and the
-// nominations of a preemption still running for it.
+// forget ends the preemption of a gang whose PodGroup was deleted, and withdraws the
+// nominations of one whose victims still terminated.
 func (pl *GangPreemption) forget(key podgroup.Key) {
-	pl.mu.Lock()
-	a := pl.running[key]
-	if a != nil {
-		pl.endLocked(key, a)
+	pl.gangs.Lock()
+	a := pl.gangs.ForgetPreemptionLocked(key)
+	pl.gangs.Unlock()
+	if a != nil && !a.Draining {
+		pl.withdraw(a.Members)
 	}
-	drained := pl.stopDrainingLocked(key)
-	pl.resumed.Delete(key)
-	pl.mu.Unlock()
 	if a != nil {
-		pl.withdraw(a.members)
-	}
-	if a != nil || drained {
 		// Members refused in PreFilter wait for no other event of this plugin.
 		pl.gangs.ActivatePending(klog.Background(), pl.handle, key)
 		pl.gangs.PreemptionEnded(key)

@@ -197,44 +197,33 @@ func holdsAll(nodes, placed []string) bool {
 // waitingForVictims reports whether the gang's last preemption still has victims to go (no
 // new preemption for the gang until they are gone), and the node it nominated pod on.
 func (pl *GangPreemption) waitingForVictims(key podgroup.Key, pod *v1.Pod) (msg, node string, waiting bool) {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if a, draining := pl.underWayLocked(key); a != nil && !draining {
-		return waitingMsg(key, a), a.nodes[pod.UID], true
+	pl.gangs.Lock()
+	defer pl.gangs.Unlock()
+	if a, draining := pl.gangs.PreemptionLocked(key); a != nil && !draining {
+		return waitingMsg(key, a), a.Nodes[pod.UID], true
 	}
 	return "", "", false
 }
 
 // waitingMsg says what a gang whose victims terminate waits for.
-func waitingMsg(key podgroup.Key, a *attempt) string {
-	if a.resumed {
-		return fmt.Sprintf("gang %s waits for %d pod(s) that terminate after a preemption on its members' nominated nodes in %s", key, a.waiting.Len(), a.domain)
+func waitingMsg(key podgroup.Key, a *gangstate.Preemption) string {
+	if a.Resumed {
+		return fmt.Sprintf("gang %s waits for %d pod(s) that terminate after a preemption on its members' nominated nodes in %s", key, a.Waiting.Len(), a.Domain)
 	}
-	return fmt.Sprintf("gang %s waits for %d of the %d pods evicted for it in %s to terminate", key, a.waiting.Len(), len(a.victims), a.domain)
-}
-
-// underWayLocked returns the gang's attempt while its preemption is under way: its victims
-// terminating, or (draining) deleted but maybe still counted by the scheduler's cache.
-// pl.mu must be held.
-func (pl *GangPreemption) underWayLocked(key podgroup.Key) (a *attempt, draining bool) {
-	if a := pl.running[key]; a != nil && a.waiting.Len() > 0 {
-		return a, false
-	}
-	a = pl.draining[key]
-	return a, a != nil
+	return fmt.Sprintf("gang %s waits for %d of the %d pods evicted for it in %s to terminate", key, a.Waiting.Len(), len(a.Victims), a.Domain)
 }
 
 // preempting reports whether the gang's preemption is still under way, under one hold of
-// pl.mu (the informer's handler may end the wait and begin the drain between two looks), with
-// the PostFilter message and the node the attempt nominated pod on.
+// the gangs' lock (the informer's handler may end the wait and begin the drain between two
+// looks), with the PostFilter message and the node the preemption nominated pod on.
 func (pl *GangPreemption) preempting(key podgroup.Key, pod *v1.Pod) (msg, node string, running bool) {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	a, draining := pl.underWayLocked(key)
+	pl.gangs.Lock()
+	defer pl.gangs.Unlock()
+	a, draining := pl.gangs.PreemptionLocked(key)
 	if a == nil {
 		return "", "", false
 	}
-	node = a.nodes[pod.UID]
+	node = a.Nodes[pod.UID]
 	if draining {
 		return drainingMsg(node), node, true
 	}
@@ -289,18 +278,17 @@ func (pl *GangPreemption) actuate(ctx context.Context, pod *v1.Pod, gang podgrou
 	for _, m := range gang.Pending {
 		place(m.Pod)
 	}
-	a := &attempt{domain: c.domain.name, victims: victims, members: members, nodes: nodes}
-	pl.mu.Lock()
-	old := pl.running[key]
-	pl.startLocked(logger, key, a)
+	a := &gangstate.Preemption{Domain: c.domain.name, Victims: victims, Members: members, Nodes: nodes}
+	pl.gangs.Lock()
+	old := pl.startLocked(logger, key, a)
 	// Nothing to resume for this gang in this process: after a failed eviction, resume would
-	// otherwise rebuild an attempt from the nominations being withdrawn.
-	pl.resumed.Insert(key)
-	pl.mu.Unlock()
+	// otherwise rebuild a preemption from the nominations being withdrawn.
+	pl.gangs.MarkResumedLocked(key)
+	pl.gangs.Unlock()
 	if old != nil {
 		// Members the earlier attempt nominated and this one does not place hold nothing.
 		var dropped []*v1.Pod
-		for _, m := range old.members {
+		for _, m := range old.Members {
 			if _, ok := nodes[m.UID]; !ok {
 				dropped = append(dropped, m)
 			}

@@ -14,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
@@ -46,63 +47,40 @@ func (pl *GangPreemption) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Stat
 // wait in PreFilter until kube-scheduler's cache has dropped the victims too: this handler
 // may run before the cache's) and activates its gang.
 func (pl *GangPreemption) victimGone(logger klog.Logger, pod *v1.Pod) {
-	pl.mu.Lock()
-	keys := pl.victimOf[pod.UID]
-	delete(pl.victimOf, pod.UID)
-	var done []podgroup.Key
-	for key := range keys {
-		a := pl.running[key]
-		if a == nil || !a.waiting.Has(pod.UID) {
-			continue
-		}
-		a.waiting.Delete(pod.UID)
-		if a.waiting.Len() == 0 {
-			pl.endLocked(key, a)
-			pl.drainLocked(logger, key, a)
-			done = append(done, key)
-		}
+	pl.gangs.Lock()
+	drained := pl.gangs.VictimGoneLocked(pod.UID)
+	for key, a := range drained {
+		pl.armDrainLocked(logger, key, a)
 	}
-	pl.mu.Unlock()
-	for _, key := range done {
+	pl.gangs.Unlock()
+	for key := range drained {
 		n := pl.gangs.ActivatePending(logger, pl.handle, key)
 		logger.V(2).Info("Gang preemption's victims are gone", "podGroup", key, "membersActivated", n)
 	}
 }
 
-// startLocked registers an attempt, replacing the gang's earlier one, with a deadline: a
-// victim that never terminates (a finalizer, an unreachable node) must not hold the gang out
-// of the queue for ever. pl.mu must be held.
-func (pl *GangPreemption) startLocked(logger klog.Logger, key podgroup.Key, a *attempt) {
-	if old := pl.running[key]; old != nil {
-		pl.endLocked(key, old)
-	}
-	pl.stopDrainingLocked(key)
-	pl.running[key] = a
-	pl.runningCount.Store(int32(len(pl.running)))
-	a.waiting = sets.New[types.UID]()
+// startLocked makes a the gang's preemption, ending its earlier one, with a deadline: a victim
+// that never terminates (a finalizer, an unreachable node) must not hold the gang out of the
+// queue for ever. It returns the preemption it replaced. The gangs' lock must be held.
+func (pl *GangPreemption) startLocked(logger klog.Logger, key podgroup.Key, a *gangstate.Preemption) *gangstate.Preemption {
+	old := pl.gangs.StartPreemptionLocked(key, a)
 	grace := int64(0)
-	for _, v := range a.victims {
-		a.waiting.Insert(v.UID)
-		if pl.victimOf[v.UID] == nil {
-			pl.victimOf[v.UID] = sets.New[podgroup.Key]()
-		}
-		pl.victimOf[v.UID].Insert(key)
+	for _, v := range a.Victims {
 		grace = max(grace, gracePeriod(v))
 	}
-	a.limit = time.Duration(grace)*time.Second + victimSlack
-	a.deadline = time.AfterFunc(a.limit, func() { pl.expire(logger, key, a) })
+	a.Limit = time.Duration(grace)*time.Second + victimSlack
+	a.Deadline = time.AfterFunc(a.Limit, func() { pl.expire(logger, key, a) })
+	return old
 }
 
-// expire ends an attempt whose victims outlived their grace period (counted again from the
+// expire ends a preemption whose victims outlived their grace period (counted again from the
 // end of its evictions), and stops evictions still being sent: the gang is retried and may
 // choose another domain.
-func (pl *GangPreemption) expire(logger klog.Logger, key podgroup.Key, a *attempt) {
-	pl.mu.Lock()
-	expired, left := pl.running[key] == a, a.waiting.Len()
-	if expired {
-		pl.endLocked(key, a)
-	}
-	pl.mu.Unlock()
+func (pl *GangPreemption) expire(logger klog.Logger, key podgroup.Key, a *gangstate.Preemption) {
+	pl.gangs.Lock()
+	left := a.Waiting.Len()
+	expired := pl.gangs.WaitingPreemptionLocked(key) == a && pl.gangs.EndPreemptionLocked(key, a)
+	pl.gangs.Unlock()
 	if expired {
 		n := pl.gangs.ActivatePending(logger, pl.handle, key)
 		logger.Info("Gang preemption's victims outlived their grace period; the gang is retried", "podGroup", key, "victimsLeft", left, "membersActivated", n)
@@ -125,29 +103,6 @@ func gracePeriod(p *v1.Pod) int64 {
 	return v1.DefaultTerminationGracePeriodSeconds
 }
 
-// endLocked drops an attempt and its victim index entries, and stops sending its evictions:
-// nothing is evicted for a decision no one waits for. pl.mu must be held.
-func (pl *GangPreemption) endLocked(key podgroup.Key, a *attempt) {
-	if pl.running[key] == a {
-		delete(pl.running, key)
-		pl.runningCount.Store(int32(len(pl.running)))
-	}
-	if a.deadline != nil {
-		a.deadline.Stop()
-	}
-	if a.stopEvicting != nil {
-		a.stopEvicting()
-	}
-	for _, v := range a.victims {
-		if keys := pl.victimOf[v.UID]; keys != nil {
-			keys.Delete(key)
-			if keys.Len() == 0 {
-				delete(pl.victimOf, v.UID)
-			}
-		}
-	}
-}
-
 // settle counts the victims already gone (their deletion may have been seen before they were
 // registered): they send no more deletion to wait for.
 func (pl *GangPreemption) settle(logger klog.Logger, victims []*v1.Pod) {
@@ -158,8 +113,8 @@ func (pl *GangPreemption) settle(logger klog.Logger, victims []*v1.Pod) {
 	}
 }
 
-// resume picks up a preemption the scheduler made before it restarted (the attempt lived in
-// its memory): when members of the gang are nominated (status.nominatedNodeName, which a
+// resume picks up a preemption the scheduler made before it restarted (it lived in its
+// memory): when members of the gang are nominated (status.nominatedNodeName, which a
 // preemption writes for each of them) on nodes where pods of lower priority terminate because
 // kube-scheduler preempted them, the gang waits for those pods instead of preempting again.
 func (pl *GangPreemption) resume(ctx context.Context, key podgroup.Key, pod *v1.Pod) {
@@ -171,13 +126,12 @@ func (pl *GangPreemption) resume(ctx context.Context, key podgroup.Key, pod *v1.
 	if info.PodGroup == nil {
 		return
 	}
-	// Once per PodGroup and process: only a restart loses an attempt; later nominations are
+	// Once per PodGroup and process: only a restart loses a preemption; later nominations are
 	// this process's own, and terminating pods found later are none of the gang's doing.
-	pl.mu.Lock()
-	_, running := pl.running[key]
-	considered := pl.resumed.Has(key)
-	pl.resumed.Insert(key)
-	pl.mu.Unlock()
+	pl.gangs.Lock()
+	running := pl.gangs.WaitingPreemptionLocked(key) != nil
+	considered := pl.gangs.MarkResumedLocked(key)
+	pl.gangs.Unlock()
 	if running || considered {
 		return
 	}
@@ -190,7 +144,7 @@ func (pl *GangPreemption) resume(ctx context.Context, key podgroup.Key, pod *v1.
 	// The gang's priority, as its attempt judged victims (gangPriority).
 	priority := gangPriority(pod, pl.registry.Gang(key))
 	nodeInfos := pl.handle.SnapshotSharedLister().NodeInfos()
-	a := &attempt{nodes: map[types.UID]string{}}
+	a := &gangstate.Preemption{Nodes: map[types.UID]string{}}
 	var names []string
 	seen := sets.New[string]()
 	for _, m := range members {
@@ -198,8 +152,8 @@ func (pl *GangPreemption) resume(ctx context.Context, key podgroup.Key, pod *v1.
 		if node == "" {
 			continue
 		}
-		a.members = append(a.members, m)
-		a.nodes[m.UID] = node
+		a.Members = append(a.Members, m)
+		a.Nodes[m.UID] = node
 		names = append(names, node)
 		ni, err := nodeInfos.Get(node)
 		if err != nil || seen.Has(node) {
@@ -211,27 +165,27 @@ func (pl *GangPreemption) resume(ctx context.Context, key podgroup.Key, pod *v1.
 			if own, ok := podgroup.KeyOf(v); (ok && own == key) || corev1helpers.PodPriority(v) >= priority || !preemption.PodTerminatingByPreemption(v) {
 				continue
 			}
-			a.victims = append(a.victims, v)
+			a.Victims = append(a.Victims, v)
 		}
 	}
-	if len(a.victims) == 0 {
+	if len(a.Victims) == 0 {
 		return
 	}
-	a.resumed = true
-	a.domain = wholeCluster
+	a.Resumed = true
+	a.Domain = wholeCluster
 	if common := placement.LowestCommon(pl.cache.Snapshot(), names); common != "" && common != hypernode.VirtualRootName {
-		a.domain = common
+		a.Domain = common
 	}
 	logger := klog.FromContext(ctx)
-	pl.mu.Lock()
-	if pl.running[key] != nil {
-		pl.mu.Unlock()
+	pl.gangs.Lock()
+	if pl.gangs.WaitingPreemptionLocked(key) != nil {
+		pl.gangs.Unlock()
 		return
 	}
 	pl.startLocked(logger, key, a)
-	pl.mu.Unlock()
-	logger.V(2).Info("Gang preemption resumed: its victims still terminate", "podGroup", key, "domain", a.domain, "victims", len(a.victims), "nominated", len(a.members))
-	pl.settle(logger, a.victims)
+	pl.gangs.Unlock()
+	logger.V(2).Info("Gang preemption resumed: its victims still terminate", "podGroup", key, "domain", a.Domain, "victims", len(a.Victims), "nominated", len(a.Members))
+	pl.settle(logger, a.Victims)
 }
 
 // addVictimHandler registers victimGone on the scheduler's pod informer.

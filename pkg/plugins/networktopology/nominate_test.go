@@ -156,11 +156,6 @@ func TestNominationUpdateLeavesPreemptionsAlone(t *testing.T) {
 		pod.Status.NominatedNodeName = node
 		return pod
 	}
-	held := map[string]string{}
-	p.gangs.AddPreemptionHolder(gangstate.PreemptionHolder{Nomination: func(pod *v1.Pod) (string, bool) {
-		node, ok := held[pod.Name]
-		return node, ok
-	}})
 	if got := p.nominationUpdate(withNomination(""), "node-1"); got != nil {
 		t.Errorf("empty field: wrote %v, want nothing", got.NominatedNodeName)
 	}
@@ -169,7 +164,12 @@ func TestNominationUpdateLeavesPreemptionsAlone(t *testing.T) {
 			t.Errorf("not held, wish %q: wrote %v, want %q", wish, got, wish)
 		}
 	}
-	held[member("hard", 0).Name] = "node-7"
+	// A preemption for the gang nominated the member on node-7; its victim terminates.
+	p.gangs.Lock()
+	p.gangs.StartPreemptionLocked(podgroup.Key{Namespace: "ns", Name: "hard"}, &gangstate.Preemption{
+		Victims: []*v1.Pod{st.MakePod().Namespace("ns").Name("victim").UID("victim").Node("node-7").Obj()},
+		Nodes:   map[types.UID]string{member("hard", 0).UID: "node-7"}})
+	p.gangs.Unlock()
 	for _, wish := range []string{"", "node-1"} {
 		if got := p.nominationUpdate(withNomination("node-7"), wish); got != nil {
 			t.Errorf("held by a preemption, wish %q: wrote %q, want nothing", wish, got.NominatedNodeName)

@@ -1,0 +1,86 @@
+package gangstate
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+)
+
+// TestPreemptionFollowsItsVictims: a gang's preemption is under way while its victims
+// terminate and while it drains; its members' nominations are held meanwhile, and nothing is
+// held for another gang or once the drain ends. A new preemption ends the one before, and a
+// victim two gangs wait for counts down both.
+func TestPreemptionFollowsItsVictims(t *testing.T) {
+	tr := New()
+	r := tr.Registry()
+	running, other := Key{Namespace: "ns", Name: "g"}, Key{Namespace: "ns", Name: "other"}
+	m0, o0 := member("m-0", "g"), member("o-0", "other")
+	r.SetPod(nil, m0)
+	r.SetPod(nil, o0)
+	victim := func(name string) *v1.Pod {
+		return st.MakePod().Namespace("ns").Name(name).UID(name).Node("node-1").Obj()
+	}
+	vA, vB := victim("v-1"), victim("v-2")
+	check := func(step string, wantRunning, wantOther bool, wantNode string) {
+		t.Helper()
+		if got := tr.Preempting(running); got != wantRunning {
+			t.Errorf("%s: Preempting(g) = %v, want %v", step, got, wantRunning)
+		}
+		if got := tr.Preempting(other); got != wantOther {
+			t.Errorf("%s: Preempting(other) = %v, want %v", step, got, wantOther)
+		}
+		if node, held := tr.NominationHeld(m0); node != wantNode || held != (wantNode != "") {
+			t.Errorf("%s: NominationHeld(m-0) = %q, %v; want %q", step, node, held, wantNode)
+		}
+		if tr.PreemptionsUnderWay() != (wantRunning || wantOther) {
+			t.Errorf("%s: PreemptionsUnderWay = %v", step, tr.PreemptionsUnderWay())
+		}
+	}
+	check("before", false, false, "")
+
+	tr.Lock()
+	tr.StartPreemptionLocked(running, &Preemption{Victims: []*v1.Pod{vA, vB}, Members: []*v1.Pod{m0}, Nodes: map[types.UID]string{m0.UID: "node-1"}})
+	tr.StartPreemptionLocked(other, &Preemption{Victims: []*v1.Pod{vB}})
+	tr.Unlock()
+	check("started", true, true, "node-1")
+
+	tr.Lock()
+	drained := tr.VictimGoneLocked(vB.UID)
+	tr.Unlock()
+	if _, ok := drained[other]; len(drained) != 1 || !ok {
+		t.Errorf("v-2 gone: drained %v, want only other", drained)
+	}
+	check("v-2 gone", true, true, "node-1")
+
+	tr.Lock()
+	drained = tr.VictimGoneLocked(vA.UID)
+	_, draining := tr.PreemptionLocked(running)
+	tr.Unlock()
+	if _, ok := drained[running]; len(drained) != 1 || !ok || !draining {
+		t.Errorf("v-1 gone: drained %v, draining %v; want g, true", drained, draining)
+	}
+	check("draining", true, true, "node-1")
+
+	tr.Lock()
+	stopped := tr.StopDrainingLocked(running)
+	again := tr.StopDrainingLocked(running)
+	tr.Unlock()
+	if !stopped || again {
+		t.Errorf("StopDrainingLocked: %v then %v, want true then false", stopped, again)
+	}
+	check("drained", false, true, "")
+
+	tr.Lock()
+	first := &Preemption{Victims: []*v1.Pod{vA}}
+	tr.StartPreemptionLocked(running, first)
+	if old := tr.StartPreemptionLocked(running, &Preemption{Victims: []*v1.Pod{vB}}); old != first {
+		t.Errorf("a new preemption replaced %v, want the first one", old)
+	}
+	if drained := tr.VictimGoneLocked(vA.UID); len(drained) != 0 {
+		t.Errorf("the ended preemption's victim drained %v", drained)
+	}
+	tr.Unlock()
+	check("replaced", true, true, "")
+}
