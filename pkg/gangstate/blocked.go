@@ -70,21 +70,24 @@ func (t *Tracker) SetBlocked(key Key, b Blocker) (blocked, reported bool) {
 		t.reg.Unlock()
 		return true, false
 	}
-	s.markFitNowhereLocked(d, d.MemberLocked(b.UID))
-	if d.CanDoWithoutLocked(s.fitNowhere) {
-		// A blocker a node change cleared that fails again alone: the members held for it
-		// wait for nothing now (nor for a blocker the job no longer needs).
-		freed := s.formerBlocker == b.UID || s.blocker != nil
-		s.formerBlocker, s.blocker = "", nil
-		t.reg.Unlock()
-		if freed {
-			t.reg.Notify(key, false)
+	freed := false
+	t.step(key, BlockerFound, func() {
+		s.markFitNowhereLocked(d, d.MemberLocked(b.UID))
+		if d.CanDoWithoutLocked(s.fitNowhere) {
+			// A blocker a node change cleared that fails again alone: the members held for it
+			// wait for nothing now (nor for a blocker the job no longer needs).
+			freed = s.formerBlocker == b.UID || s.blocker != nil
+			s.formerBlocker, s.blocker = "", nil
+			return
 		}
-		return false, false
-	}
-	s.blocker, s.formerBlocker = &b, ""
+		s.blocker, s.formerBlocker = &b, ""
+		blocked = true
+	})
 	t.reg.Unlock()
-	return true, true
+	if freed {
+		t.reg.Notify(key, false)
+	}
+	return blocked, blocked
 }
 
 // markFitNowhereLocked adds pod, and its pending siblings of the same shape unless it has

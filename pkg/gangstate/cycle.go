@@ -14,7 +14,7 @@ const (
 	// yieldedMark: the member's gang was just planned into room that waiting
 	// lower-precedence gangs are giving back.
 	yieldedMark CycleMark = "hypernode.dev/yielded"
-	// waitingForRoomMark: see MarkWaitingForRoom.
+	// waitingForRoomMark: see MarkHeldForRoom.
 	waitingForRoomMark CycleMark = "hypernode.dev/waiting-for-room"
 )
 
@@ -31,14 +31,14 @@ func (m CycleMark) In(state fwk.CycleState) bool {
 	return err == nil
 }
 
-// MarkWaitingForRoom records in the cycle's state that Gang refused the member because its
+// MarkHeldForRoom records in the cycle's state that Gang refused the member because its
 // gang's last attempt found no room and nothing that can make room happened since.
-func MarkWaitingForRoom(state fwk.CycleState) { waitingForRoomMark.Set(state) }
+func MarkHeldForRoom(state fwk.CycleState) { waitingForRoomMark.Set(state) }
 
-// WaitingForRoom reports whether Gang refused the member of this cycle for its gang's
+// HeldForRoom reports whether Gang refused the member of this cycle for its gang's
 // remembered failure: the attempt that failed decided preemption already, and the refusal
 // rejects nobody.
-func WaitingForRoom(state fwk.CycleState) bool { return waitingForRoomMark.In(state) }
+func HeldForRoom(state fwk.CycleState) bool { return waitingForRoomMark.In(state) }
 
 // preemptionVerdictKey carries GangPreemption's verdict on the cycle's member to Gang's
 // PostFilter, which runs after it.

@@ -144,10 +144,12 @@ func (t *Tracker) SetPlanLocked(key Key, plan *Plan) (old *Plan) {
 	if s == nil {
 		return nil
 	}
-	old = s.plan
-	s.plan = plan
-	s.forgetPlanFailureLocked()
-	s.refused = false
+	t.step(key, PlanMade, func() {
+		old = s.plan
+		s.plan = plan
+		s.forgetPlanFailureLocked()
+		s.refused = false
+	})
 	if plan.Deferred.Len() > 0 {
 		t.deferring.Insert(key)
 	} else {
@@ -163,7 +165,7 @@ func (t *Tracker) DropPlanLocked(key Key) *Plan {
 		return nil
 	}
 	old := s.plan
-	s.plan = nil
+	t.step(key, PlanDropped, func() { s.plan = nil })
 	return old
 }
 
@@ -205,8 +207,10 @@ func (t *Tracker) RecordPlanFailureLocked(key Key, scout *v1.Pod, f *PlanFailure
 	}
 	old = s.planFailure
 	old.StopWake()
-	s.planFailure = f
-	s.retryHeld, s.scout = true, scout.UID
+	t.step(key, PlanFailed, func() {
+		s.planFailure = f
+		s.retryHeld, s.scout = true, scout.UID
+	})
 	t.failuresRecorded++
 	return old
 }
@@ -215,7 +219,7 @@ func (t *Tracker) RecordPlanFailureLocked(key Key, scout *v1.Pod, f *PlanFailure
 // must be held.
 func (t *Tracker) ForgetPlanFailureLocked(key Key) {
 	if s := t.gangs[key]; s != nil {
-		s.forgetPlanFailureLocked()
+		t.step(key, PlanFailureForgotten, s.forgetPlanFailureLocked)
 	}
 }
 
@@ -243,14 +247,14 @@ func (t *Tracker) FailuresRecordedLocked() uint64 { return t.failuresRecorded }
 // retries it. The lock must be held.
 func (t *Tracker) RefuseLocked(key Key, generation uint64) {
 	if s, _ := t.gangLocked(key); s != nil {
-		s.refused, s.refusedOn = true, generation
+		t.step(key, ConstraintRefused, func() { s.refused, s.refusedOn = true, generation })
 	}
 }
 
 // ForgetRefusalLocked drops the gang's refusal. The lock must be held.
 func (t *Tracker) ForgetRefusalLocked(key Key) {
 	if s := t.gangs[key]; s != nil {
-		s.refused = false
+		t.step(key, RefusalForgotten, func() { s.refused = false })
 	}
 }
 
@@ -273,8 +277,15 @@ func (t *Tracker) ForgetPlanningLocked(key Key) *Plan {
 		return nil
 	}
 	old := s.plan
-	s.plan = nil
-	s.forgetPlanFailureLocked()
-	s.refused = false
+	t.step(key, PlanningForgotten, func() {
+		s.plan = nil
+		s.forgetPlanFailureLocked()
+		s.refused = false
+	})
 	return old
 }
+
+// StepLocked runs a plugin's change of the gang's state as the event ev, and checks the phase
+// it moves the gang to against the table: for changes made on a facet the plugin reads and
+// writes itself (a plan's promises kept, a round starting to wait). The lock must be held.
+func (t *Tracker) StepLocked(key Key, ev Event, change func()) { t.step(key, ev, change) }

@@ -84,10 +84,12 @@ func (t *Tracker) StartPreemptionLocked(key Key, p *Preemption) (old *Preemption
 		return nil
 	}
 	old = s.preemption
-	if old != nil {
-		t.endPreemptionLocked(key, s, old)
-	}
-	s.preemption = p
+	t.step(key, PreemptionStarted, func() {
+		if old != nil {
+			t.endPreemptionLocked(key, s, old)
+		}
+		s.preemption = p
+	})
 	t.preemptions.underWay.Add(1)
 	p.Waiting = sets.New[types.UID]()
 	for _, v := range p.Victims {
@@ -108,7 +110,7 @@ func (t *Tracker) EndPreemptionLocked(key Key, p *Preemption) bool {
 	if p == nil || s == nil || s.preemption != p {
 		return false
 	}
-	t.endPreemptionLocked(key, s, p)
+	t.step(key, PreemptionEnded, func() { t.endPreemptionLocked(key, s, p) })
 	return true
 }
 
@@ -184,7 +186,7 @@ func (t *Tracker) StopDrainingLocked(key Key) bool {
 	if s == nil || s.preemption == nil || !s.preemption.Draining {
 		return false
 	}
-	t.endPreemptionLocked(key, s, s.preemption)
+	t.step(key, PreemptionEnded, func() { t.endPreemptionLocked(key, s, s.preemption) })
 	return true
 }
 
@@ -213,7 +215,7 @@ func (t *Tracker) ForgetPreemptionLocked(key Key) *Preemption {
 	if p == nil {
 		return nil
 	}
-	t.endPreemptionLocked(key, s, p)
+	t.step(key, PreemptionEnded, func() { t.endPreemptionLocked(key, s, p) })
 	return p
 }
 

@@ -44,7 +44,7 @@ func (t *Tracker) HoldForRetry(key Key, scout types.UID) {
 	t.reg.Lock()
 	defer t.reg.Unlock()
 	if s, _ := t.gangLocked(key); s != nil {
-		s.retryHeld, s.scout = true, scout
+		t.step(key, HeldForRetry, func() { s.retryHeld, s.scout = true, scout })
 	}
 }
 
@@ -54,7 +54,11 @@ func (t *Tracker) ReleaseRetry(key Key) bool {
 	t.reg.Lock()
 	defer t.reg.Unlock()
 	s, _ := t.peekLocked(key)
-	return s != nil && s.releaseRetryLocked()
+	released := false
+	if s != nil {
+		t.step(key, RetryReleased, func() { released = s.releaseRetryLocked() })
+	}
+	return released
 }
 
 // releaseRetryLocked ends the gang's hold; it reports whether there was one.

@@ -104,10 +104,12 @@ func (t *Tracker) ReserveInRoundLocked(key Key, pod *v1.Pod, now time.Time) *Rou
 	if s == nil {
 		return nil
 	}
-	if s.round == nil {
-		s.round = &Round{Members: map[types.UID]*v1.Pod{}}
-	}
-	s.round.Members[pod.UID] = pod
+	t.step(key, MemberReservedInRound, func() {
+		if s.round == nil {
+			s.round = &Round{Members: map[types.UID]*v1.Pod{}}
+		}
+		s.round.Members[pod.UID] = pod
+	})
 	t.memberRound[pod.UID] = s.round
 	if s.firstReserved.IsZero() {
 		s.firstReserved = now
@@ -119,8 +121,10 @@ func (t *Tracker) ReserveInRoundLocked(key Key, pod *v1.Pod, now time.Time) *Rou
 // was rejected). The lock must be held.
 func (t *Tracker) EndRoundLocked(key Key) {
 	if s := t.gangs[key]; s != nil && s.round != nil {
-		s.round.Stop()
-		s.round = nil
+		t.step(key, RoundEnded, func() {
+			s.round.Stop()
+			s.round = nil
+		})
 	}
 }
 
@@ -161,20 +165,22 @@ func (t *Tracker) AllowBatchLocked(key Key, r *Round, members sets.Set[types.UID
 	for e := range s.openBatches {
 		b.Earlier = append(b.Earlier, e)
 	}
-	if s.openBatches == nil {
-		s.openBatches = map[*Batch]struct{}{}
-	}
-	s.openBatches[b] = struct{}{}
-	for uid := range members {
-		delete(r.Members, uid)
-		r.Waiters.Delete(uid)
-		delete(t.memberRound, uid)
-		t.memberBatch[uid] = b
-	}
-	if len(r.Members) == 0 && s.round == r {
-		r.Stop()
-		s.round = nil
-	}
+	t.step(key, BatchAllowed, func() {
+		if s.openBatches == nil {
+			s.openBatches = map[*Batch]struct{}{}
+		}
+		s.openBatches[b] = struct{}{}
+		for uid := range members {
+			delete(r.Members, uid)
+			r.Waiters.Delete(uid)
+			delete(t.memberRound, uid)
+			t.memberBatch[uid] = b
+		}
+		if len(r.Members) == 0 && s.round == r {
+			r.Stop()
+			s.round = nil
+		}
+	})
 	return b
 }
 
@@ -202,7 +208,7 @@ func (t *Tracker) ArriveLocked(b *Batch) {
 // batches. The lock must be held.
 func (t *Tracker) CloseBatchLocked(b *Batch) {
 	if s := t.gangs[b.Key]; s != nil {
-		delete(s.openBatches, b)
+		t.step(b.Key, BatchClosed, func() { delete(s.openBatches, b) })
 	}
 }
 

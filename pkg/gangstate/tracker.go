@@ -45,6 +45,12 @@ type Tracker struct {
 	failuresRecorded uint64
 	// now is the tracker's clock (a fake one in tests).
 	now func() time.Time
+	// before is the phase of the gang the registry is about to change (Before).
+	before struct {
+		key   Key
+		phase Phase
+	}
+	violations violations
 }
 
 // Gang is one gang's scheduling state. Its fields are guarded by the registry's lock.
@@ -135,6 +141,19 @@ func (t *Tracker) peekLocked(key Key) (*Gang, *podgroup.Group) {
 	return t.gangs[key], d
 }
 
+// Before records the gang's phase before the registry changes its data, so that the hook
+// that follows checks the change against the table.
+func (t *Tracker) Before(key Key) {
+	t.before.key, t.before.phase = key, t.phaseLocked(key)
+}
+
+// afterData checks the phase a data change moved the gang to.
+func (t *Tracker) afterData(key Key, ev Event) {
+	if t.before.key == key {
+		t.checkLocked(key, ev, t.before.phase)
+	}
+}
+
 // Forget drops the state of a group the registry forgot.
 func (t *Tracker) Forget(key Key) {
 	if s := t.gangs[key]; s != nil {
@@ -152,6 +171,7 @@ func (t *Tracker) Forget(key Key) {
 // decided under the old one: the blocker, and the hold of a failed gang (every member looks
 // again).
 func (t *Tracker) PodGroupRevised(key Key, _ *podgroup.Group) podgroup.Outcome {
+	defer t.afterData(key, PodGroupRevised)
 	s := t.gangs[key]
 	if s == nil {
 		return podgroup.Outcome{}
@@ -163,6 +183,7 @@ func (t *Tracker) PodGroupRevised(key Key, _ *podgroup.Group) podgroup.Outcome {
 
 // PodGroupDeleted: the PodGroup is gone; what blocked the gang is forgotten.
 func (t *Tracker) PodGroupDeleted(key Key, _ *podgroup.Group) podgroup.Outcome {
+	defer t.afterData(key, PodGroupDeleted)
 	if s := t.gangs[key]; s != nil {
 		s.unblockLocked()
 	}
@@ -174,6 +195,7 @@ func (t *Tracker) PodGroupDeleted(key Key, _ *podgroup.Group) podgroup.Outcome {
 // one more member, or one that may fit now, may let the job do without the rest; a scout
 // bound elsewhere ends the hold, and one that is no longer pending is replaced.
 func (t *Tracker) MemberSet(key Key, d *podgroup.Group, change podgroup.MemberChange) podgroup.Outcome {
+	defer t.afterData(key, MemberSet)
 	s, _ := t.gangLocked(key)
 	pod := change.Pod
 	known := change.Old != nil
@@ -201,6 +223,7 @@ func (t *Tracker) MemberSet(key Key, d *podgroup.Group, change podgroup.MemberCh
 // MemberDeleted: a member is gone. The blocker's deletion lifts the block, a former
 // blocker's frees the members held for it, and a held gang whose scout went needs another.
 func (t *Tracker) MemberDeleted(key Key, d *podgroup.Group, pod *v1.Pod) podgroup.Outcome {
+	defer t.afterData(key, MemberDeleted)
 	s := t.gangs[key]
 	if s == nil {
 		return podgroup.Outcome{}
@@ -226,6 +249,7 @@ func (t *Tracker) MemberDeleted(key Key, d *podgroup.Group, pod *v1.Pod) podgrou
 // reservation lets the members held for it try; a member of a shape known to fit nowhere
 // that reserved shows the shape fits; one more member may let the job do without the rest.
 func (t *Tracker) MemberReserved(key Key, d *podgroup.Group, pod *v1.Pod) podgroup.Outcome {
+	defer t.afterData(key, MemberReserved)
 	s, _ := t.gangLocked(key)
 	notify := s.recheckBlockLocked(d)
 	if s.blocker != nil && s.blocker.UID == pod.UID {
@@ -248,11 +272,13 @@ func (t *Tracker) MemberReserved(key Key, d *podgroup.Group, pod *v1.Pod) podgro
 // members held for it stay held until it reserves or goes, or fails again), and the scout of
 // each gang waiting for room is woken, at most once per ScoutWakeInterval.
 func (t *Tracker) NodesChanged() podgroup.Outcome {
-	for _, s := range t.gangs {
-		if s.blocker != nil {
-			s.formerBlocker = s.blocker.UID
-		}
-		s.blocker, s.fitNowhere, s.fitNowhereShapes = nil, nil, nil
+	for key, s := range t.gangs {
+		t.step(key, NodesChanged, func() {
+			if s.blocker != nil {
+				s.formerBlocker = s.blocker.UID
+			}
+			s.blocker, s.fitNowhere, s.fitNowhereShapes = nil, nil, nil
+		})
 	}
 	return podgroup.Outcome{After: t.wakeScoutsLocked()}
 }

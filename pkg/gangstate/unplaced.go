@@ -76,8 +76,10 @@ func (t *Tracker) MarkUnplaced(key Key, scout types.UID, why string, now time.Ti
 	if s == nil {
 		return false
 	}
-	s.retryHeld, s.scout = true, scout
-	s.unplaced = &Unplaced{Why: why, At: now, Room: room}
+	t.step(key, UnplacedFound, func() {
+		s.retryHeld, s.scout = true, scout
+		s.unplaced = &Unplaced{Why: why, At: now, Room: room}
+	})
 	t.unplaced.Insert(key)
 	return t.nodeChanges != nodeChangesAtStart
 }
@@ -163,9 +165,9 @@ func (t *Tracker) RetryUnplaced(key Key, uid types.UID, now time.Time, room func
 	t.reg.Lock()
 	defer t.reg.Unlock()
 	if s, _ := t.peekLocked(key); s != nil && s.unplaced == u {
-		return nil, true, s.releaseRetryLocked()
+		t.step(key, UnplacedRetried, func() { forgot = s.releaseRetryLocked() })
 	}
-	return nil, true, false
+	return nil, true, forgot
 }
 
 // NodeChanges counts the node changes the registry saw (NodesChanged), so that one during a

@@ -8,10 +8,12 @@ import (
 	"k8s.io/component-base/metrics"
 )
 
-// Source reports the state that the gauges hypernode_gangs_gated and
+// Source reports the state that the gauges hypernode_gangs, hypernode_gangs_gated and
 // hypernode_excluded_hypernodes show. They are read when /metrics is scraped, not kept up to
 // date on the scheduling path: both are derived from state the process keeps anyway.
 type Source struct {
+	// Gangs counts the gangs by phase (gangstate.Phase).
+	Gangs func() map[string]int
 	// GatedGangs counts the gangs held back in PreEnqueue, by reason.
 	GatedGangs func() map[string]int
 	// ExcludedHyperNodes counts the HyperNodes placement does not use, by reason.
@@ -51,6 +53,7 @@ type stateCollector struct {
 var _ metrics.StableCollector = &stateCollector{}
 
 func (c *stateCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- gangsDesc
 	ch <- gangsGatedDesc
 	ch <- excludedDesc
 }
@@ -62,8 +65,13 @@ func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		sources = append(sources, s)
 	}
 	c.mu.Unlock()
-	gated, excluded := map[string]int{}, map[string]int{}
+	gangs, gated, excluded := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, s := range sources {
+		if s.Gangs != nil {
+			for phase, n := range s.Gangs() {
+				gangs[phase] += n
+			}
+		}
 		if s.GatedGangs != nil {
 			for reason, n := range s.GatedGangs() {
 				gated[reason] += n
@@ -75,6 +83,7 @@ func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
 			}
 		}
 	}
+	emit(ch, gangsDesc, gangs)
 	emit(ch, gangsGatedDesc, gated)
 	emit(ch, excludedDesc, excluded)
 }

@@ -124,6 +124,18 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 
+	// GangStateViolationsTotal counts the gang phase changes that the gang state's table does
+	// not allow: a defect of the scheduler (its log says which gang and change).
+	GangStateViolationsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "gang_state_violations_total",
+		Help:           "Changes of a gang's phase that the table of the gangs' life (docs/design.md) does not allow, by the event that made them: a defect of the scheduler, 0 in a healthy one; its log names the gang and the phases.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"event"})
+
+	gangsDesc = metrics.NewDesc(namespace+"_gangs",
+		"Gangs (PodGroups with members) by phase: what each waits for in this scheduler (Pending, WaitingForMembers, Planned, Reserving, Binding, Running, HeldAtGate, WaitingForRoom, Unplannable, Blocked, Preempting).",
+		[]string{"phase"}, nil, metrics.ALPHA, "")
 	gangsGatedDesc = metrics.NewDesc(namespace+"_gangs_gated",
 		"Gangs with members held back in PreEnqueue, by reason: PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember.",
 		[]string{"reason"}, nil, metrics.ALPHA, "")
@@ -139,7 +151,7 @@ var (
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(PlanDuration, PlansTotal, PlanReusesTotal, MemberRelocationsTotal, PlanSimulatedNodes,
-			PlacementsTotal, GangsWaitingInPermit, GangSchedulingDuration, GangPreemptionEvictionDuration)
+			PlacementsTotal, GangsWaitingInPermit, GangSchedulingDuration, GangPreemptionEvictionDuration, GangStateViolationsTotal)
 		legacyregistry.CustomMustRegister(gauges)
 	})
 }

@@ -58,6 +58,7 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 	}
 	metrics.Register()
 	metrics.AddSource(ctx, &metrics.Source{
+		Gangs:              gangs.PhaseCountsByName,
 		GatedGangs:         gangs.GatedGroups,
 		ExcludedHyperNodes: func() map[string]int { return cache.Snapshot().ExcludedByReason() },
 	})

@@ -389,6 +389,7 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	if r.defaultTopology != def {
 		parsed = infoOf(pg, r.defaultTopology)
 	}
+	r.before(key)
 	g := r.groupLocked(key)
 	// A change of minMember, minResources or the constraints can make a held-back group ready
 	// (or a refused one placeable: PreFilter reads minResources from here).
@@ -424,6 +425,7 @@ func (r *Registry) DeletePodGroup(namespace, name string) {
 	key := Key{Namespace: namespace, Name: name}
 	r.mu.Lock()
 	r.shortOfCluster.Delete(key)
+	r.before(key)
 	var out Outcome
 	if g := r.groups[key]; g != nil {
 		g.podGroup, g.topology, g.topologyErr, g.topologyDefault = nil, nil, nil, false
@@ -479,6 +481,7 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		return
 	}
 	r.mu.Lock()
+	r.before(key)
 	g := r.groupLocked(key)
 	g.provisional.Delete(pod.UID) // its event confirms a member known from its Reserve
 	previous, known := g.members[pod.UID]
@@ -519,6 +522,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		return
 	}
 	r.mu.Lock()
+	r.before(key)
 	var out Outcome
 	if g := r.groups[key]; g != nil {
 		done := g.track(pod.UID)

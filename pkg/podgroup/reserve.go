@@ -21,6 +21,7 @@ func (r *Registry) ReserveLocked(pod *v1.Pod, nodeName string) Outcome {
 	if !ok {
 		return Outcome{}
 	}
+	r.before(key)
 	g := r.groupLocked(key)
 	notify := false
 	if _, known := g.members[pod.UID]; !known && pod.DeletionTimestamp == nil {

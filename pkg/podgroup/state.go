@@ -11,6 +11,8 @@ import (
 // moves with the data it is about, and drops a group's state with the group. Each call returns
 // what to do once the lock is released.
 type State interface {
+	// Before: the registry is about to change the group's data (under its write lock).
+	Before(key Key)
 	// PodGroupRevised: the PodGroup appeared, or its spec or constraint annotations changed
 	// (a new revision).
 	PodGroupRevised(key Key, g *Group) Outcome
@@ -59,6 +61,13 @@ func (r *Registry) withNotify(key Key, o Outcome) Outcome {
 		}
 		r.Notify(key, false)
 	}}
+}
+
+// before tells the state that the group's data is about to change.
+func (r *Registry) before(key Key) {
+	if r.state != nil {
+		r.state.Before(key)
+	}
 }
 
 // SetState makes s the state the registry tells of its changes. Call it once, before the

@@ -44,7 +44,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		if !retry {
 			// Not the member retried for the gang: it waits out of the queue.
 			g.gangs.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
-			gangstate.MarkWaitingForRoom(state)
+			gangstate.MarkHeldForRoom(state)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 				"gang %s could not be placed when last tried (%s); it is retried when more room is free or a node changes", key, u.Why))
 		}

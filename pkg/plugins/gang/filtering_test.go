@@ -203,7 +203,7 @@ func TestUnconstrainedGangWaitsForRoomAfterItsRoundFails(t *testing.T) {
 			if _, s := e.plugin.PreFilter(e.ctx, state, p, nil); s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != refused {
 				t.Errorf("%s: PreFilter(%s) = %v, want UnschedulableAndUnresolvable %q", when, p.Name, s, refused)
 			}
-			if !gangstate.WaitingForRoom(state) {
+			if !gangstate.HeldForRoom(state) {
 				t.Errorf("%s: PreFilter(%s) did not mark the cycle as waiting for room", when, p.Name)
 			}
 		}

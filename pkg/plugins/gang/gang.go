@@ -24,6 +24,7 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/eventlog"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -60,7 +61,7 @@ type Gang struct {
 	registry   *podgroup.Registry
 	gangs      *gangstate.Tracker
 	conditions *conditionWriter
-	events     *gangstate.EventLog
+	events     *eventlog.Log
 
 	// Every decision about a gang's reserved members (Reserve, the quorum check with the
 	// Allow of the waiting members, their rejection, the PreBind barrier) is taken under the
@@ -114,7 +115,7 @@ func newPlugin(ctx context.Context, args config.GangArgs, handle fwk.Handle, gan
 		registry:   registry,
 		gangs:      gangs,
 		conditions: newConditionWriter(handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister()),
-		events:     gangstate.NewEventLog(handle.EventRecorder(), eventAction),
+		events:     eventlog.New(handle.EventRecorder(), eventAction),
 		binds:      newBindSlots(maxConcurrentBinds),
 		clock:      clock.RealClock{},
 		ctx:        ctx,

@@ -34,7 +34,7 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		// rejection and no Event for each member held this way.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: this member waits for the member that blocks the gang", key))
 	}
-	if gangstate.WaitingForRoom(state) {
+	if gangstate.HeldForRoom(state) {
 		// Refused in PreFilter for the gang's remembered failure: the attempt that failed
 		// rejected the round and reported it.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: this member waits for room to be freed", key))

@@ -36,7 +36,7 @@ const roundLimit = time.Duration(config.MaxScheduleTimeoutSeconds) * time.Second
 // startRoundLocked starts the round's deadline: its members wait in Permit from now. The
 // gangs' lock must be held.
 func (g *Gang) startRoundLocked(logger klog.Logger, key podgroup.Key, r *gangstate.Round, timeout time.Duration) {
-	r.WaitingSince = g.clock.Now()
+	g.gangs.StepLocked(key, gangstate.RoundWaiting, func() { r.WaitingSince = g.clock.Now() })
 	g.armLocked(logger, key, r, r.WaitingSince.Add(timeout))
 	metrics.GangsWaitingInPermit.Inc()
 }

@@ -28,6 +28,7 @@ import (
 
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/eventlog"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
@@ -70,7 +71,7 @@ func (h *cacheView) takeActivated() []string {
 // newTestPlugin is the plugin's bookkeeping without informers or the wrapped DefaultPreemption;
 // its nomination writer records wishes and never writes.
 func newTestPlugin(h fwk.Handle, gangs *gangstate.Tracker) *GangPreemption {
-	pl := &GangPreemption{handle: h, registry: gangs.Registry(), gangs: gangs, events: gangstate.NewEventLog(&events.FakeRecorder{}, eventAction), ctx: context.Background(),
+	pl := &GangPreemption{handle: h, registry: gangs.Registry(), gangs: gangs, events: eventlog.New(&events.FakeRecorder{}, eventAction), ctx: context.Background(),
 		refused: map[types.UID]time.Time{}}
 	pl.nominations = podstatus.NewWriter("test", nil, nil, pl.nominationWish)
 	return pl

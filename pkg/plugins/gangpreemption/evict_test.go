@@ -28,6 +28,7 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics/metricstest"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/eventlog"
 )
 
 // Parallelizer runs the evictions one after another, in the victims' order, unless a test
@@ -209,7 +210,7 @@ type evictionRun struct {
 func (e *drainEnv) observeEvictions(t *testing.T, answer func(ctx context.Context, victim *v1.Pod) (bool, error)) *evictionRun {
 	t.Helper()
 	r := &evictionRun{e: e, ev: &evictions{answer: answer}, recorder: events.NewFakeRecorder(10), ends: &endLog{}}
-	e.pl.events = gangstate.NewEventLog(r.recorder, eventAction)
+	e.pl.events = eventlog.New(r.recorder, eventAction)
 	e.gangs.OnPreemptionEnd(r.ends.add)
 	e.pl.evictPod = r.ev.evict
 	var err error

@@ -29,6 +29,7 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/eventlog"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
@@ -54,7 +55,7 @@ type GangPreemption struct {
 	cache    *hypernode.Cache
 	registry *podgroup.Registry
 	gangs    *gangstate.Tracker
-	events   *gangstate.EventLog
+	events   *eventlog.Log
 	pods     corelisters.PodLister
 	pdbs     policylisters.PodDisruptionBudgetLister
 	// nominations writes the members' status.nominatedNodeName, as kube-scheduler writes
@@ -102,7 +103,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *
 		cache:             cache,
 		registry:          registry,
 		gangs:             gangs,
-		events:            gangstate.NewEventLog(handle.EventRecorder(), eventAction),
+		events:            eventlog.New(handle.EventRecorder(), eventAction),
 		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:              handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 
@@ -176,7 +177,7 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 		// room is there without evicting anybody.
 		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: not attempted: gang %s is planned into room that lower-precedence gangs are releasing", key))
 	}
-	if gangstate.WaitingForRoom(state) {
+	if gangstate.HeldForRoom(state) {
 		// Gang refused the member for its gang's last failure, which decided preemption:
 		// nothing that can make room happened since.
 		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: not attempted: gang %s waits for room after its last attempt", key))

@@ -61,9 +61,11 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 			p.relocations.Add(-1)
 		}
 		if leaf, ok := plan.PodLeaf[pod.Name]; ok && plan.Promised[leaf] > 0 {
-			plan.Promised[leaf]--
-			plan.Reserved.Insert(pod.Name)
-			plan.PlacedByLeaf[leaf]++
+			p.gangs.StepLocked(key, gangstate.PromiseKept, func() {
+				plan.Promised[leaf]--
+				plan.Reserved.Insert(pod.Name)
+				plan.PlacedByLeaf[leaf]++
+			})
 			wakeDeferred = plan.Pending() == 0 && plan.Deferred.Len() > 0
 		}
 	}

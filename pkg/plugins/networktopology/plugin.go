@@ -24,6 +24,7 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/eventlog"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
@@ -68,7 +69,7 @@ type NetworkTopologyAware struct {
 	cache    *hypernode.Cache
 	registry *podgroup.Registry
 	gangs    *gangstate.Tracker
-	events   *gangstate.EventLog
+	events   *eventlog.Log
 	// resources are the weighted resources of the bin-pack scores, in a fixed order.
 	resources []v1.ResourceName
 	weights   []float64
@@ -166,7 +167,7 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		cache:    cache,
 		registry: registry,
 		gangs:    gangs,
-		events:   gangstate.NewEventLog(handle.EventRecorder(), eventAction),
+		events:   eventlog.New(handle.EventRecorder(), eventAction),
 	}
 	registry.OnGroupDelete(p.forget)
 	p.nominations = podstatus.NewWriter("hypernode-nominations", handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister(), p.nominationUpdate)

@@ -1,4 +1,6 @@
-package gangstate
+// Package eventlog records the plugins' Events on PodGroups, one series per situation, and
+// skips an Event that repeats the group's last one.
+package eventlog
 
 import (
 	"sync"
@@ -6,29 +8,31 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
-// EventLog records Events on PodGroups, skipping an Event identical to the last one recorded
+// Log records Events on PodGroups, skipping an Event identical to the last one recorded
 // for the same group (a gang's members all run into the same situation, one after another).
-type EventLog struct {
+type Log struct {
 	recorder events.EventRecorder
 	action   string
 
 	mu   sync.Mutex
-	last map[Key]string
+	last map[podgroup.Key]string
 }
 
-// NewEventLog returns an EventLog; recorder may be nil (no Events).
-func NewEventLog(recorder events.EventRecorder, action string) *EventLog {
-	return &EventLog{recorder: recorder, action: action, last: map[Key]string{}}
+// New returns a Log; recorder may be nil (no Events).
+func New(recorder events.EventRecorder, action string) *Log {
+	return &Log{recorder: recorder, action: action, last: map[podgroup.Key]string{}}
 }
 
 // Record records an Event on pg unless it repeats the group's last one.
-func (l *EventLog) Record(pg *schedulingv1alpha1.PodGroup, eventType, reason, message string) {
+func (l *Log) Record(pg *schedulingv1alpha1.PodGroup, eventType, reason, message string) {
 	if pg == nil {
 		return
 	}
-	key := Key{Namespace: pg.Namespace, Name: pg.Name}
+	key := podgroup.Key{Namespace: pg.Namespace, Name: pg.Name}
 	l.mu.Lock()
 	if l.last[key] == reason+message {
 		l.mu.Unlock()
@@ -51,14 +55,14 @@ func (l *EventLog) Record(pg *schedulingv1alpha1.PodGroup, eventType, reason, me
 }
 
 // Forget drops what the log remembers of a group (its PodGroup was deleted).
-func (l *EventLog) Forget(key Key) {
+func (l *Log) Forget(key podgroup.Key) {
 	l.mu.Lock()
 	delete(l.last, key)
 	l.mu.Unlock()
 }
 
 // Len returns how many groups the log remembers.
-func (l *EventLog) Len() int {
+func (l *Log) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.last)
