@@ -61,16 +61,24 @@ func (t *Tracker) Blocker(key Key) *Blocker {
 // report).
 func (t *Tracker) SetBlocked(key Key, b Blocker) (blocked, reported bool) {
 	t.reg.Lock()
+	blocked, reported, freed := t.setBlockedLocked(key, b)
+	t.reg.Unlock()
+	if freed {
+		t.reg.Notify(key, false)
+	}
+	return blocked, reported
+}
+
+// setBlockedLocked is SetBlocked under the lock; freed says the members held for a former
+// blocker wait for nothing now (the caller notifies the gang's listeners).
+func (t *Tracker) setBlockedLocked(key Key, b Blocker) (blocked, reported, freed bool) {
 	s, d := t.gangLocked(key)
 	if s == nil || d.MemberLocked(b.UID) == nil {
-		t.reg.Unlock()
-		return false, false
+		return false, false, false
 	}
 	if s.blocker != nil && *s.blocker == b {
-		t.reg.Unlock()
-		return true, false
+		return true, false, false
 	}
-	freed := false
 	t.step(key, BlockerFound, func() {
 		s.markFitNowhereLocked(d, d.MemberLocked(b.UID))
 		if d.CanDoWithoutLocked(s.fitNowhere) {
@@ -83,11 +91,7 @@ func (t *Tracker) SetBlocked(key Key, b Blocker) (blocked, reported bool) {
 		s.blocker, s.formerBlocker = &b, ""
 		blocked = true
 	})
-	t.reg.Unlock()
-	if freed {
-		t.reg.Notify(key, false)
-	}
-	return blocked, blocked
+	return blocked, blocked, freed
 }
 
 // markFitNowhereLocked adds pod, and its pending siblings of the same shape unless it has

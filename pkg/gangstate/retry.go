@@ -73,12 +73,19 @@ func (s *Gang) releaseRetryLocked() bool {
 
 // MarkAttempted records that the member is in a scheduling cycle.
 func (t *Tracker) MarkAttempted(pod *v1.Pod) {
-	key, ok := podgroup.KeyOf(pod)
-	if !ok {
+	if _, ok := podgroup.KeyOf(pod); !ok {
 		return
 	}
 	t.reg.Lock()
 	defer t.reg.Unlock()
+	t.markAttemptedLocked(pod)
+}
+
+func (t *Tracker) markAttemptedLocked(pod *v1.Pod) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return
+	}
 	if s, d := t.gangLocked(key); s != nil && d.MemberLocked(pod.UID) != nil {
 		s.attempted.Insert(pod.UID)
 	}
@@ -133,12 +140,16 @@ func (t *Tracker) RetryGate(pod *v1.Pod) (retried string, held bool) {
 // Held reports, without changing anything, whether RetryGate would hold the pod back: a
 // hint must not requeue such a member for its gang, the retried member stands for it.
 func (t *Tracker) Held(pod *v1.Pod) bool {
+	t.reg.RLock()
+	defer t.reg.RUnlock()
+	return t.heldLocked(pod)
+}
+
+func (t *Tracker) heldLocked(pod *v1.Pod) bool {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return false
 	}
-	t.reg.RLock()
-	defer t.reg.RUnlock()
 	s, d := t.peekLocked(key)
 	if s == nil || !s.attempted.Has(pod.UID) {
 		return false
@@ -159,13 +170,21 @@ func (t *Tracker) Held(pod *v1.Pod) bool {
 // returns it to the queue, which then runs PreEnqueue and keeps it out of the unschedulable
 // pool's per-event evaluation. It reports whether it did.
 func (t *Tracker) SendToRetryGate(logger klog.Logger, handle fwk.Handle, pod *v1.Pod) bool {
+	t.reg.Lock()
+	activate := t.toRetryGateLocked(handle.ProfileName(), pod)
+	t.reg.Unlock()
+	return Activate(logger, handle, activate...) > 0
+}
+
+// toRetryGateLocked is SendToRetryGate under the lock: it returns the pod to activate, if
+// any.
+func (t *Tracker) toRetryGateLocked(profile string, pod *v1.Pod) []*v1.Pod {
 	// The member is in a cycle, whatever plugin asks: the cycle writes its condition.
-	t.MarkAttempted(pod)
-	if !t.Held(pod) || !t.RetryGateEnabled(handle.ProfileName()) {
-		return false
+	t.markAttemptedLocked(pod)
+	if !t.heldLocked(pod) || !t.retryGates.Has(profile) {
+		return nil
 	}
-	Activate(logger, handle, pod)
-	return true
+	return []*v1.Pod{pod}
 }
 
 // RetryMember returns the member to activate to retry the gang: its scout while it is held,

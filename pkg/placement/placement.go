@@ -166,8 +166,7 @@ type capacityUndo struct {
 // Make plans the pending members, or explains why it cannot.
 func Make(req Request) (*Plan, error) {
 	p := &planner{req: req, capacity: map[string]int{}}
-	demand := len(req.Pending)
-	if demand == 0 {
+	if len(req.Pending) == 0 {
 		// Nothing to place: the domain is where the placed members are (messages name it).
 		plan := &Plan{Domain: p.placedAncestor(), PodLeaf: map[string]string{}, LeafPods: map[string][]string{}}
 		if info, ok := req.Tree.HyperNode(plan.Domain); ok && plan.Domain != "" {
@@ -180,109 +179,143 @@ func Make(req Request) (*Plan, error) {
 	if len(req.Shapes) > 1 {
 		s = newMixed(p)
 	}
-	placedIn := p.placedAncestor()
-
-	tiers := req.Tree.Tiers()
-	rootTier := req.Tree.RootTier()
-	type tried struct {
-		tier       int
-		candidates []candidate
-	}
-	var attempts []tried
-	var subGroupFailures []string
-	for _, tier := range tiers {
+	g := &gradient{p: p, s: s, placedIn: p.placedAncestor()}
+	for _, tier := range req.Tree.Tiers() {
 		// Hard: never above the allowed tier. Soft: the allowed tier is a preference, the
 		// search goes on up to the whole cluster.
 		if tier > req.MaxTier && !req.Soft {
 			break
 		}
-		var cands []candidate
-		var fitting []candidate
-		for _, name := range req.Tree.Candidates(tier) {
-			if placedIn != "" {
-				if lca, ok := req.Tree.LCA(name, placedIn); !ok || lca != name {
-					continue // it does not contain every placed member
-				}
-			}
-			c := candidate{name: name, capacity: s.capacityOf(name)}
-			if s.covers(name) {
-				fitting = append(fitting, c)
-			}
-			cands = append(cands, c)
+		if plan := g.tryTier(tier); plan != nil {
+			return plan, nil
 		}
-		// Without sub-groups the strategy's best candidate wins. With sub-groups, the
-		// job-level preference: every candidate that holds the job and its sub-groups is
-		// scored by the sum of its sub-groups' best scores; the highest sum wins, ties going
-		// to the strategy's order.
-		var best *Plan
-		bestScore := 0.0
-		for _, name := range s.rank(fitting) {
-			plan, score, why := s.place(name, tier)
-			if plan == nil {
-				if why != "" {
-					subGroupFailures = append(subGroupFailures, why)
-				}
-				continue
-			}
-			if len(req.SubGroups) == 0 {
-				return plan, nil
-			}
-			if best == nil || score > bestScore {
-				best, bestScore = plan, score
-			}
-		}
-		if best != nil {
-			return best, nil
-		}
-		for i := range cands {
-			// A candidate tried and found short says how many members it really held.
-			cands[i].capacity = s.capacityOf(cands[i].name)
-		}
-		attempts = append(attempts, tried{tier: tier, candidates: cands})
 	}
 	if SpansCluster(req.Tree, req.Soft, req.MaxTier) {
-		if s.covers(hypernode.VirtualRootName) {
-			plan, _, why := s.place(hypernode.VirtualRootName, rootTier)
-			if plan != nil {
-				return plan, nil
-			}
-			if why != "" {
-				subGroupFailures = append(subGroupFailures, why)
-			}
-		}
-		if req.Soft && len(subGroupFailures) == 0 {
-			return nil, &Unsatisfiable{Message: fmt.Sprintf("%s: the whole cluster can host only %d of %d pods", req.Constraint, min(s.capacityOf(hypernode.VirtualRootName), demand), demand)}
+		if plan, err := g.tryCluster(); plan != nil || err != nil {
+			return plan, err
 		}
 	}
+	return nil, g.unsatisfiable()
+}
+
+// gradient is one run of the gradient search: the tiers tried, lowest first, and what each
+// found.
+type gradient struct {
+	p        *planner
+	s        search
+	placedIn string
+	attempts []tried
+	// subGroupFailures say why candidates that held the job could not hold its sub-groups.
+	subGroupFailures []string
+}
+
+// tried is a tier the search tried and its candidates, with what each could hold.
+type tried struct {
+	tier       int
+	candidates []candidate
+}
+
+// tryTier places the gang in the best candidate of the tier, or records the tier's
+// candidates as tried. Without sub-groups the strategy's best candidate wins. With
+// sub-groups, the job-level preference: every candidate that holds the job and its
+// sub-groups is scored by the sum of its sub-groups' best scores; the highest sum wins, ties
+// going to the strategy's order.
+func (g *gradient) tryTier(tier int) *Plan {
+	req, s := g.p.req, g.s
+	var cands, fitting []candidate
+	for _, name := range req.Tree.Candidates(tier) {
+		if g.placedIn != "" {
+			if lca, ok := req.Tree.LCA(name, g.placedIn); !ok || lca != name {
+				continue // it does not contain every placed member
+			}
+		}
+		c := candidate{name: name, capacity: s.capacityOf(name)}
+		if s.covers(name) {
+			fitting = append(fitting, c)
+		}
+		cands = append(cands, c)
+	}
+	var best *Plan
+	bestScore := 0.0
+	for _, name := range s.rank(fitting) {
+		plan, score, why := s.place(name, tier)
+		if plan == nil {
+			if why != "" {
+				g.subGroupFailures = append(g.subGroupFailures, why)
+			}
+			continue
+		}
+		if len(req.SubGroups) == 0 {
+			return plan
+		}
+		if best == nil || score > bestScore {
+			best, bestScore = plan, score
+		}
+	}
+	if best != nil {
+		return best
+	}
+	for i := range cands {
+		// A candidate tried and found short says how many members it really held.
+		cands[i].capacity = s.capacityOf(cands[i].name)
+	}
+	g.attempts = append(g.attempts, tried{tier: tier, candidates: cands})
+	return nil
+}
+
+// tryCluster places the gang over the whole cluster (soft, or hard at the root's tier); a
+// soft gang that does not fit there either gets the cluster's count as its answer.
+func (g *gradient) tryCluster() (*Plan, error) {
+	req, s := g.p.req, g.s
+	if s.covers(hypernode.VirtualRootName) {
+		plan, _, why := s.place(hypernode.VirtualRootName, req.Tree.RootTier())
+		if plan != nil {
+			return plan, nil
+		}
+		if why != "" {
+			g.subGroupFailures = append(g.subGroupFailures, why)
+		}
+	}
+	if req.Soft && len(g.subGroupFailures) == 0 {
+		demand := len(req.Pending)
+		return nil, &Unsatisfiable{Message: fmt.Sprintf("%s: the whole cluster can host only %d of %d pods", req.Constraint, min(s.capacityOf(hypernode.VirtualRootName), demand), demand)}
+	}
+	return nil, nil
+}
+
+// unsatisfiable says why no domain can host the gang: per tier tried, the best candidates
+// and what they hold; or that candidates held the job but not its sub-groups.
+func (g *gradient) unsatisfiable() *Unsatisfiable {
+	req, demand := g.p.req, len(g.p.req.Pending)
 	var parts []string
-	for _, a := range attempts {
+	for _, a := range g.attempts {
 		desc := describeCandidates(a.candidates, demand)
-		if len(a.candidates) == 0 && placedIn != "" {
+		if len(a.candidates) == 0 && g.placedIn != "" {
 			desc = "none holds the placed members"
 		}
 		parts = append(parts, fmt.Sprintf("tier %d: %s", a.tier, desc))
 	}
 	msg := fmt.Sprintf("%s: no HyperNode can host %d pods", req.Constraint, demand)
-	if shapes := s.describeShapes(); shapes != "" {
+	if shapes := g.s.describeShapes(); shapes != "" {
 		msg = fmt.Sprintf("%s: no HyperNode can host %d pods (%s)", req.Constraint, demand, shapes)
 	}
 	switch {
-	case placedIn == hypernode.VirtualRootName:
+	case g.placedIn == hypernode.VirtualRootName:
 		msg += fmt.Sprintf(" together with the %d placed members, which no HyperNode holds together (one is on a node in no HyperNode, or they are in two top-level trees)", len(req.Placed))
-	case placedIn != "":
-		msg += fmt.Sprintf(" together with the %d placed members (in %s)", len(req.Placed), placedIn)
+	case g.placedIn != "":
+		msg += fmt.Sprintf(" together with the %d placed members (in %s)", len(req.Placed), g.placedIn)
 	}
 	if len(parts) > 0 {
 		msg += "; " + strings.Join(parts, "; ")
 	} else {
 		msg += fmt.Sprintf("; no HyperNode has a tier <= %d", req.MaxTier)
 	}
-	if len(subGroupFailures) > 0 {
+	if len(g.subGroupFailures) > 0 {
 		// The job fitted somewhere, its sub-groups did not.
 		msg = fmt.Sprintf("%s: %d HyperNode(s) can host the job's %d pods but not its sub-groups; %s",
-			req.Constraint, len(subGroupFailures), demand, strings.Join(firstN(subGroupFailures, 2), "; "))
+			req.Constraint, len(g.subGroupFailures), demand, strings.Join(firstN(g.subGroupFailures, 2), "; "))
 	}
-	return nil, &Unsatisfiable{Message: msg}
+	return &Unsatisfiable{Message: msg}
 }
 
 // search is how Make judges and fills a candidate HyperNode: uniform when every pending

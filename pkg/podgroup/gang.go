@@ -81,6 +81,11 @@ func countedIn(states []SubGroupState, sub SubGroup, scheduled bool) []SubGroupS
 func (r *Registry) Gang(key Key) Gang {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	return r.GangLocked(key)
+}
+
+// GangLocked is Gang with the registry's lock held.
+func (r *Registry) GangLocked(key Key) Gang {
 	gang := Gang{Key: key}
 	g := r.groups[key]
 	if g == nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -45,74 +44,6 @@ func backoff(failures int) time.Duration {
 		d *= 2
 	}
 	return min(d, failureBackoffMax)
-}
-
-// reuseFailure returns the gang's remembered failure while nothing relevant changed, or
-// while its back-off runs (then the retried member is activated when it ends); nil means plan
-// again.
-func (p *NetworkTopologyAware) reuseFailure(logger klog.Logger, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot) *fwk.Status {
-	p.gangs.Lock()
-	defer p.gangs.Unlock()
-	f := p.gangs.PlanFailureLocked(key)
-	if f == nil {
-		return nil
-	}
-	if f.Tree != tree.Generation() || f.Revision != info.Revision {
-		// The tree or the PodGroup changed (an admin's fix): plan now.
-		return nil
-	}
-	if age := time.Since(f.Made); age >= failureMaxAge {
-		logger.V(3).Info("Gang's remembered plan failure is old: planning again", "podGroup", key, "age", age)
-		return nil
-	}
-	if !f.Stale || p.inBackoffLocked(logger, key, f) {
-		metrics.PlanReusesTotal.WithLabelValues(metrics.ResultNoDomain).Inc()
-		return f.Status
-	}
-	return nil
-}
-
-// inBackoffLocked reports whether the failure's back-off still runs; if it does and the
-// failure went stale, the gang's retried member is activated when it ends (once): the member
-// the gang is retried through then (podgroup/retry.go), not the one that saw the change,
-// which may be held by then. The gangs' lock must be held.
-func (p *NetworkTopologyAware) inBackoffLocked(logger klog.Logger, key podgroup.Key, f *gangstate.PlanFailure) bool {
-	wait := time.Until(f.RetryAt)
-	if wait <= 0 {
-		return false
-	}
-	if f.Stale && f.Wake == nil {
-		f.Wake = time.AfterFunc(wait, func() { p.activateRetried(logger, []podgroup.Key{key}) })
-	}
-	return true
-}
-
-// waitsForBackoff reports whether the gang's failure is in its back-off: an event that can
-// help it then does not requeue it, the end of the back-off does (see inBackoffLocked).
-func (p *NetworkTopologyAware) waitsForBackoff(logger klog.Logger, key podgroup.Key) bool {
-	p.gangs.Lock()
-	defer p.gangs.Unlock()
-	f := p.gangs.PlanFailureLocked(key)
-	return f != nil && p.inBackoffLocked(logger, key, f)
-}
-
-// recordFailure remembers a failed plan of the gang, made for pod: from now on the gang is
-// retried through pod alone, its other members are held (podgroup/retry.go).
-func (p *NetworkTopologyAware) recordFailure(key podgroup.Key, pod *v1.Pod, status *fwk.Status, tree *hypernode.Snapshot, info podgroup.Info, possible sets.Set[string]) {
-	p.gangs.Lock()
-	failures := 1
-	if old := p.gangs.PlanFailureLocked(key); old != nil {
-		failures = old.Failures + 1
-	}
-	now := time.Now()
-	p.gangs.RecordPlanFailureLocked(key, pod, &gangstate.PlanFailure{Status: status, Tree: tree.Generation(), Revision: info.Revision, Made: now,
-		Failures: failures, RetryAt: now.Add(backoff(failures)), Possible: possible})
-	p.gangs.Unlock()
-	if p.cache.Snapshot().Generation() != tree.Generation() {
-		// The tree changed while the plan was made, and its listener (treeChanged) ran before
-		// this failure existed: nothing else would retry the gang on the new tree.
-		p.activateRetried(klog.Background(), []podgroup.Key{key})
-	}
 }
 
 // treeChanged retries the gangs whose last plan failed on an older tree, whose constraint an
@@ -153,21 +84,11 @@ func (p *NetworkTopologyAware) treeChanged(logger klog.Logger, tree *hypernode.S
 // remembers the tree it was judged on, so that a change of the tree retries the gang
 // (treeChanged); when the tree changed already, after this cycle's snapshot, the member comes
 // back at once (it is in its cycle: kube-scheduler requeues it when the cycle ends).
-func (p *NetworkTopologyAware) refuseConstraint(logger klog.Logger, key podgroup.Key, pod *v1.Pod, info podgroup.Info, tree *hypernode.Snapshot, msg string) *fwk.Status {
-	p.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
-	if info.TopologyErr != nil {
-		// An annotation that does not parse: only a change of the PodGroup can fix it.
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-	}
-	// Remembered before the tree is checked again: a change in between finds it (treeChanged).
-	p.gangs.Lock()
-	p.gangs.RefuseLocked(key, tree.Generation())
-	p.gangs.Unlock()
-	if p.cache.Snapshot().Generation() != tree.Generation() {
-		p.gangs.Lock()
-		p.gangs.ForgetRefusalLocked(key)
-		p.gangs.Unlock()
-		gangstate.Activate(logger, p.handle, pod)
+func (p *NetworkTopologyAware) refuseConstraint(logger klog.Logger, v *gangstate.View, msg string) *fwk.Status {
+	p.events.Record(v.Info.PodGroup, v1.EventTypeWarning, EventInvalidConstraint, msg)
+	if v.Info.TopologyErr == nil {
+		// Not an annotation that does not parse, which only a change of the PodGroup fixes.
+		p.gangs.Settle(logger, p.handle, v, gangstate.Settlement{Refused: true, RefusedOn: v.Tree.Generation(), RetryNow: p.treeMovedFrom(v.Tree)})
 	}
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
@@ -335,7 +256,9 @@ func (p *NetworkTopologyAware) watchCapacity(factory informers.SharedInformerFac
 			}
 			if ok2 && pod.Spec.NodeName == "" && p.relocations.Load() > 0 {
 				// The scheduler wrote the failed attempt's condition: it is done with it.
-				p.renominate(klog.Background(), pod, false)
+				if key, ok := podgroup.KeyOf(pod); ok {
+					p.renominate(klog.Background(), key, pod, false)
+				}
 			}
 		},
 		DeleteFunc: func(obj any) {

@@ -343,7 +343,7 @@ func TestRefusedConstraintRetriedWhenTheTreeChanges(t *testing.T) {
 	older := e.cache.Snapshot()
 	e.cache.SetHyperNode(hntesting.MakeHyperNode("s3").Tier(1).Nodes("node-6").Obj())
 	e.activated.take()
-	e.plugin.refuseConstraint(klog.Background(), key, e.pod("big", 1), e.registry.Info(key), older, "refused on an older tree")
+	e.plugin.refuseConstraint(klog.Background(), &gangstate.View{Key: key, Pod: e.pod("big", 1), Info: e.registry.Info(key), Tree: older}, "refused on an older tree")
 	if diff := cmp.Diff([][]string{{"big-1"}}, e.activated.take()); diff != "" {
 		t.Errorf("activations after a refusal on an older tree (-want,+got):\n%s", diff)
 	}
@@ -387,8 +387,8 @@ func TestPlanThatPlacesNobodyRetriedWhenTheTreeChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := podgroup.Key{Namespace: "ns", Name: "e"}
-	if _, status := e.plugin.makePlan(e.ctx, framework.NewCycleState(), pod(3), key, e.registry.Info(key), older, nodes); !status.IsSuccess() {
-		t.Fatalf("makePlan(e-3) = %v", status)
+	if _, status := e.plugin.planGang(e.ctx, framework.NewCycleState(), e.plugin.viewFor(key, pod(3), older), nodes); !status.IsSuccess() {
+		t.Fatalf("planGang(e-3) = %v", status)
 	}
 	if plan := e.plan("e"); plan == nil || !plan.WaitsForRoom || plan.Generation != older.Generation() {
 		t.Fatalf("plan %+v, want one that places nobody, on the older tree", plan)

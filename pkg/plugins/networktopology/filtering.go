@@ -29,58 +29,66 @@ type preFilterState struct {
 func (s *preFilterState) Clone() fwk.StateData { return s }
 
 // PreFilter plans the member's gang (once per gang) and narrows the pod to its planned node.
+// It takes the gang's view once (gangstate.Tracker.Begin: the gang's data and state, judged
+// on this cycle's tree), decides from it, and tells the gang state what it decided in one
+// step (Settle).
 func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	key, info, ok := p.constraint(pod)
-	if !ok {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
 	if _, err := state.Read(simulationKey); err == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	if err := p.cache.WaitForSync(ctx); err != nil {
-		return nil, fwk.AsStatus(fmt.Errorf("waiting for the HyperNode cache: %w", err))
+	v, err := p.gangs.Begin(ctx, state, pod, p.cycle)
+	switch {
+	case err != nil:
+		return nil, fwk.AsStatus(err)
+	case v == nil:
+		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	if err := p.registry.WaitForSync(ctx); err != nil {
-		return nil, fwk.AsStatus(fmt.Errorf("waiting for the PodGroup registry: %w", err))
-	}
-	tree := p.cache.Snapshot()
-	if msg := constraintProblem(tree, key, info); msg != "" {
-		return nil, p.refuseConstraint(klog.FromContext(ctx), key, pod, info, tree, msg)
-	}
-
-	// This member's attempt is running: the next cluster event may requeue the gang again.
-	p.gangs.RequeueDone(key)
-	plan := p.currentPlan(key, tree, pod.Name, info.Revision)
-	if plan != nil {
-		result := metrics.ResultPlaced
-		if plan.Deferred.Has(pod.Name) {
-			result = metrics.ResultNoRoom
-		}
-		metrics.PlanReusesTotal.WithLabelValues(result).Inc()
-	} else {
-		if status := p.reuseFailure(klog.FromContext(ctx), key, info, tree); status != nil {
-			// Another member retries for the gang: this one waits out of the queue.
-			p.gangs.SendToRetryGate(klog.FromContext(ctx), p.handle, pod)
-			return nil, status
-		}
+	p.dropped(klog.FromContext(ctx), v.Dropped)
+	var plan *gangstate.Plan
+	switch v.Answer {
+	case gangstate.ConstraintRefusedAnswer:
+		return nil, p.refuseConstraint(klog.FromContext(ctx), v, constraintProblem(v.Tree, v.Key, v.Info))
+	case gangstate.FailureAnswers:
+		// Another member retries for the gang: this one waits out of the queue.
+		metrics.PlanReusesTotal.WithLabelValues(metrics.ResultNoDomain).Inc()
+		p.gangs.Settle(klog.FromContext(ctx), p.handle, v, gangstate.Settlement{Held: true})
+		return nil, v.Failure.Status
+	case gangstate.PlanAnswers:
+		plan = v.Plan
+		metrics.PlanReusesTotal.WithLabelValues(reuseResult(plan, pod)).Inc()
+	default:
 		var status *fwk.Status
-		plan, status = p.makePlan(ctx, state, pod, key, info, tree, nodes)
-		if !status.IsSuccess() {
+		if plan, status = p.planGang(ctx, state, v, nodes); !status.IsSuccess() {
 			return nil, status
 		}
 	}
+	return p.narrow(ctx, state, v, plan)
+}
+
+// reuseResult is the metrics result of a member answered from its gang's plan.
+func reuseResult(plan *gangstate.Plan, pod *v1.Pod) string {
+	if plan.Deferred.Has(pod.Name) {
+		return metrics.ResultNoRoom
+	}
+	return metrics.ResultPlaced
+}
+
+// narrow narrows the member to its planned node, or refuses it when the plan leaves it out
+// for lack of room.
+func (p *NetworkTopologyAware) narrow(ctx context.Context, state fwk.CycleState, v *gangstate.View, plan *gangstate.Plan) (*fwk.PreFilterResult, *fwk.Status) {
+	pod, key := v.Pod, v.Key
 	if plan.Deferred.Has(pod.Name) {
 		gangstate.MarkDeferred(state)
-		if sub, ok := podgroup.SubGroupOf(info.SubGroupPolicies, pod); ok {
+		if sub, ok := podgroup.SubGroupOf(v.Info.SubGroupPolicies, pod); ok {
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 				"gang %s: sub-group %s does not fit next to the job's other sub-groups in %s now", key, sub.ID, plan.Domain))
 		}
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
-			"gang %s: a member beyond minMember %d; no room for it next to the others in %s now, it waits for room", key, info.MinMember(), plan.Domain))
+			"gang %s: a member beyond minMember %d; no room for it next to the others in %s now, it waits for room", key, v.Info.MinMember(), plan.Domain))
 	}
 	if p.relocations.Load() > 0 {
 		// A relocated member comes back: nominated on its new node until it reserves.
-		p.renominate(klog.FromContext(ctx), pod, true)
+		p.renominate(klog.FromContext(ctx), key, pod, true)
 	}
 	leaf := plan.PodLeaf[pod.Name]
 	nodeSet := plan.LeafNodes[leaf]
@@ -121,10 +129,11 @@ func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, p
 // on every node of the cluster: if it fits none, it blocks its gang (see gangstate.Blocker)
 // instead of making its siblings reserve and be rejected again and again.
 func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	key, info, ok := p.constraint(pod)
-	if !ok {
+	v := gangstate.ViewOf(state)
+	if v == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	key, info := v.Key, v.Info
 	logger := klog.FromContext(ctx)
 	planned := readState[*preFilterState](state, preFilterStateKey)
 	if planned == nil {
@@ -147,24 +156,49 @@ func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleSt
 }
 
 // blockIfFitsNowhere makes the member its gang's blocker when no node of the cluster can ever
-// take it and the job cannot do without it (see podgroup.Registry.SetBlocked), and returns
-// what to tell the member ("" when it fits somewhere) and whether the gang is blocked.
-func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info) (msg string, gangBlocked bool) {
+// take it and the job cannot do without it (see gangstate.Tracker.SetBlocked).
+func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info) {
+	for _, c := range p.fitsNowhere(ctx, pod) {
+		if blocked, reported := p.gangs.SetBlocked(key, c.blocker); blocked && reported && info.PodGroup != nil {
+			p.blockReported(klog.FromContext(ctx), key, info, c)
+		}
+	}
+}
+
+// fitsNowhere is a member that no node of the cluster can ever take, and why.
+type fitsNowhere struct {
+	blocker gangstate.Blocker
+}
+
+// fitsNowhere returns the member as a candidate blocker when no node of the cluster can ever
+// take it (none otherwise).
+func (p *NetworkTopologyAware) fitsNowhere(ctx context.Context, pod *v1.Pod) []fitsNowhere {
 	reasons, fits := p.fitsSomewhere(ctx, pod)
 	if fits {
-		return "", false
+		return nil
 	}
-	b := gangstate.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}
-	blocked, reported := p.gangs.SetBlocked(key, b)
-	if !blocked {
-		// The job can do without it (and the others known to fit nowhere).
-		return fmt.Sprintf("gang %s: member %s fits no node (%s); the gang can run without it", key, pod.Name, reasons), false
+	return []fitsNowhere{{blocker: gangstate.Blocker{UID: pod.UID, Name: pod.Name, Reason: reasons}}}
+}
+
+// spared says that the member fits no node, but the job can run without it (and the others
+// known to fit nowhere).
+func (c fitsNowhere) spared(key podgroup.Key) string {
+	return fmt.Sprintf("gang %s: member %s fits no node (%s); the gang can run without it", key, c.blocker.Name, c.blocker.Reason)
+}
+
+// blockers are the candidates' blockers, in order.
+func blockers(candidates []fitsNowhere) []gangstate.Blocker {
+	out := make([]gangstate.Blocker, len(candidates))
+	for i, c := range candidates {
+		out[i] = c.blocker
 	}
-	if reported && info.PodGroup != nil {
-		p.events.Record(info.PodGroup, v1.EventTypeWarning, gangstate.EventGangBlocked, b.Message(key))
-		klog.FromContext(ctx).V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", klog.KObj(pod), "reason", reasons)
-	}
-	return b.Message(key), true
+	return out
+}
+
+// blockReported reports, once, that the member blocks its gang.
+func (p *NetworkTopologyAware) blockReported(logger klog.Logger, key podgroup.Key, info podgroup.Info, c fitsNowhere) {
+	p.events.Record(info.PodGroup, v1.EventTypeWarning, gangstate.EventGangBlocked, c.blocker.Message(key))
+	logger.V(2).Info("Gang blocked by a member that fits no node", "podGroup", key, "pod", c.blocker.Name, "reason", c.blocker.Reason)
 }
 
 // constraintProblem is why the gang's constraint cannot be planned at all ("" when it can): an

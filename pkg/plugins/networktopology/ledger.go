@@ -45,10 +45,11 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 		}
 		p.usageSums.setPod(pod.UID, pod.Generation, nodeName, req)
 	}
-	key, _, ok := p.constraint(pod)
-	if !ok {
+	v := gangstate.ViewOf(state)
+	if v == nil {
 		return nil
 	}
+	key := v.Key
 	p.registry.Reserve(pod, nodeName)
 	p.gangs.Lock()
 	wakeDeferred := false
@@ -81,11 +82,18 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 // rejected or timed out, so the plan no longer holds, and the next member plans again around
 // the members still placed. The late Unreserve of a member of an earlier plan leaves the
 // current plan alone.
-func (p *NetworkTopologyAware) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+func (p *NetworkTopologyAware) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
 	if p.usageSums != nil {
 		p.usageSums.removePod(pod.UID)
 	}
-	key, _, ok := p.constraint(pod)
+	// The view of the cycle that reserved the member; kube-scheduler unreserves with that
+	// cycle's state, and a caller without it is answered from the registry.
+	key, ok := podgroup.Key{}, false
+	if v := gangstate.ViewOf(state); v != nil {
+		key, ok = v.Key, true
+	} else {
+		key, _, ok = p.constraint(pod)
+	}
 	if !ok {
 		return
 	}

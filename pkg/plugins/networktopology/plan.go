@@ -33,49 +33,21 @@ const planTTL = 10 * time.Minute
 // planSweepPeriod is how often expired plans are dropped when no gang plans meanwhile.
 const planSweepPeriod = time.Minute
 
-// currentPlan returns the gang's plan if it is still valid for this member (answersLocked).
-func (p *NetworkTopologyAware) currentPlan(key podgroup.Key, tree *hypernode.Snapshot, pod string, revision int) *gangstate.Plan {
-	p.gangs.Lock()
-	defer p.gangs.Unlock()
-	plan := p.gangs.PlanLocked(key)
-	if !p.answersLocked(plan, tree, pod, revision) {
-		return nil
-	}
-	plan.LastUsed = time.Now()
-	return plan
-}
-
-// answersLocked reports whether the plan answers this member: the member is in it, the
-// PodGroup's spec and constraint are those it was made for, and none of its leaves changed
-// in the tree; a member it leaves out, while planned members are pending, or until something
-// that can make room happens (then it plans again, around the placed members). The gangs'
-// lock must be held.
-func (p *NetworkTopologyAware) answersLocked(plan *gangstate.Plan, tree *hypernode.Snapshot, pod string, revision int) bool {
-	if plan == nil || plan.Revision != revision {
-		// A changed constraint or minMember (an admin's edit) is planned for again, around
-		// the members already placed.
-		return false
-	}
-	if _, ok := plan.PodLeaf[pod]; !ok && !plan.Deferred.Has(pod) {
-		return false
-	}
-	if plan.Deferred.Has(pod) && plan.Pending() == 0 && !p.waitsForRoomLocked(plan, tree) {
-		// Every planned member has its place: plan the deferred sub-groups now, around them;
-		// once, while nothing that can make room happens.
-		return false
-	}
-	for leaf, info := range plan.LeafInfos {
-		if now, _ := tree.HyperNode(leaf); now != info {
-			return false
-		}
-	}
-	return true
-}
-
 // invalidate drops a gang's plan and its promises.
 func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) {
 	p.gangs.Lock()
 	old := p.gangs.DropPlanLocked(key)
+	p.gangs.Unlock()
+	p.dropped(logger, old)
+}
+
+// dropped withdraws the promises of a plan no longer the gang's, and wakes the gangs its
+// released slots can help.
+func (p *NetworkTopologyAware) dropped(logger klog.Logger, old *gangstate.Plan) {
+	if old == nil {
+		return
+	}
+	p.gangs.Lock()
 	released := old.PromisedLeaves()
 	withdrawn := p.withdrawLocked(old)
 	p.gangs.Unlock()
@@ -85,237 +57,324 @@ func (p *NetworkTopologyAware) invalidate(logger klog.Logger, key podgroup.Key) 
 	}
 }
 
-// makePlan computes and records a plan for the gang of pod.
-func (p *NetworkTopologyAware) makePlan(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key, info podgroup.Info, tree *hypernode.Snapshot, nodes []fwk.NodeInfo) (*gangstate.Plan, *fwk.Status) {
-	logger := klog.FromContext(ctx)
-	start := time.Now()
-	outcome, simulated := metrics.ResultError, 0
-	defer func() { metrics.ObservePlan(outcome, time.Since(start), simulated) }()
-	// The gang's previous plan goes, with its nominations: it must not hold the gang's own
-	// slots against the new plan, and if no new plan comes, its members must not follow a
-	// plan whose slots nobody holds.
-	p.invalidate(logger, key)
-	p.dropExpiredPlans(logger)
-	// Read before planning: a change that can make room while it plans makes a plan that
-	// places nobody stale at once.
-	epoch := p.roomEpoch.Load()
-	gang := p.registry.Gang(key).Including(pod)
-	req, err := placement.GangRequest(tree, gang)
-	if err != nil {
-		return nil, p.refuseConstraint(logger, key, pod, info, tree, fmt.Sprintf("PodGroup %s: %v", key, err))
-	}
-	shapes := shapesOf(gang.Pending)
-	simState, status := p.simulationState(ctx, pod)
-	if !status.IsSuccess() {
+// planning is one plan of a gang in progress: the view it is made from, what it simulates
+// and what it finds.
+type planning struct {
+	ctx    context.Context
+	logger klog.Logger
+	state  fwk.CycleState
+	v      *gangstate.View
+	nodes  []fwk.NodeInfo
+	start  time.Time
+	// epoch is the count of room-making changes read before planning: a change while it plans
+	// makes a plan that places nobody stale at once.
+	epoch    uint64
+	shapes   []*podShape
+	simState fwk.CycleState
+	// req is what the planner plans; original is it before a fallback narrows it. names and
+	// placedNodes are the gang's pending members and placed members' nodes as planned first.
+	req, original placement.Request
+	names         []string
+	placedNodes   []string
+	result        *placement.Plan
+	deferred      []string
+	yielded       []string
+	simulated     int
+}
+
+// planGang plans the member's gang and records the plan or the failure. The member gets the
+// plan (nil with a status when there is none for it now).
+func (p *NetworkTopologyAware) planGang(ctx context.Context, state fwk.CycleState, v *gangstate.View, nodes []fwk.NodeInfo) (*gangstate.Plan, *fwk.Status) {
+	pl := &planning{ctx: ctx, logger: klog.FromContext(ctx), state: state, v: v, nodes: nodes, start: time.Now()}
+	outcome := metrics.ResultError
+	defer func() { metrics.ObservePlan(outcome, time.Since(pl.start), pl.simulated) }()
+	p.dropExpiredPlans(pl.logger)
+	pl.epoch = p.roomEpoch.Load()
+	if status := p.request(pl); !status.IsSuccess() {
 		return nil, status
 	}
-	if len(shapes) > 1 {
-		if status := p.simulateShapes(ctx, shapes); !status.IsSuccess() {
-			return nil, status
+	err := p.search(pl)
+	p.lastSimulated.Store(int64(pl.simulated))
+	err = p.fallBack(pl, err)
+	if err != nil {
+		var unsat *placement.Unsatisfiable
+		if !errors.As(err, &unsat) {
+			return nil, fwk.AsStatus(err)
+		}
+		outcome = metrics.ResultNoDomain
+		return nil, p.failed(pl, unsat)
+	}
+	outcome = metrics.ResultPlaced
+	return p.planned(pl)
+}
+
+// request reads what the gang asks for and prepares its capacity simulation.
+func (p *NetworkTopologyAware) request(pl *planning) *fwk.Status {
+	v := pl.v
+	req, err := placement.GangRequest(v.Tree, v.Gang)
+	if err != nil {
+		return p.refuseConstraint(pl.logger, v, fmt.Sprintf("PodGroup %s: %v", v.Key, err))
+	}
+	pl.shapes = shapesOf(v.Gang.Pending)
+	simState, status := p.simulationState(pl.ctx, v.Pod)
+	if !status.IsSuccess() {
+		return status
+	}
+	pl.simState = simState
+	if len(pl.shapes) > 1 {
+		if status := p.simulateShapes(pl.ctx, pl.shapes); !status.IsSuccess() {
+			return status
 		}
 	}
 	// Other plans hold their slots through nominations (nominate.go), which the simulation
-	// sees; expired plans were dropped above.
+	// sees; expired plans were dropped.
 	req.Strategy = placement.Strategy(p.args.CandidateScoringStrategy)
-	req.PodRequest = p.podRequest(pod)
+	req.PodRequest = p.podRequest(v.Pod)
 	req.Weights = p.weights
-	// simulate fills the capacities of every node in nodes (the cluster, or the cluster
-	// without the waiting members of lower gangs): one count per node for a gang of one
-	// shape, one per shape and a Fitter otherwise.
-	simulate := func(nodes []fwk.NodeInfo, req *placement.Request) {
-		if len(shapes) > 1 {
-			req.Nodes, req.Shapes, req.Fit = p.shapeCapacities(ctx, shapes, nodes)
-			return
-		}
-		req.Nodes = p.nodeCapacities(ctx, simState, pod, nodes, nil, len(req.Pending))
+	pl.req = req
+	// The deferral narrows req; these are the gang's members as planned first.
+	pl.names, pl.placedNodes = req.Pending, req.Placed
+	return nil
+}
+
+// simulate fills the capacities of every node in nodes (the cluster, or the cluster without
+// the waiting members of lower gangs): one count per node for a gang of one shape, one per
+// shape and a Fitter otherwise.
+func (p *NetworkTopologyAware) simulate(pl *planning, nodes []fwk.NodeInfo, req *placement.Request) {
+	if len(pl.shapes) > 1 {
+		req.Nodes, req.Shapes, req.Fit = p.shapeCapacities(pl.ctx, pl.shapes, nodes)
+		return
 	}
-	// The deferral below narrows req; these are the gang's members as planned first.
-	names, placedNodes := req.Pending, req.Placed
-	var result *placement.Plan
-	simulated = len(nodes)
-	if req.Strategy == placement.BinPack && len(req.SubGroups) == 0 {
-		// Bounds first, the chosen domains simulated (planLazily).
-		var refine func(*placement.Request, sets.Set[string])
-		if len(shapes) > 1 {
-			req.Nodes, req.Shapes, req.Fit = p.shapeBounds(ctx, shapes, nodes)
-			refine = func(req *placement.Request, only sets.Set[string]) {
-				p.simulateShapeNodes(ctx, shapes, nodes, only, req)
-			}
-		} else {
-			req.Nodes = p.capacityBounds(pod, nodes, len(req.Pending))
-			refine = func(req *placement.Request, only sets.Set[string]) {
-				maps.Copy(req.Nodes, p.nodeCapacities(ctx, simState, pod, nodes, only, len(req.Pending)))
-			}
-		}
-		result, req, simulated, err = p.planLazily(req, refine)
-	} else {
+	req.Nodes = p.nodeCapacities(pl.ctx, pl.simState, pl.v.Pod, nodes, nil, len(req.Pending))
+}
+
+// search runs the planner: BinPack without sub-groups on bounds first, simulating the
+// chosen domains (planLazily); otherwise on every node simulated.
+func (p *NetworkTopologyAware) search(pl *planning) error {
+	var err error
+	pl.simulated = len(pl.nodes)
+	if pl.req.Strategy != placement.BinPack || len(pl.req.SubGroups) > 0 {
 		// LeastWaste ranks by capacity surplus and sub-groups compare every candidate of a
 		// tier: bounds could change their choice, so they simulate every node.
-		simulate(nodes, &req)
-		result, err = placement.Make(req)
+		p.simulate(pl, pl.nodes, &pl.req)
+		pl.result, err = placement.Make(pl.req)
+		return err
 	}
-	p.lastSimulated.Store(int64(simulated))
-	// A job that can run with fewer members than it has (sub-groups it can do without, an
-	// elastic gang) is planned with as many as fit; the others wait for room (Gang keeps them
-	// all or nothing).
-	original := req
-	var deferred []string
-	if err != nil {
-		var fallback *placement.Plan
-		if fallback, req, deferred, err = placement.Fallback(req, err, gang.Info, gang.SubGroups, len(placedNodes)); err == nil {
-			result = fallback
+	var refine func(*placement.Request, sets.Set[string])
+	if len(pl.shapes) > 1 {
+		pl.req.Nodes, pl.req.Shapes, pl.req.Fit = p.shapeBounds(pl.ctx, pl.shapes, pl.nodes)
+		refine = func(req *placement.Request, only sets.Set[string]) {
+			p.simulateShapeNodes(pl.ctx, pl.shapes, pl.nodes, only, req)
+		}
+	} else {
+		pl.req.Nodes = p.capacityBounds(pl.v.Pod, pl.nodes, len(pl.req.Pending))
+		refine = func(req *placement.Request, only sets.Set[string]) {
+			maps.Copy(req.Nodes, p.nodeCapacities(pl.ctx, pl.simState, pl.v.Pod, pl.nodes, only, len(req.Pending)))
 		}
 	}
-	var yielded []string
+	pl.result, pl.req, pl.simulated, err = p.planLazily(pl.req, refine)
+	return err
+}
+
+// fallBack handles a gang the planner could not place whole: a job that can run with fewer
+// members than it has (sub-groups it can do without, an elastic gang) is planned with as many
+// as fit, the others wait for room (Gang keeps them all or nothing); lower-precedence gangs
+// waiting in Permit may give their room back, and the gang is planned into it, so that its
+// promises keep the room while they release it.
+func (p *NetworkTopologyAware) fallBack(pl *planning, err error) error {
+	pl.original = pl.req
+	if err == nil {
+		return nil
+	}
+	if fallback, req, deferred, ferr := placement.Fallback(pl.req, err, pl.v.Gang.Info, pl.v.Gang.SubGroups, len(pl.placedNodes)); ferr == nil {
+		pl.result, pl.req, pl.deferred = fallback, req, deferred
+		return nil
+	} else {
+		err = ferr
+	}
 	if unsat := (*placement.Unsatisfiable)(nil); errors.As(err, &unsat) {
-		// Lower-precedence gangs waiting in Permit may give their room back: the gang is
-		// planned into it now, so that its promises keep the room while they release it.
-		if plan, trial, names := p.yieldLowerGangs(ctx, pod, key, info, nodes, original, simulate); plan != nil {
-			result, err, req, deferred, yielded = plan, nil, trial, nil, names
+		simulate := func(nodes []fwk.NodeInfo, req *placement.Request) { p.simulate(pl, nodes, req) }
+		if plan, trial, names := p.yieldLowerGangs(pl.ctx, pl.v, pl.nodes, pl.original, simulate); plan != nil {
+			pl.result, pl.req, pl.deferred, pl.yielded = plan, trial, nil, names
+			return nil
 		}
 	}
-	if err != nil {
-		var unsat *placement.Unsatisfiable
-		if errors.As(err, &unsat) {
-			status := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
-			wholeCluster := placement.SpansCluster(tree, req.Soft, req.MaxTier)
-			// The fewest members the job can run with (an elastic gang's, or a job's without
-			// the sub-groups it can do without): room that holds them may help it.
-			need := min(len(names), max(gang.Info.MinMember()-len(placedNodes), 1))
-			var possible sets.Set[string]
-			fitsNowhere, blocked := "", false
-			if len(shapes) > 1 {
-				for i, shape := range req.Shapes {
-					if noShapeCapacity(shape.Capacity) && !blocked {
-						// Perhaps not room: the members of this shape may fit no node at all.
-						if msg, b := p.blockIfFitsNowhere(ctx, shapes[i].Rep, key, info); msg != "" && (fitsNowhere == "" || b) {
-							fitsNowhere, blocked = msg, b
-						}
-					}
-				}
-				possible = p.possibleShapeDomains(tree, shapes, nodes, need, req.MaxTier, wholeCluster)
-			} else {
-				if noCapacity(req.Nodes) {
-					// Perhaps not room: this member may fit no node at all.
-					fitsNowhere, blocked = p.blockIfFitsNowhere(ctx, pod, key, info)
-				}
-				possible = p.possibleDomains(tree, pod, nodes, need, req.MaxTier, wholeCluster)
+	return err
+}
+
+// failed records the gang's failed plan (held behind this member from now on) and returns
+// its answer: the planner's message, or that a member the job needs fits no node at all.
+func (p *NetworkTopologyAware) failed(pl *planning, unsat *placement.Unsatisfiable) *fwk.Status {
+	v, req := pl.v, pl.req
+	wholeCluster := placement.SpansCluster(v.Tree, req.Soft, req.MaxTier)
+	// The fewest members the job can run with (an elastic gang's, or a job's without the
+	// sub-groups it can do without): room that holds them may help it.
+	need := min(len(pl.names), max(v.Gang.Info.MinMember()-len(pl.placedNodes), 1))
+	var possible sets.Set[string]
+	var candidates []fitsNowhere
+	if len(pl.shapes) > 1 {
+		for i, shape := range req.Shapes {
+			if noShapeCapacity(shape.Capacity) {
+				// Perhaps not room: the members of this shape may fit no node at all.
+				candidates = append(candidates, p.fitsNowhere(pl.ctx, pl.shapes[i].Rep)...)
 			}
-			switch {
-			case blocked:
-				// No domain can help while a member the job needs fits no node: say that,
-				// not the sums.
-				status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fitsNowhere)
-			case fitsNowhere != "":
-				// The job could do without that member, but the plan failed for the others
-				// too: both are the answer.
-				status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message+"; "+fitsNowhere)
-			}
-			outcome = metrics.ResultNoDomain
-			p.recordFailure(key, pod, status, tree, info, possible)
-			p.events.Record(info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
-			logger.V(2).Info("Gang cannot be planned", "podGroup", key, "pending", len(names), "simulatedNodes", simulated, "duration", time.Since(start), "reason", unsat.Message)
-			return nil, status
 		}
-		return nil, fwk.AsStatus(err)
+		possible = p.possibleShapeDomains(v.Tree, pl.shapes, pl.nodes, need, req.MaxTier, wholeCluster)
+	} else {
+		if noCapacity(req.Nodes) {
+			// Perhaps not room: this member may fit no node at all.
+			candidates = p.fitsNowhere(pl.ctx, v.Pod)
+		}
+		possible = p.possibleDomains(v.Tree, v.Pod, pl.nodes, need, req.MaxTier, wholeCluster)
 	}
-	outcome = metrics.ResultPlaced
-	if len(result.PodLeaf) > 0 {
-		// A plan that places nobody (every pending member left out) is not a placement.
-		metrics.ObservePlacement(result.Tier, req.Soft)
+	failures := 1
+	if old := v.Failure; old != nil {
+		failures = old.Failures + 1
 	}
+	now := time.Now()
+	failure := &gangstate.PlanFailure{Tree: v.Tree.Generation(), Revision: v.Info.Revision, Made: now,
+		Failures: failures, RetryAt: now.Add(backoff(failures)), Possible: possible}
+	settled := p.gangs.Settle(pl.logger, p.handle, v, gangstate.Settlement{Failure: failure,
+		Blockers: blockers(candidates), Status: func(blocked int) *fwk.Status { return failureStatus(v.Key, unsat, candidates, blocked) },
+		RetryNow: p.treeMovedFrom(v.Tree)})
+	if settled.Reported {
+		p.blockReported(pl.logger, v.Key, v.Info, candidates[settled.Blocked])
+	}
+	p.events.Record(v.Info.PodGroup, v1.EventTypeWarning, EventTopologyUnsatisfiable, unsat.Message)
+	pl.logger.V(2).Info("Gang cannot be planned", "podGroup", v.Key, "pending", len(pl.names), "simulatedNodes", pl.simulated, "duration", time.Since(pl.start), "reason", unsat.Message)
+	return settled.Status
+}
+
+// failureStatus is a failed plan's answer once the gang's blocker is known (blocked: the
+// index of the candidate that blocks it, -1 for none): that member fits no node, when the job
+// cannot do without it; the planner's message with the first member that fits nowhere, when
+// it can; the planner's message alone otherwise.
+func failureStatus(key podgroup.Key, unsat *placement.Unsatisfiable, candidates []fitsNowhere, blocked int) *fwk.Status {
+	switch {
+	case blocked >= 0:
+		// No domain can help while a member the job needs fits no node: say that, not the sums.
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, candidates[blocked].blocker.Message(key))
+	case len(candidates) > 0:
+		// The job could do without that member, but the plan failed for the others too: both
+		// are the answer.
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message+"; "+candidates[0].spared(key))
+	}
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, unsat.Message)
+}
+
+// treeMovedFrom reports, when asked, whether the tree changed since the one a decision was
+// made on: its listener (treeChanged) ran before the decision existed, and nothing else
+// would retry the gang on the new tree.
+func (p *NetworkTopologyAware) treeMovedFrom(tree *hypernode.Snapshot) func() bool {
+	return func() bool { return p.cache.Snapshot().Generation() != tree.Generation() }
+}
+
+// newPlan is the gang's plan from the planner's result.
+func (p *NetworkTopologyAware) newPlan(pl *planning) *gangstate.Plan {
+	v, req, result := pl.v, pl.req, pl.result
 	plan := &gangstate.Plan{
 		LastUsed:     time.Now(),
 		Domain:       result.Domain,
 		Tier:         result.Tier,
 		PodLeaf:      result.PodLeaf,
 		PodNode:      placement.AssignNodes(req, result),
-		Deferred:     sets.New(deferred...),
+		Deferred:     sets.New(pl.deferred...),
 		LeafInfos:    map[string]*hypernode.HyperNodeInfo{},
 		LeafNodes:    map[string]sets.Set[string]{},
 		Promised:     map[string]int{},
 		Reserved:     sets.New[string](),
 		PlacedByLeaf: map[string]int{},
 		Relocated:    map[string]string{},
-		WaitsForRoom: len(result.PodLeaf) == 0 && len(deferred) > 0,
-		RoomEpoch:    epoch,
+		WaitsForRoom: len(result.PodLeaf) == 0 && len(pl.deferred) > 0,
+		RoomEpoch:    pl.epoch,
 		Made:         time.Now(),
-		Generation:   tree.Generation(),
-		Revision:     info.Revision,
+		Generation:   v.Tree.Generation(),
+		Revision:     v.Info.Revision,
 	}
 	if plan.WaitsForRoom {
-		plan.RoomArea = roomArea(tree, placedNodes, req.MaxTier, req.Soft)
+		plan.RoomArea = roomArea(v.Tree, pl.placedNodes, req.MaxTier, req.Soft)
 	}
 	for leaf, pods := range result.LeafPods {
 		plan.Promised[leaf] = len(pods)
-		leafInfo, _ := tree.HyperNode(leaf)
+		leafInfo, _ := v.Tree.HyperNode(leaf)
 		plan.LeafInfos[leaf] = leafInfo
 		if leaf == placement.LooseLeaf {
-			plan.LeafNodes[leaf] = sets.New(placement.LooseNodes(tree, req.Nodes)...)
+			plan.LeafNodes[leaf] = sets.New(placement.LooseNodes(v.Tree, req.Nodes)...)
 			continue
 		}
 		plan.LeafNodes[leaf] = sets.New(leafInfo.Nodes...)
 	}
-	for _, n := range placedNodes {
-		leaf, ok := tree.LeafOf(n)
+	for _, n := range pl.placedNodes {
+		leaf, ok := v.Tree.LeafOf(n)
 		if !ok {
 			leaf = placement.LooseLeaf
 		}
 		plan.PlacedByLeaf[leaf]++
 	}
-	pendingPods := make(map[string]*v1.Pod, len(gang.Pending))
-	for _, m := range gang.Pending {
-		pendingPods[m.Pod.Name] = m.Pod
+	return plan
+}
+
+// planned nominates the members of the gang's new plan on their nodes and records it; the
+// gang's held members, or else the others it places, are activated.
+func (p *NetworkTopologyAware) planned(pl *planning) (*gangstate.Plan, *fwk.Status) {
+	v, result := pl.v, pl.result
+	if len(result.PodLeaf) > 0 {
+		// A plan that places nobody (every pending member left out) is not a placement.
+		metrics.ObservePlacement(result.Tier, pl.req.Soft)
 	}
-	p.nominate(logger, plan, plan.PodNode, pendingPods)
-	p.gangs.Lock()
-	// With deferred members, the gang is retried when another gang releases promised slots.
-	releasedOld := p.gangs.SetPlanLocked(key, plan).PromisedLeaves()
-	p.gangs.Unlock()
-	if plan.WaitsForRoom && p.cache.Snapshot().Generation() != plan.Generation {
-		// The tree changed while the plan was made, and its listener (treeChanged) ran
-		// before this plan existed: the plan no longer answers, and nothing else would
-		// retry the members it leaves out.
-		gangstate.Activate(logger, p.handle, pod)
+	plan := p.newPlan(pl)
+	pending := make(map[string]*v1.Pod, len(v.Gang.Pending))
+	for _, m := range v.Gang.Pending {
+		pending[m.Pod.Name] = m.Pod
 	}
-	if !p.releaseHeld(logger, key) && len(result.PodLeaf) > 1 {
-		// Members refused before this plan (its constraint could not be served, or a plan
-		// that placed nobody) wait in the queue for an event; Gang's Permit activates them
-		// only when a round starts to wait, and a member allowed at once (the job runs
-		// already) starts none.
-		others := make([]*v1.Pod, 0, len(result.PodLeaf)-1)
+	// Nominated before it is recorded: nobody else sees the plan yet.
+	p.nominate(pl.logger, plan, plan.PodNode, pending)
+	// Members refused before this plan (its constraint could not be served, or a plan that
+	// placed nobody) wait in the queue for an event; Gang's Permit activates them only when a
+	// round starts to wait, and a member allowed at once (the job runs already) starts none.
+	var others []*v1.Pod
+	if len(result.PodLeaf) > 1 {
 		for name := range result.PodLeaf {
-			if other := pendingPods[name]; other != nil && name != pod.Name {
+			if other := pending[name]; other != nil && name != v.Pod.Name {
 				others = append(others, other)
 			}
 		}
-		gangstate.Activate(logger, p.handle, others...)
 	}
-	if len(releasedOld) > 0 {
+	s := gangstate.Settlement{Plan: plan, Others: others}
+	if plan.WaitsForRoom {
+		s.RetryNow = p.treeMovedFrom(v.Tree)
+	}
+	if settled := p.gangs.Settle(pl.logger, p.handle, v, s); len(settled.Released) > 0 {
 		// Its old promises may have kept another gang out.
-		p.promisesReleased(logger, releasedOld)
+		p.promisesReleased(pl.logger, settled.Released)
 	}
+	p.announce(pl, plan)
+	if len(pl.yielded) > 0 {
+		// The yielding gangs' reservations are released asynchronously; the members retry on
+		// their deletion, and reuse this plan. Unresolvable: per-pod preemption must not
+		// evict anybody for a gang member, and the mark keeps GangPreemption (whose
+		// simulation still sees the yielding reservations) and Gang's PostFilter out.
+		gangstate.MarkYielded(pl.state)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
+			"gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room in %s; retrying", v.Key, strings.Join(pl.yielded, ", "), result.Domain))
+	}
+	return plan, nil
+}
+
+// announce records the plan's Event and log line.
+func (p *NetworkTopologyAware) announce(pl *planning, plan *gangstate.Plan) {
+	v, result := pl.v, pl.result
 	leaves := make([]string, 0, len(result.LeafPods))
 	for leaf := range result.LeafPods {
 		leaves = append(leaves, leaf)
 	}
 	sort.Strings(leaves)
 	if len(result.PodLeaf) > 0 {
-		msg := fmt.Sprintf("gang %s planned in %s (tier %d): %d pending members over leaves %v", key, result.Domain, result.Tier, len(result.PodLeaf), leaves)
-		p.events.Record(info.PodGroup, v1.EventTypeNormal, EventPlanned, msg)
+		msg := fmt.Sprintf("gang %s planned in %s (tier %d): %d pending members over leaves %v", v.Key, result.Domain, result.Tier, len(result.PodLeaf), leaves)
+		p.events.Record(v.Info.PodGroup, v1.EventTypeNormal, EventPlanned, msg)
 	}
 	// V(2): once per gang (not per member), and the benchmark harness reads the duration.
-	logger.V(2).Info("Gang planned", "podGroup", key, "domain", result.Domain, "tier", result.Tier, "pending", len(result.PodLeaf), "deferred", len(deferred), "leaves", leaves, "simulatedNodes", simulated, "duration", time.Since(start), "yielded", yielded)
-	if len(yielded) > 0 {
-		// The yielding gangs' reservations are released asynchronously; the members retry on
-		// their deletion, and reuse this plan. Unresolvable: per-pod preemption must not
-		// evict anybody for a gang member, and the mark keeps GangPreemption (whose
-		// simulation still sees the yielding reservations) and Gang's PostFilter out.
-		gangstate.MarkYielded(state)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
-			"gang %s: waiting members of lower-precedence gang(s) %s were rejected to make room in %s; retrying", key, strings.Join(yielded, ", "), result.Domain))
-	}
-	return plan, nil
+	pl.logger.V(2).Info("Gang planned", "podGroup", v.Key, "domain", result.Domain, "tier", result.Tier, "pending", len(result.PodLeaf), "deferred", len(pl.deferred), "leaves", leaves, "simulatedNodes", pl.simulated, "duration", time.Since(pl.start), "yielded", pl.yielded)
 }
 
 // forget drops what the plugin keeps for a gang whose PodGroup was deleted; promises its plan

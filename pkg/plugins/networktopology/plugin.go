@@ -106,6 +106,8 @@ type NetworkTopologyAware struct {
 	// relocations counts the relocated members not nominated again yet (relocate.go), so
 	// that pod updates cost nothing while there are none.
 	relocations atomic.Int64
+	// cycle is how PreFilter begins a member's cycle (judge.go).
+	cycle gangstate.Cycle
 }
 
 var (
@@ -169,6 +171,7 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		gangs:    gangs,
 		events:   eventlog.New(handle.EventRecorder(), eventAction),
 	}
+	p.cycle = p.cycleOf()
 	registry.OnGroupDelete(p.forget)
 	p.nominations = podstatus.NewWriter("hypernode-nominations", handle.ClientSet(), handle.SharedInformerFactory().Core().V1().Pods().Lister(), p.nominationUpdate)
 	binPack := args.HyperNodeBinPack

@@ -224,11 +224,7 @@ func (p *NetworkTopologyAware) moveMember(tree *hypernode.Snapshot, key podgroup
 // (the attempt's condition comes right after) and at its next PreFilter, which consumes the
 // relocation. Re-adding a nomination is idempotent, so an update that arrives before the
 // scheduler dropped it does no harm.
-func (p *NetworkTopologyAware) renominate(logger klog.Logger, pod *v1.Pod, consume bool) {
-	key, ok := podgroup.KeyOf(pod)
-	if !ok {
-		return
-	}
+func (p *NetworkTopologyAware) renominate(logger klog.Logger, key podgroup.Key, pod *v1.Pod, consume bool) {
 	p.gangs.Lock()
 	node, relocated := "", false
 	if plan := p.gangs.PlanLocked(key); plan != nil {

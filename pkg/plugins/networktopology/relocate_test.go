@@ -130,7 +130,7 @@ func TestRelocateInsideTheDomain(t *testing.T) {
 	// The scheduler ends the failed attempt by dropping the member's nomination; the pod's
 	// next update (the attempt's condition) nominates it on its new node.
 	e.fw.DeleteNominatedPodIfExists(e.podNamed(moving))
-	e.plugin.renominate(klog.Background(), e.podNamed(moving), false)
+	e.plugin.renominate(klog.Background(), podgroup.Key{Namespace: "ns", Name: "a"}, e.podNamed(moving), false)
 	if diff := cmp.Diff([]string{moving}, e.nominated(free)); diff != "" {
 		t.Errorf("nominated on %s after the pod's update (-want,+got):\n%s", free, diff)
 	}

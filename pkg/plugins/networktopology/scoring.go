@@ -9,6 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 )
@@ -46,7 +47,8 @@ func (s *preScoreState) normalRequest() []int64 {
 func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	tree := p.cache.Snapshot()
 	s := &preScoreState{tree: tree}
-	if key, info, ok := p.constraint(pod); ok {
+	if v := gangstate.ViewOf(state); v != nil {
+		key, info := v.Key, v.Info
 		ps := readState[*preFilterState](state, preFilterStateKey)
 		if info.TopologyErr != nil || ps == nil {
 			return fwk.NewStatus(fwk.Skip)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -24,8 +25,8 @@ import (
 // PreFilter failure. simulate fills a request's capacities from a list of nodes. It returns
 // the plan the gang gets in the room released, the request it was planned from, and the gangs
 // that yielded; a nil plan when yielding cannot help.
-func (p *NetworkTopologyAware) yieldLowerGangs(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info, nodes []fwk.NodeInfo, req placement.Request, simulate func([]fwk.NodeInfo, *placement.Request)) (*placement.Plan, placement.Request, []string) {
-	mine := podgroup.PrecedenceOf(pod, key, info.PodGroup)
+func (p *NetworkTopologyAware) yieldLowerGangs(ctx context.Context, v *gangstate.View, nodes []fwk.NodeInfo, req placement.Request, simulate func([]fwk.NodeInfo, *placement.Request)) (*placement.Plan, placement.Request, []string) {
+	key, mine := v.Key, v.Precedence
 	byNode := map[string][]fwk.WaitingPod{}
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		w := wp.GetPod()
