@@ -295,9 +295,14 @@ type Violation struct {
 	Key      Key
 	Event    Event
 	From, To Phase
+	// Why says what a refused event would have done (empty for a phase change).
+	Why string
 }
 
 func (v Violation) String() string {
+	if v.Why != "" {
+		return fmt.Sprintf("gang %s: %s refused in %s: %s", v.Key, v.Event, v.From, v.Why)
+	}
 	return fmt.Sprintf("gang %s: %s moved it from %s to %s, which the table does not allow", v.Key, v.Event, v.From, v.To)
 }
 
@@ -308,9 +313,19 @@ type violations struct {
 }
 
 func (t *Tracker) violation(key Key, ev Event, from, to Phase) {
-	v := Violation{Key: key, Event: ev, From: from, To: to}
-	metrics.GangStateViolationsTotal.WithLabelValues(ev.String()).Inc()
 	klog.Background().Error(nil, "Gang state changed as its table does not allow", "podGroup", key, "event", ev, "from", from, "to", to)
+	t.record(Violation{Key: key, Event: ev, From: from, To: to})
+}
+
+// refused reports an event the tracker refused, in phase, because it would break what the
+// table guards.
+func (t *Tracker) refused(key Key, ev Event, phase Phase, why string) {
+	klog.Background().Error(nil, "Gang state refused an event", "podGroup", key, "event", ev, "phase", phase, "why", why)
+	t.record(Violation{Key: key, Event: ev, From: phase, To: phase, Why: why})
+}
+
+func (t *Tracker) record(v Violation) {
+	metrics.GangStateViolationsTotal.WithLabelValues(v.Event.String()).Inc()
 	t.violations.mu.Lock()
 	if len(t.violations.seen) < 100 {
 		t.violations.seen = append(t.violations.seen, v)

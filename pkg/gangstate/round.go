@@ -1,6 +1,7 @@
 package gangstate
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // A gang's attempts to complete are rounds (the Gang plugin's Permit). A round holds the
@@ -153,15 +155,36 @@ func (t *Tracker) MemberBatchLocked(uid types.UID) *Batch { return t.memberBatch
 // held.
 func (t *Tracker) LeaveBatchLocked(uid types.UID) { delete(t.memberBatch, uid) }
 
+// JobComplete reports the quorum of a gang: minMember members reserved or bound, counting only the members that can bind
+// (those of complete sub-groups and of the default group), and minSubGroups complete
+// sub-groups of every policy.
+func JobComplete(info podgroup.Info, progress podgroup.SubGroupProgress) bool {
+	if progress.Bindable < info.MinMember() {
+		return false
+	}
+	for _, p := range info.SubGroupPolicies {
+		if progress.CompleteByPolicy[p.Name] < int(p.MinSubGroups) {
+			return false
+		}
+	}
+	return true
+}
+
 // AllowBatchLocked makes a batch of the gang's members allowed together, after the gang's
 // open batches: the members leave the round (which ends when nobody is left in it) and wait
-// for each other in PreBind. The lock must be held.
+// for each other in PreBind. A batch below the gang's quorum (JobComplete) is refused: nil,
+// reported as a violation (no gang binds below minMember). The lock must be held.
 func (t *Tracker) AllowBatchLocked(key Key, r *Round, members sets.Set[types.UID]) *Batch {
-	s, _ := t.gangLocked(key)
-	b := &Batch{Key: key, Members: members.Len(), Ready: make(chan struct{}), Failed: make(chan struct{})}
+	s, d := t.gangLocked(key)
 	if s == nil {
-		return b
+		return nil
 	}
+	if info, progress := d.InfoLocked(), t.reg.ProgressLocked(key, nil); !JobComplete(info, progress) {
+		phase := t.phaseLocked(key)
+		t.refused(key, BatchAllowed, phase, fmt.Sprintf("a batch of %d below the quorum (%d members can bind of minMember %d)", members.Len(), progress.Bindable, info.MinMember()))
+		return nil
+	}
+	b := &Batch{Key: key, Members: members.Len(), Ready: make(chan struct{}), Failed: make(chan struct{})}
 	for e := range s.openBatches {
 		b.Earlier = append(b.Earlier, e)
 	}

@@ -163,9 +163,9 @@ type Settlement struct {
 
 // Settled is what a Settlement did.
 type Settled struct {
-	// Released are the leaves where the gang's replaced plan promised slots (nobody else
-	// announces their release).
-	Released []string
+	// Replaced is the plan the new one replaced (nil: none), whose promises the caller
+	// withdraws.
+	Replaced *Plan
 	// Blocked is the index of the Settlement's blocker that blocks the gang (-1: none);
 	// Reported says it newly does.
 	Blocked  int
@@ -192,7 +192,7 @@ func (t *Tracker) Settle(logger klog.Logger, handle fwk.Handle, v *View, s Settl
 	case s.Held:
 		activate = append(activate, t.toRetryGateLocked(handle.ProfileName(), v.Pod)...)
 	case s.Plan != nil:
-		out.Released = t.SetPlanLocked(v.Key, s.Plan).PromisedLeaves()
+		out.Replaced = t.SetPlanLocked(v.Key, s.Plan)
 		if s.RetryNow != nil && s.RetryNow() {
 			// The tree changed while the plan was made, and its listener ran before this plan
 			// existed: a plan that places nobody no longer answers, and nothing else would

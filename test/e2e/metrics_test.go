@@ -63,11 +63,23 @@ func sample(families map[string]*dto.MetricFamily, name string, labels map[strin
 	return 0
 }
 
+// sum adds the values of every sample of a counter family (0 when it has none).
+func sum(families map[string]*dto.MetricFamily, name string) float64 {
+	total := 0.0
+	if f := families[name]; f != nil {
+		for _, m := range f.Metric {
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
+}
+
 // TestSchedulerMetrics scrapes the running binary's /metrics around the scheduling of one
 // hard tier-1 gang of 4, with an invalid HyperNode in the tree: every hypernode_ metric has
 // its exact name, type and label names, and the values moved as they must (one plan, one
 // placement at tier 1, three members reusing the plan, one gang bound, nothing left waiting,
-// one HyperNode excluded for InvalidMember).
+// one HyperNode excluded for InvalidMember, the gang Running, no change of a gang's state
+// outside its table).
 func TestSchedulerMetrics(t *testing.T) {
 	restartScene(t, "metrics")
 	createBadLeaf(t)
@@ -97,6 +109,7 @@ func TestSchedulerMetrics(t *testing.T) {
 		"hypernode_placements_total":                 {dto.MetricType_COUNTER, "mode,tier"},
 		"hypernode_gangs_waiting_in_permit":          {dto.MetricType_GAUGE, ""},
 		"hypernode_gangs_gated":                      {dto.MetricType_GAUGE, "reason"},
+		"hypernode_gangs":                            {dto.MetricType_GAUGE, "phase"},
 		"hypernode_gang_scheduling_duration_seconds": {dto.MetricType_HISTOGRAM, ""},
 		"hypernode_excluded_hypernodes":              {dto.MetricType_GAUGE, "reason"},
 	}
@@ -142,6 +155,10 @@ func TestSchedulerMetrics(t *testing.T) {
 		"excluded{AncestorExcluded} (value)":  sample(after, "hypernode_excluded_hypernodes", map[string]string{"reason": "AncestorExcluded"}),
 		"gated{WaitingForMembers} (value)":    sample(after, "hypernode_gangs_gated", map[string]string{"reason": "WaitingForMembers"}),
 		"gated{PodGroupMissing} (value)":      sample(after, "hypernode_gangs_gated", map[string]string{"reason": "PodGroupMissing"}),
+		"gangs{Running} (value)":              sample(after, "hypernode_gangs", map[string]string{"phase": "Running"}),
+		"gangs{Reserving} (value)":            sample(after, "hypernode_gangs", map[string]string{"phase": "Reserving"}),
+		"gangs{Planned} (value)":              sample(after, "hypernode_gangs", map[string]string{"phase": "Planned"}),
+		"gang_state_violations_total (sum)":   sum(after, "hypernode_gang_state_violations_total"),
 	}
 	wantMoved := map[string]float64{
 		"plans_total{placed}":                 1,
@@ -156,6 +173,10 @@ func TestSchedulerMetrics(t *testing.T) {
 		"excluded{AncestorExcluded} (value)":  0,
 		"gated{WaitingForMembers} (value)":    0,
 		"gated{PodGroupMissing} (value)":      0,
+		"gangs{Running} (value)":              1,
+		"gangs{Reserving} (value)":            0,
+		"gangs{Planned} (value)":              0,
+		"gang_state_violations_total (sum)":   0,
 	}
 	if diff := cmp.Diff(wantMoved, moved); diff != "" {
 		t.Errorf("metric values (-want +got):\n%s", diff)

@@ -14,6 +14,7 @@ import (
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics/metricstest"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
@@ -37,7 +38,13 @@ func runTests(m *testing.M) int {
 	}
 	defer cp.Stop()
 	controlPlane = cp
-	return m.Run()
+	code := m.Run()
+	// Every scheduler the tests ran kept its gangs' state inside the table of their life.
+	if n, err := metricstest.GangStateViolations(); err != nil || n > 0 {
+		fmt.Fprintf(os.Stderr, "gang state changes outside the table (hypernode_gang_state_violations_total): %v, %v; the scheduler's log names them\n", n, err)
+		return 1
+	}
+	return code
 }
 
 // clients are the typed clients of the shared control plane.

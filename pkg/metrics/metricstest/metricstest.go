@@ -3,6 +3,7 @@
 package metricstest
 
 import (
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
@@ -21,4 +22,25 @@ func GangPreemptionEvictions(since map[string]uint64) (map[string]uint64, error)
 		counts[result] = n - since[result]
 	}
 	return counts, nil
+}
+
+// GangStateViolations reads how many changes of a gang's state the gang state's table did not
+// allow, in this process (all events together): a test run with a scheduler in process fails
+// on any.
+func GangStateViolations() (float64, error) {
+	metrics.Register()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "hypernode_gang_state_violations_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total, nil
 }

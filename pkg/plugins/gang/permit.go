@@ -99,7 +99,7 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	}
 	minMember, timeout := info.MinMember(), g.timeout(info)
 	progress := g.registry.ProgressLocked(key, pod)
-	if !jobComplete(info, progress) || (progress.InSub && !progress.SubComplete) {
+	if !gangstate.JobComplete(info, progress) || (progress.InSub && !progress.SubComplete) {
 		started := !r.WaitingSince.IsZero()
 		if !started {
 			g.startRoundLocked(logger, key, r, timeout)
@@ -176,7 +176,10 @@ func (g *Gang) allowLocked(key podgroup.Key, r *gangstate.Round, info podgroup.I
 	if batched.Len() == 0 {
 		return 0
 	}
-	g.gangs.AllowBatchLocked(key, r, batched)
+	if g.gangs.AllowBatchLocked(key, r, batched) == nil {
+		// Below the quorum: the gang state refuses (and reports) it; nobody is allowed.
+		return 0
+	}
 	for _, wp := range allow {
 		wp.Allow(Name)
 	}
@@ -199,21 +202,6 @@ func completeSubGroups(info podgroup.Info, states []podgroup.SubGroupState) sets
 	return out
 }
 
-// jobComplete: minMember members reserved or bound, counting only the members that can bind
-// (those of complete sub-groups and of the default group), and minSubGroups complete
-// sub-groups of every policy.
-func jobComplete(info podgroup.Info, progress podgroup.SubGroupProgress) bool {
-	if progress.Bindable < info.MinMember() {
-		return false
-	}
-	for _, p := range info.SubGroupPolicies {
-		if progress.CompleteByPolicy[p.Name] < int(p.MinSubGroups) {
-			return false
-		}
-	}
-	return true
-}
-
 // rejectionScope says which waiting members a failure of pod rejects: only its own
 // sub-group's when the job can do without that sub-group (it is complete already, or enough
 // other members and sub-groups remain), else the whole job's.
@@ -222,7 +210,7 @@ func rejectionScope(view podgroup.MemberView) (func(*v1.Pod) bool, string) {
 	if !view.InSub {
 		return nil, ""
 	}
-	dispensable := jobComplete(info, view.Progress)
+	dispensable := gangstate.JobComplete(info, view.Progress)
 	if !dispensable {
 		var others, subMembers int
 		for _, s := range view.States {

@@ -47,7 +47,7 @@ func (g *Gang) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	// One read: the member counts and the sub-group counts must agree (see MemberView).
 	view := g.registry.MemberView(key, pod)
 	info := view.Info
-	if !view.InSub && info.PodGroup != nil && jobComplete(info, view.Progress) {
+	if !view.InSub && info.PodGroup != nil && gangstate.JobComplete(info, view.Progress) {
 		// An extra member of a gang that runs already: nobody waits for it, nobody yields or
 		// is released for it.
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(

@@ -109,7 +109,7 @@ func (g *Gang) decideAgain(logger klog.Logger, key podgroup.Key) {
 		return
 	}
 	info := g.registry.InfoLocked(key)
-	if info.PodGroup == nil || !jobComplete(info, g.registry.ProgressLocked(key, nil)) {
+	if info.PodGroup == nil || !gangstate.JobComplete(info, g.registry.ProgressLocked(key, nil)) {
 		g.gangs.Unlock()
 		return
 	}

@@ -344,10 +344,9 @@ func (p *NetworkTopologyAware) planned(pl *planning) (*gangstate.Plan, *fwk.Stat
 	if plan.WaitsForRoom {
 		s.RetryNow = p.treeMovedFrom(v.Tree)
 	}
-	if settled := p.gangs.Settle(pl.logger, p.handle, v, s); len(settled.Released) > 0 {
-		// Its old promises may have kept another gang out.
-		p.promisesReleased(pl.logger, settled.Released)
-	}
+	// The plan it replaced (none unless one was made since Begin dropped the old) is
+	// withdrawn; its promises may have kept another gang out.
+	p.dropped(pl.logger, p.gangs.Settle(pl.logger, p.handle, v, s).Replaced)
 	p.announce(pl, plan)
 	if len(pl.yielded) > 0 {
 		// The yielding gangs' reservations are released asynchronously; the members retry on
