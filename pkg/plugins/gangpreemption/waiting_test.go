@@ -1,8 +1,6 @@
 package gangpreemption
 
 import (
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,16 +13,6 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
-
-// sortedKeys returns the map's keys in order.
-func sortedKeys(m map[podgroup.Key]*gangstate.Preemption) []podgroup.Key {
-	keys := make([]podgroup.Key, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(x, y podgroup.Key) int { return strings.Compare(x.String(), y.String()) })
-	return keys
-}
 
 // TestSharedVictimCountsForEveryGang: two gangs' preemptions chose the same pod (from
 // snapshots taken before one saw the other's eviction). Its deletion counts down both

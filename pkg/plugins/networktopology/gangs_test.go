@@ -41,13 +41,6 @@ func (p *NetworkTopologyAware) setFailure(key podgroup.Key, scout *v1.Pod, f *ga
 	p.gangs.RecordPlanFailureLocked(key, scout, f)
 }
 
-// deferringHas reports whether the gang is among the deferring ones.
-func (p *NetworkTopologyAware) deferringHas(key podgroup.Key) bool {
-	p.gangs.Lock()
-	defer p.gangs.Unlock()
-	return p.gangs.DeferringLocked().Has(key)
-}
-
 // viewFor is the view of the pod's gang that Begin takes for a gang that plans again, on the
 // given tree.
 func (p *NetworkTopologyAware) viewFor(key podgroup.Key, pod *v1.Pod, tree *hypernode.Snapshot) *gangstate.View {
