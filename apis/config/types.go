@@ -14,6 +14,22 @@ type GangArgs struct {
 	// DefaultScheduleTimeoutSeconds is how long the members of a gang wait in Permit for the
 	// rest of the gang when the PodGroup does not set spec.scheduleTimeoutSeconds.
 	DefaultScheduleTimeoutSeconds int64
+	// Hold says when a gang that cannot be placed holds a network domain for itself, so that
+	// pods that come after it do not take the room it waits for (docs/design.md, "Holds").
+	Hold GangHoldArgs
+}
+
+// GangHoldArgs configure the holds of gangs that wait.
+type GangHoldArgs struct {
+	// WaitSeconds: a gang that cannot be placed holds a domain once its PodGroup is this many
+	// seconds old (a PodGroup's hypernode.dev/hold-after annotation overrides it); 0 turns
+	// holds off.
+	WaitSeconds int64
+	// TimeoutSeconds: a hold that has not let its gang bind ends after this long.
+	TimeoutSeconds int64
+	// MaxNodesPercent bounds the share of the cluster's nodes that holds take together; the
+	// hold of the gang that comes first in queue order is never refused for it.
+	MaxNodesPercent int32
 }
 
 // MaxScheduleTimeoutSeconds is the longest schedule timeout a gang can have: kube-scheduler

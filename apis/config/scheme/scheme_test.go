@@ -66,7 +66,8 @@ func TestDecodeDefaultsAndConversion(t *testing.T) {
 			name: "no pluginConfig: both plugins get their defaults",
 			yaml: header,
 			want: map[string]any{
-				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 60},
+				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 60,
+					Hold: config.GangHoldArgs{WaitSeconds: 120, TimeoutSeconds: 1800, MaxNodesPercent: 50}},
 				"NetworkTopologyAware": &config.NetworkTopologyAwareArgs{
 					HyperNodeBinPack: config.HyperNodeBinPackArgs{CPU: 1, Memory: 1,
 						Resources: map[v1.ResourceName]int64{"nvidia.com/gpu": 2, "amd.com/gpu": 2}},
@@ -84,7 +85,8 @@ func TestDecodeDefaultsAndConversion(t *testing.T) {
         resources: {}
 `,
 			want: map[string]any{
-				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 60},
+				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 60,
+					Hold: config.GangHoldArgs{WaitSeconds: 120, TimeoutSeconds: 1800, MaxNodesPercent: 50}},
 				"NetworkTopologyAware": &config.NetworkTopologyAwareArgs{
 					HyperNodeBinPack: config.HyperNodeBinPackArgs{CPU: 1, Memory: 1,
 						Resources: map[v1.ResourceName]int64{}},
@@ -99,6 +101,9 @@ func TestDecodeDefaultsAndConversion(t *testing.T) {
   - name: Gang
     args:
       defaultScheduleTimeoutSeconds: 15
+      hold:
+        waitSeconds: 0
+        maxNodesPercent: 30
   - name: NetworkTopologyAware
     args:
       hyperNodeBinPack:
@@ -113,7 +118,8 @@ func TestDecodeDefaultsAndConversion(t *testing.T) {
         highestTierAllowed: 2
 `,
 			want: map[string]any{
-				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 15},
+				"Gang": &config.GangArgs{DefaultScheduleTimeoutSeconds: 15,
+					Hold: config.GangHoldArgs{WaitSeconds: 0, TimeoutSeconds: 1800, MaxNodesPercent: 30}},
 				"NetworkTopologyAware": &config.NetworkTopologyAwareArgs{
 					HyperNodeBinPack: config.HyperNodeBinPackArgs{
 						CPU: 0, Memory: 1,

@@ -48,3 +48,24 @@ func Convert_config_NetworkTopologyAwareArgs_To_v1_NetworkTopologyAwareArgs(in *
 	out.CandidateScoringStrategy = ptr.To(string(in.CandidateScoringStrategy))
 	return nil
 }
+
+// Convert_v1_GangArgs_To_config_GangArgs converts versioned args to internal ones.
+func Convert_v1_GangArgs_To_config_GangArgs(in *GangArgs, out *config.GangArgs, s conversion.Scope) error {
+	if err := autoConvert_v1_GangArgs_To_config_GangArgs(in, out, s); err != nil {
+		return err
+	}
+	out.Hold = config.GangHoldArgs{}
+	if in.Hold != nil {
+		return Convert_v1_GangHoldArgs_To_config_GangHoldArgs(in.Hold, &out.Hold, s)
+	}
+	return nil
+}
+
+// Convert_config_GangArgs_To_v1_GangArgs converts internal args to versioned ones.
+func Convert_config_GangArgs_To_v1_GangArgs(in *config.GangArgs, out *GangArgs, s conversion.Scope) error {
+	if err := autoConvert_config_GangArgs_To_v1_GangArgs(in, out, s); err != nil {
+		return err
+	}
+	out.Hold = &GangHoldArgs{}
+	return Convert_config_GangHoldArgs_To_v1_GangHoldArgs(&in.Hold, out.Hold, s)
+}

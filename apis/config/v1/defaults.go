@@ -14,6 +14,14 @@ const (
 	DefaultCandidateScoringStrategy         = "BinPack"
 	// DefaultBinPackGPUWeight is the weight of each resource of DefaultBinPackResources.
 	DefaultBinPackGPUWeight int64 = 2
+	// DefaultHoldWaitSeconds: a gang that cannot be placed holds a domain after two minutes,
+	// a few scheduling retries of small jobs that come and go.
+	DefaultHoldWaitSeconds int64 = 120
+	// DefaultHoldTimeoutSeconds: a hold that has not let its gang bind in 30 minutes ends
+	// (its gang may hold again).
+	DefaultHoldTimeoutSeconds int64 = 1800
+	// DefaultHoldMaxNodesPercent: holds take at most half of the cluster's nodes together.
+	DefaultHoldMaxNodesPercent int32 = 50
 )
 
 // DefaultBinPackResources are the extended resources weighed when the args list none: the
@@ -23,10 +31,22 @@ func DefaultBinPackResources() map[corev1.ResourceName]int64 {
 	return map[corev1.ResourceName]int64{"nvidia.com/gpu": DefaultBinPackGPUWeight, "amd.com/gpu": DefaultBinPackGPUWeight}
 }
 
-// SetDefaults_GangArgs sets the default schedule timeout.
+// SetDefaults_GangArgs sets the default schedule timeout and the holds of waiting gangs.
 func SetDefaults_GangArgs(obj *GangArgs) {
 	if obj.DefaultScheduleTimeoutSeconds == nil {
 		obj.DefaultScheduleTimeoutSeconds = ptr.To(DefaultScheduleTimeoutSeconds)
+	}
+	if obj.Hold == nil {
+		obj.Hold = &GangHoldArgs{}
+	}
+	if obj.Hold.WaitSeconds == nil {
+		obj.Hold.WaitSeconds = ptr.To(DefaultHoldWaitSeconds)
+	}
+	if obj.Hold.TimeoutSeconds == nil {
+		obj.Hold.TimeoutSeconds = ptr.To(DefaultHoldTimeoutSeconds)
+	}
+	if obj.Hold.MaxNodesPercent == nil {
+		obj.Hold.MaxNodesPercent = ptr.To(DefaultHoldMaxNodesPercent)
 	}
 }
 

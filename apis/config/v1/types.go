@@ -17,6 +17,28 @@ type GangArgs struct {
 	// Defaults to 60; at most 870 (kube-scheduler rejects a pod that waits 15 minutes in Permit).
 	// +optional
 	DefaultScheduleTimeoutSeconds *int64 `json:"defaultScheduleTimeoutSeconds,omitempty"`
+	// Hold says when a gang that cannot be placed holds a network domain for itself, so that
+	// pods that come after it in queue order do not take the room it waits for.
+	// +optional
+	Hold *GangHoldArgs `json:"hold,omitempty"`
+}
+
+// GangHoldArgs configure the holds of gangs that wait.
+type GangHoldArgs struct {
+	// WaitSeconds: a gang that cannot be placed holds a domain once its PodGroup is this many
+	// seconds old; a PodGroup's hypernode.dev/hold-after annotation overrides it. 0 turns
+	// holds off. Defaults to 120.
+	// +optional
+	WaitSeconds *int64 `json:"waitSeconds,omitempty"`
+	// TimeoutSeconds: a hold that has not let its gang bind ends after this long. Defaults to
+	// 1800.
+	// +optional
+	TimeoutSeconds *int64 `json:"timeoutSeconds,omitempty"`
+	// MaxNodesPercent bounds the share of the cluster's nodes that holds take together; the
+	// hold of the gang that comes first in queue order is never refused for it. Defaults to
+	// 50.
+	// +optional
+	MaxNodesPercent *int32 `json:"maxNodesPercent,omitempty"`
 }
 
 // +k8s:defaulter-gen=true

@@ -24,6 +24,16 @@ func ValidateGangArgs(path *field.Path, args *config.GangArgs) error {
 		allErrs = append(allErrs, field.Invalid(path.Child("defaultScheduleTimeoutSeconds"), t,
 			fmt.Sprintf("must be greater than 0 and at most %d (kube-scheduler rejects a pod that waits 15 minutes in Permit)", config.MaxScheduleTimeoutSeconds)))
 	}
+	hold := path.Child("hold")
+	if w := args.Hold.WaitSeconds; w < 0 {
+		allErrs = append(allErrs, field.Invalid(hold.Child("waitSeconds"), w, "must be 0 (no holds) or more"))
+	}
+	if t := args.Hold.TimeoutSeconds; t <= 0 {
+		allErrs = append(allErrs, field.Invalid(hold.Child("timeoutSeconds"), t, "must be greater than 0"))
+	}
+	if p := args.Hold.MaxNodesPercent; p < 0 || p > 100 {
+		allErrs = append(allErrs, field.Invalid(hold.Child("maxNodesPercent"), p, "must be between 0 and 100"))
+	}
 	return allErrs.ToAggregate()
 }
 

@@ -131,20 +131,40 @@ func TestValidateNetworkTopologyAwareArgs(t *testing.T) {
 
 func TestValidateGangArgs(t *testing.T) {
 	const timeoutRange = "must be greater than 0 and at most 870 (kube-scheduler rejects a pod that waits 15 minutes in Permit)"
+	valid := func() config.GangArgs {
+		return config.GangArgs{DefaultScheduleTimeoutSeconds: 30,
+			Hold: config.GangHoldArgs{WaitSeconds: 120, TimeoutSeconds: 1800, MaxNodesPercent: 50}}
+	}
 	tests := []struct {
 		name    string
-		timeout int64
+		change  func(*config.GangArgs)
 		wantErr string
 	}{
-		{name: "positive", timeout: 30},
-		{name: "the longest", timeout: 870},
-		{name: "zero", timeout: 0, wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: 0: " + timeoutRange},
-		{name: "negative", timeout: -5, wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: -5: " + timeoutRange},
-		{name: "past kube-scheduler's Permit limit", timeout: 871, wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: 871: " + timeoutRange},
+		{name: "positive", change: func(*config.GangArgs) {}},
+		{name: "the longest", change: func(a *config.GangArgs) { a.DefaultScheduleTimeoutSeconds = 870 }},
+		{name: "zero", change: func(a *config.GangArgs) { a.DefaultScheduleTimeoutSeconds = 0 },
+			wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: 0: " + timeoutRange},
+		{name: "negative", change: func(a *config.GangArgs) { a.DefaultScheduleTimeoutSeconds = -5 },
+			wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: -5: " + timeoutRange},
+		{name: "past kube-scheduler's Permit limit", change: func(a *config.GangArgs) { a.DefaultScheduleTimeoutSeconds = 871 },
+			wantErr: "args.defaultScheduleTimeoutSeconds: Invalid value: 871: " + timeoutRange},
+		{name: "holds off", change: func(a *config.GangArgs) { a.Hold.WaitSeconds = 0 }},
+		{name: "holds may take every node", change: func(a *config.GangArgs) { a.Hold.MaxNodesPercent = 100 }},
+		{name: "only the first gang holds", change: func(a *config.GangArgs) { a.Hold.MaxNodesPercent = 0 }},
+		{name: "negative wait", change: func(a *config.GangArgs) { a.Hold.WaitSeconds = -1 },
+			wantErr: "args.hold.waitSeconds: Invalid value: -1: must be 0 (no holds) or more"},
+		{name: "zero hold timeout", change: func(a *config.GangArgs) { a.Hold.TimeoutSeconds = 0 },
+			wantErr: "args.hold.timeoutSeconds: Invalid value: 0: must be greater than 0"},
+		{name: "share above the cluster", change: func(a *config.GangArgs) { a.Hold.MaxNodesPercent = 101 },
+			wantErr: "args.hold.maxNodesPercent: Invalid value: 101: must be between 0 and 100"},
+		{name: "negative share", change: func(a *config.GangArgs) { a.Hold.MaxNodesPercent = -1 },
+			wantErr: "args.hold.maxNodesPercent: Invalid value: -1: must be between 0 and 100"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateGangArgs(field.NewPath("args"), &config.GangArgs{DefaultScheduleTimeoutSeconds: tc.timeout})
+			args := valid()
+			tc.change(&args)
+			err := ValidateGangArgs(field.NewPath("args"), &args)
 			got := ""
 			if err != nil {
 				got = err.Error()
