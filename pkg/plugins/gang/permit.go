@@ -129,8 +129,13 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 	// complete, as one batch. (This branch runs for each member that completes a sub-group
 	// or comes after the job is complete: O(sub-groups) each, not for every member.)
 	wasWaiting := !r.WaitingSince.IsZero()
-	allowed := g.allowLocked(key, r, info, pod)
+	allowed, refused := g.allowLocked(key, r, info, pod)
 	g.gangs.Unlock()
+	if refused {
+		// The gang state refused a batch below the quorum (and reported it): this member
+		// does not bind either.
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: its members would bind below minMember %d; refused", key, minMember)), 0
+	}
 	if wasWaiting || allowed > 0 {
 		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangScheduled,
 			fmt.Sprintf("gang %s: %d of %d (minMember) members reserved or bound; %d waiting members allowed to bind", key, info.Scheduled, minMember, allowed))
@@ -141,9 +146,9 @@ func (g *Gang) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ stri
 
 // allowLocked allows, as one batch, the members of the round whose sub-group (if any) is
 // complete, and pod (the member in Permit; nil when the round is decided again on its own),
-// and returns how many waiting members it allowed. The job must be complete. The gangs'
-// lock must be held.
-func (g *Gang) allowLocked(key podgroup.Key, r *gangstate.Round, info podgroup.Info, pod *v1.Pod) int {
+// and returns how many waiting members it allowed, and whether the gang state refused the
+// batch (below the quorum). The job must be complete. The gangs' lock must be held.
+func (g *Gang) allowLocked(key podgroup.Key, r *gangstate.Round, info podgroup.Info, pod *v1.Pod) (int, bool) {
 	var complete sets.Set[string]
 	if len(info.SubGroupPolicies) > 0 {
 		states := g.registry.SubGroupsLocked(key)
@@ -174,16 +179,16 @@ func (g *Gang) allowLocked(key podgroup.Key, r *gangstate.Round, info podgroup.I
 		}
 	}
 	if batched.Len() == 0 {
-		return 0
+		return 0, false
 	}
 	if g.gangs.AllowBatchLocked(key, r, batched) == nil {
 		// Below the quorum: the gang state refuses (and reports) it; nobody is allowed.
-		return 0
+		return 0, true
 	}
 	for _, wp := range allow {
 		wp.Allow(Name)
 	}
-	return len(allow)
+	return len(allow), false
 }
 
 // completeSubGroups returns the sub-groups with at least subGroupSize members reserved or

@@ -206,16 +206,23 @@ func (g *Gang) makeRoom(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	// Waiting members of lower-precedence gangs, by node.
 	byNode := map[string][]*v1.Pod{}
 	victimGroups := map[podgroup.Key]bool{}
+	// Collected first, judged after: the walk holds the waiting pods' lock, which the
+	// binding goroutines take while they hold the gangs' lock.
+	var waiting []*v1.Pod
 	g.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		p := wp.GetPod()
+		if p := wp.GetPod(); candidates[p.Spec.NodeName] {
+			waiting = append(waiting, p)
+		}
+	})
+	for _, p := range waiting {
 		k, ok := podgroup.KeyOf(p)
-		if !ok || k == key || !candidates[p.Spec.NodeName] {
-			return
+		if !ok || k == key {
+			continue
 		}
 		if other := podgroup.PrecedenceOf(p, k, g.registry.Info(k).PodGroup); mine.Before(other) {
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
-	})
+	}
 	if len(byNode) == 0 {
 		return nil
 	}

@@ -113,7 +113,7 @@ func (g *Gang) decideAgain(logger klog.Logger, key podgroup.Key) {
 		g.gangs.Unlock()
 		return
 	}
-	allowed := g.allowLocked(key, r, info, nil)
+	allowed, _ := g.allowLocked(key, r, info, nil)
 	g.gangs.Unlock()
 	if allowed > 0 {
 		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventGangScheduled,

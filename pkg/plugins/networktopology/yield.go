@@ -28,16 +28,20 @@ import (
 func (p *NetworkTopologyAware) yieldLowerGangs(ctx context.Context, v *gangstate.View, nodes []fwk.NodeInfo, req placement.Request, simulate func([]fwk.NodeInfo, *placement.Request)) (*placement.Plan, placement.Request, []string) {
 	key, mine := v.Key, v.Precedence
 	byNode := map[string][]fwk.WaitingPod{}
-	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+	// Collected first, judged after: the walk holds the waiting pods' lock, which the
+	// binding goroutines take while they hold the gangs' lock.
+	var waiting []fwk.WaitingPod
+	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) { waiting = append(waiting, wp) })
+	for _, wp := range waiting {
 		w := wp.GetPod()
 		k, ok := podgroup.KeyOf(w)
 		if !ok || k == key || w.Spec.NodeName == "" {
-			return
+			continue
 		}
 		if mine.Before(podgroup.PrecedenceOf(w, k, p.registry.Info(k).PodGroup)) {
 			byNode[w.Spec.NodeName] = append(byNode[w.Spec.NodeName], wp)
 		}
-	})
+	}
 	if len(byNode) == 0 {
 		return nil, req, nil
 	}
