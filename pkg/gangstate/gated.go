@@ -14,6 +14,7 @@ const (
 	GatedPodGroupMissing       = "PodGroupMissing"
 	GatedInvalidSubGroupPolicy = "InvalidSubGroupPolicy"
 	GatedInvalidSubGroupMember = "InvalidSubGroupMember"
+	GatedInvalidHoldAnnotation = "InvalidHoldAnnotation"
 	GatedWaitingForMembers     = "WaitingForMembers"
 )
 
@@ -27,6 +28,10 @@ func GateReason(info podgroup.Info, pod *v1.Pod) string {
 		return GatedInvalidSubGroupPolicy
 	case podgroup.SubGroupMembershipProblem(info.SubGroupPolicies, pod) != "":
 		return GatedInvalidSubGroupMember
+	case info.HoldErr != nil:
+		// Never ignored: the gang would not hold when its owner asked it to (or hold when
+		// asked not to).
+		return GatedInvalidHoldAnnotation
 	case info.Members < info.MinMember():
 		return GatedWaitingForMembers
 	}
@@ -38,7 +43,7 @@ func GateReason(info podgroup.Info, pod *v1.Pod) string {
 // is in the result, zero or not. It costs O(pending members) and is meant for a metrics
 // scrape, not for the scheduling path.
 func (t *Tracker) GatedGroups() map[string]int {
-	out := map[string]int{GatedPodGroupMissing: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 0, GatedWaitingForMembers: 0}
+	out := map[string]int{GatedPodGroupMissing: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 0, GatedInvalidHoldAnnotation: 0, GatedWaitingForMembers: 0}
 	t.reg.RLock()
 	defer t.reg.RUnlock()
 	t.reg.EachGroupLocked(func(_ Key, d *podgroup.Group) {

@@ -43,15 +43,19 @@ func TestGatedGroups(t *testing.T) {
 	r.SetPodGroup(podGroup("reserved", 2, nil))
 	r.SetPod(nil, member("reserved-0", "reserved"))
 	r.Reserve(member("reserved-0", "reserved"), "node-1")
+	// An unusable hold-after annotation, in a group that has its members.
+	r.SetPodGroup(podGroup("bad-hold", 1, map[string]string{podgroup.HoldAfterAnnotation: "soon"}))
+	r.SetPod(nil, member("bad-hold-0", "bad-hold"))
 
-	want := map[string]int{GatedPodGroupMissing: 1, GatedWaitingForMembers: 1, GatedInvalidSubGroupPolicy: 1, GatedInvalidSubGroupMember: 1}
+	want := map[string]int{GatedPodGroupMissing: 1, GatedWaitingForMembers: 1, GatedInvalidSubGroupPolicy: 1, GatedInvalidSubGroupMember: 1, GatedInvalidHoldAnnotation: 1}
 	if diff := cmp.Diff(want, tr.GatedGroups()); diff != "" {
 		t.Errorf("gated groups (-want +got):\n%s", diff)
 	}
 	r.SetPod(nil, member("few-2", "few"))
 	r.DeletePodGroup("ns", "bad-policy")
-	want = map[string]int{GatedPodGroupMissing: 2, GatedWaitingForMembers: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 1}
+	r.SetPodGroup(podGroup("bad-hold", 1, map[string]string{podgroup.HoldAfterAnnotation: "never"}))
+	want = map[string]int{GatedPodGroupMissing: 2, GatedWaitingForMembers: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 1, GatedInvalidHoldAnnotation: 0}
 	if diff := cmp.Diff(want, tr.GatedGroups()); diff != "" {
-		t.Errorf("after few's third member and bad-policy's PodGroup deleted (-want +got):\n%s", diff)
+		t.Errorf("after few's third member, bad-policy's PodGroup deleted and bad-hold's fixed (-want +got):\n%s", diff)
 	}
 }

@@ -29,6 +29,10 @@ const (
 	// Reserving: members reserved nodes and wait in Permit for the rest of the gang. Moved on
 	// by the quorum, a member failing, or the round's deadline.
 	Reserving
+	// Holding: the gang cannot be placed and holds a domain that drains for it: pods after
+	// it in queue order do not take the room it needs there. Moved on by its members
+	// binding, the hold ending (timeout, displaced, impossible) or moving.
+	Holding
 	// HeldAtGate: the gang's plan failed; only its scout is retried, the other members wait
 	// in GangRetryGate. Moved on by a change that can make room, after a back-off.
 	HeldAtGate
@@ -51,7 +55,7 @@ const (
 	numPhases
 )
 
-var phaseNames = [numPhases]string{"Preempting", "Blocked", "Binding", "Reserving", "HeldAtGate", "WaitingForRoom",
+var phaseNames = [numPhases]string{"Preempting", "Blocked", "Binding", "Reserving", "Holding", "HeldAtGate", "WaitingForRoom",
 	"Unplannable", "Planned", "WaitingForMembers", "Running", "Pending"}
 
 func (p Phase) String() string {
@@ -112,6 +116,9 @@ const (
 	PreemptionStarted
 	PreemptionEnded
 	VictimsGone
+	// Holds.
+	HoldTaken
+	HoldReleased
 	numEvents
 )
 
@@ -119,7 +126,7 @@ var eventNames = [numEvents]string{"MemberSet", "MemberDeleted", "MemberReserved
 	"NodesChanged", "HeldForRetry", "RetryReleased", "BlockerFound", "UnplacedFound", "UnplacedRetried", "PlanMade",
 	"PlanDropped", "PlanFailed", "PlanFailureForgotten", "ConstraintRefused", "RefusalForgotten", "PromiseKept",
 	"PlanningForgotten", "MemberReservedInRound", "RoundWaiting", "RoundEnded", "BatchAllowed", "BatchClosed",
-	"PreemptionStarted", "PreemptionEnded", "VictimsGone"}
+	"PreemptionStarted", "PreemptionEnded", "VictimsGone", "HoldTaken", "HoldReleased"}
 
 func (e Event) String() string {
 	if e < 0 || e >= numEvents {
@@ -143,14 +150,18 @@ type Transition struct {
 var Transitions = []Transition{
 	{Event: MemberSet, Raises: []Phase{WaitingForMembers, Running},
 		// The blocker or a member that fits nowhere changed, one more member lets the job do
-		// without the blocked ones, the scout was bound elsewhere, the count reached minMember.
-		Lowers: []Phase{Blocked, HeldAtGate, WaitingForRoom, WaitingForMembers, Running}},
+		// without the blocked ones, the scout was bound elsewhere, the count reached minMember
+		// (which ends a hold).
+		Lowers: []Phase{Blocked, Holding, HeldAtGate, WaitingForRoom, WaitingForMembers, Running}},
 	{Event: MemberDeleted, Raises: []Phase{WaitingForMembers},
 		Lowers: []Phase{Blocked, WaitingForMembers, Running}},
-	{Event: MemberReserved, Lowers: []Phase{Blocked, WaitingForMembers}},
-	{Event: PodGroupRevised, Raises: []Phase{WaitingForMembers, Running},
-		Lowers: []Phase{Blocked, HeldAtGate, WaitingForRoom, WaitingForMembers, Running}},
-	{Event: PodGroupDeleted, Raises: []Phase{WaitingForMembers}, Lowers: []Phase{Blocked, Running}},
+	// A member reserved while its group was forgotten (PodGroup and members deleted during
+	// its cycle) makes the group again, without a PodGroup.
+	{Event: MemberReserved, Raises: []Phase{WaitingForMembers}, Lowers: []Phase{Blocked, WaitingForMembers}},
+	// A PodGroup seen first restores the hold it records; one that turns holds off ends it.
+	{Event: PodGroupRevised, Raises: []Phase{Holding, WaitingForMembers, Running},
+		Lowers: []Phase{Blocked, Holding, HeldAtGate, WaitingForRoom, WaitingForMembers, Running}},
+	{Event: PodGroupDeleted, Raises: []Phase{WaitingForMembers}, Lowers: []Phase{Blocked, Holding, Running}},
 	{Event: NodesChanged, Lowers: []Phase{Blocked}},
 	{Event: HeldForRetry, Raises: []Phase{HeldAtGate}},
 	{Event: RetryReleased, Lowers: []Phase{HeldAtGate, WaitingForRoom}},
@@ -173,6 +184,8 @@ var Transitions = []Transition{
 	{Event: PreemptionStarted, Raises: []Phase{Preempting}},
 	{Event: PreemptionEnded, Lowers: []Phase{Preempting}},
 	{Event: VictimsGone},
+	{Event: HoldTaken, Raises: []Phase{Holding}},
+	{Event: HoldReleased, Lowers: []Phase{Holding}},
 }
 
 // table indexes Transitions by event.
@@ -222,6 +235,8 @@ func phaseOf(s *Gang, d *podgroup.Group) Phase {
 			return Binding
 		case s.round.Waiting():
 			return Reserving
+		case s.hold != nil:
+			return Holding
 		case s.retryHeld && s.unplaced == nil:
 			return HeldAtGate
 		case s.retryHeld:
@@ -237,7 +252,7 @@ func phaseOf(s *Gang, d *podgroup.Group) Phase {
 	}
 	info := d.InfoLocked()
 	switch {
-	case info.PodGroup == nil || info.SubGroupErr != nil || info.Members < info.MinMember():
+	case info.PodGroup == nil || info.SubGroupErr != nil || info.HoldErr != nil || info.Members < info.MinMember():
 		return WaitingForMembers
 	case info.Bound >= info.MinMember():
 		return Running

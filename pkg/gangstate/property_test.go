@@ -99,6 +99,13 @@ func (m *machine) events() []struct {
 			}
 		}},
 		{"retry released", func() { e.tr.ReleaseRetry(key) }},
+		{"hold taken", func() {
+			if info := e.reg.Info(key); info.PodGroup != nil {
+				e.tr.TakeHold(klog.Background(), &Hold{Key: key, Need: map[string]v1.ResourceList{fmt.Sprintf("n%d", m.rnd.IntN(3)): nil},
+					Since: time.Now(), Precedence: podgroup.GangPrecedence(key, 0, info.PodGroup.CreationTimestamp.Time)}, 1+m.rnd.IntN(2))
+			}
+		}},
+		{"hold released", func() { e.tr.ReleaseHold(key, HoldTimedOut) }},
 		{"retry gate asked", func() {
 			if p := m.member(); p != nil {
 				e.tr.RetryGate(p)
@@ -257,6 +264,15 @@ func (m *machine) check() error {
 		if s.preemption != nil {
 			underWay++
 		}
+		if s.hold != nil && t.reg.GroupLocked(key).InfoLocked().PodGroup == nil {
+			return fmt.Errorf("%s holds nodes without a PodGroup", key)
+		}
+		if indexed := len(t.Holds().On(firstNode(s.hold))) > 0; (s.hold != nil) != indexed {
+			return fmt.Errorf("%s: hold %v, indexed %v", key, s.hold, indexed)
+		}
+	}
+	if len(t.gangs) == 0 && t.Holds() != nil {
+		return fmt.Errorf("holds indexed without a gang: %v", t.Holds().List())
 	}
 	if len(t.gangs) == 0 && len(m.open) > 0 {
 		return fmt.Errorf("promises of %d plans outlive their gang", len(m.open))
@@ -301,6 +317,14 @@ func TestRandomEventsNeverReachAForbiddenState(t *testing.T) {
 			}
 		}
 	}
+}
+
+// firstNode is a node the hold holds ("" without a hold).
+func firstNode(h *Hold) string {
+	if h == nil {
+		return ""
+	}
+	return h.Nodes()[0]
 }
 
 // planOf is a plan that promises a slot in leaf s0 to every member named.

@@ -1,6 +1,7 @@
 package gangstate
 
 import (
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -51,6 +52,14 @@ type Tracker struct {
 		phase Phase
 	}
 	violations violations
+	// holdPolicy says when gangs hold domains, holdEnders are told when a hold ends
+	// (hold.go); holdIndex is every hold, read without the lock by Filter, and heldNodes
+	// counts their nodes.
+	holdPolicy    HoldPolicy
+	holdPolicySet bool
+	holdEnders    []func(HoldEnd)
+	holdIndex     atomic.Pointer[HoldIndex]
+	heldNodes     atomic.Int64
 }
 
 // Gang is one gang's scheduling state. Its fields are guarded by the registry's lock.
@@ -96,6 +105,11 @@ type Gang struct {
 	// preemption of an earlier scheduler process was looked for.
 	preemption *Preemption
 	resumed    bool
+	// hold is the domain held for the gang (hold.go); holdLooked says its PodGroup's record
+	// was looked at (once per process); holdCooldown is until when it may not hold again.
+	hold         *Hold
+	holdLooked   bool
+	holdCooldown time.Time
 }
 
 var _ podgroup.State = &Tracker{}
@@ -156,13 +170,19 @@ func (t *Tracker) afterData(key Key, ev Event) {
 
 // Forget drops the state of a group the registry forgot.
 func (t *Tracker) Forget(key Key) {
+	held := false
 	if s := t.gangs[key]; s != nil {
 		s.forgetPlanFailureLocked()
 		if s.preemption != nil {
 			t.endPreemptionLocked(key, s, s.preemption)
 		}
+		held = s.hold != nil
 	}
 	delete(t.gangs, key)
+	if held {
+		// PodGroupDeleted ended it; a hold without a PodGroup is not kept either way.
+		t.indexHoldsLocked()
+	}
 	t.unplaced.Delete(key)
 	t.deferring.Delete(key)
 }
@@ -170,24 +190,35 @@ func (t *Tracker) Forget(key Key) {
 // PodGroupRevised: a new revision of the PodGroup (its spec or constraints) ends what was
 // decided under the old one: the blocker, and the hold of a failed gang (every member looks
 // again).
-func (t *Tracker) PodGroupRevised(key Key, _ *podgroup.Group) podgroup.Outcome {
+func (t *Tracker) PodGroupRevised(key Key, d *podgroup.Group) podgroup.Outcome {
 	defer t.afterData(key, PodGroupRevised)
-	s := t.gangs[key]
-	if s == nil {
-		return podgroup.Outcome{}
+	s, _ := t.gangLocked(key)
+	if !s.holdLooked {
+		// Seen first by this process: a hold its PodGroup records goes on.
+		s.holdLooked = true
+		t.restoreHoldLocked(key, s, d)
+	}
+	var end *HoldEnd
+	if info := d.InfoLocked(); info.HoldAfter.Set && info.HoldAfter.Never {
+		end = t.releaseHoldLocked(key, HoldDisabled)
 	}
 	unblocked := s.unblockLocked()
 	released := s.releaseRetryLocked()
-	return podgroup.Outcome{Notify: unblocked || released}
+	return podgroup.Outcome{Notify: unblocked || released, After: t.afterHoldEnd(end, nil)}
 }
 
 // PodGroupDeleted: the PodGroup is gone; what blocked the gang is forgotten.
 func (t *Tracker) PodGroupDeleted(key Key, _ *podgroup.Group) podgroup.Outcome {
 	defer t.afterData(key, PodGroupDeleted)
-	if s := t.gangs[key]; s != nil {
-		s.unblockLocked()
+	s := t.gangs[key]
+	if s == nil {
+		return podgroup.Outcome{}
 	}
-	return podgroup.Outcome{}
+	s.unblockLocked()
+	// Its hold ends at once; a new PodGroup of the name is a new gang.
+	end := t.releaseHoldLocked(key, HoldDeleted)
+	s.holdLooked = false
+	return podgroup.Outcome{After: t.afterHoldEnd(end, nil)}
 }
 
 // MemberSet: a member was added or updated. An update of the blocker that can make it fit
@@ -217,7 +248,12 @@ func (t *Tracker) MemberSet(key Key, d *podgroup.Group, change podgroup.MemberCh
 		// Bound elsewhere (not by a plan, which would have ended the hold): the hold ends.
 		s.releaseRetryLocked()
 	}
-	return podgroup.Outcome{Notify: unblocked || scoutLost}
+	var end *HoldEnd
+	if info := d.InfoLocked(); s.hold != nil && info.Bound >= info.MinMember() {
+		// The gang runs: the domain held for it is free for everybody at once.
+		end = t.releaseHoldLocked(key, HoldBound)
+	}
+	return podgroup.Outcome{Notify: unblocked || scoutLost, After: t.afterHoldEnd(end, nil)}
 }
 
 // MemberDeleted: a member is gone. The blocker's deletion lifts the block, a former

@@ -240,6 +240,21 @@ func TestTransitions(t *testing.T) {
 			}, before: Reserving, after: Reserving},
 		{name: "VictimsGone: the preemption drains", setup: func(e *gangEnv) { e.preempt() },
 			event: func(e *gangEnv) { e.locked(func() { e.tr.VictimGoneLocked("victim") }) }, before: Preempting, after: Preempting},
+		{name: "HoldTaken", event: func(e *gangEnv) { e.hold() }, before: Pending, after: Holding},
+		{name: "HoldTaken over a plan failure", setup: func(e *gangEnv) { e.tr.HoldForRetry(e.key, "a") },
+			event: func(e *gangEnv) { e.hold() }, before: HeldAtGate, after: Holding},
+		{name: "HoldReleased", setup: func(e *gangEnv) { e.hold() },
+			event: func(e *gangEnv) { e.tr.ReleaseHold(e.key, HoldTimedOut) }, before: Holding, after: Pending},
+		{name: "MemberSet: minMember members bound end the hold", setup: func(e *gangEnv) { e.hold() },
+			event: func(e *gangEnv) {
+				for _, m := range []string{"a", "b", "c"} {
+					e.bind(m)
+				}
+			}, before: Holding, after: Running},
+		{name: "PodGroupDeleted ends the hold", setup: func(e *gangEnv) { e.hold() },
+			event: func(e *gangEnv) { e.reg.DeletePodGroup("ns", "g") }, before: Holding, after: WaitingForMembers},
+		{name: "PodGroupRevised: holds turned off", setup: func(e *gangEnv) { e.hold() },
+			event: func(e *gangEnv) { e.podGroupWith(3, map[string]string{podgroup.HoldAfterAnnotation: "never"}) }, before: Holding, after: Pending},
 		{name: "PreemptionEnded: the drain is over", setup: func(e *gangEnv) {
 			e.preempt()
 			e.locked(func() { e.tr.VictimGoneLocked("victim") })
@@ -269,6 +284,15 @@ func TestTransitions(t *testing.T) {
 				t.Errorf("violations: %v", v)
 			}
 		})
+	}
+}
+
+// hold makes the gang hold node-1.
+func (e *gangEnv) hold() {
+	info := e.reg.Info(e.key)
+	if ok, why := e.tr.TakeHold(klog.Background(), &Hold{Key: e.key, Need: map[string]v1.ResourceList{"node-1": nil}, Since: time.Now(),
+		Precedence: podgroup.GangPrecedence(e.key, 0, info.PodGroup.CreationTimestamp.Time)}, -1); !ok {
+		e.t.Fatalf("hold refused: %s", why)
 	}
 }
 

@@ -18,6 +18,8 @@ type Source struct {
 	GatedGangs func() map[string]int
 	// ExcludedHyperNodes counts the HyperNodes placement does not use, by reason.
 	ExcludedHyperNodes func() map[string]int
+	// HeldNodes counts the nodes held for waiting gangs.
+	HeldNodes func() int
 }
 
 // AddSource adds a scheduler's state to the gauges until ctx ends. A process normally runs
@@ -56,6 +58,7 @@ func (c *stateCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- gangsDesc
 	ch <- gangsGatedDesc
 	ch <- excludedDesc
+	ch <- heldNodesDesc
 }
 
 func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
@@ -66,7 +69,11 @@ func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	}
 	c.mu.Unlock()
 	gangs, gated, excluded := map[string]int{}, map[string]int{}, map[string]int{}
+	held := 0
 	for _, s := range sources {
+		if s.HeldNodes != nil {
+			held += s.HeldNodes()
+		}
 		if s.Gangs != nil {
 			for phase, n := range s.Gangs() {
 				gangs[phase] += n
@@ -86,6 +93,7 @@ func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	emit(ch, gangsDesc, gangs)
 	emit(ch, gangsGatedDesc, gated)
 	emit(ch, excludedDesc, excluded)
+	ch <- metrics.NewLazyConstMetric(heldNodesDesc, metrics.GaugeValue, float64(held))
 }
 
 // emit sends one gauge sample per reason, in a stable order.

@@ -19,20 +19,26 @@ func TestStateCollector(t *testing.T) {
 	c.add(first, &Source{
 		GatedGangs:         func() map[string]int { return map[string]int{"PodGroupMissing": 1, "WaitingForMembers": 2} },
 		ExcludedHyperNodes: func() map[string]int { return map[string]int{"Cycle": 0, "InvalidMember": 1} },
+		HeldNodes:          func() int { return 16 },
 	})
 	c.add(t.Context(), &Source{
 		GatedGangs: func() map[string]int { return map[string]int{"PodGroupMissing": 0, "WaitingForMembers": 3} },
+		HeldNodes:  func() int { return 4 },
 	})
 	const excludedHeader = `# HELP hypernode_excluded_hypernodes [ALPHA] HyperNodes that topology placement does not use, by reason: the reason of the HyperNode's own problem (as in its Events) or AncestorExcluded when it lies below an excluded HyperNode.
 # TYPE hypernode_excluded_hypernodes gauge
 `
-	const gatedHeader = `# HELP hypernode_gangs_gated [ALPHA] Gangs with members held back in PreEnqueue, by reason: PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember.
+	const gatedHeader = `# HELP hypernode_gangs_gated [ALPHA] Gangs with members held back in PreEnqueue, by reason: PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember, InvalidHoldAnnotation.
 # TYPE hypernode_gangs_gated gauge
+`
+	const heldHeader = `# HELP hypernode_held_nodes [ALPHA] Nodes whose room a hold keeps for a waiting gang: pods after the gang in queue order do not take the room it needs there.
+# TYPE hypernode_held_nodes gauge
 `
 	want := excludedHeader + `hypernode_excluded_hypernodes{reason="Cycle"} 0
 hypernode_excluded_hypernodes{reason="InvalidMember"} 1
 ` + gatedHeader + `hypernode_gangs_gated{reason="PodGroupMissing"} 1
 hypernode_gangs_gated{reason="WaitingForMembers"} 5
+` + heldHeader + `hypernode_held_nodes 20
 `
 	// A collector registers once per registry: each comparison gets its own, on the same
 	// sources.
@@ -49,6 +55,7 @@ hypernode_gangs_gated{reason="WaitingForMembers"} 5
 	}
 	want = gatedHeader + `hypernode_gangs_gated{reason="PodGroupMissing"} 0
 hypernode_gangs_gated{reason="WaitingForMembers"} 3
+` + heldHeader + `hypernode_held_nodes 4
 `
 	if err := testutil.CustomCollectAndCompare(&stateCollector{sources: c.sources}, strings.NewReader(want)); err != nil {
 		t.Error(err)

@@ -133,12 +133,41 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"event"})
 
+	// HoldsStartedTotal counts the holds taken: a gang that waited began holding a domain, or
+	// moved its hold to another.
+	HoldsStartedTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "holds_started_total",
+		Help:           "Holds taken: a gang that could not be placed and waited began holding a network domain, or moved its hold to another domain.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	// HoldsEndedTotal counts the holds that ended, by reason (gangstate.HoldEndReasons).
+	HoldsEndedTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "holds_ended_total",
+		Help:           "Holds that ended, by reason: Bound (the gang runs), Deleted (its PodGroup), TimedOut (hold.timeoutSeconds), Impossible (the gang cannot fit even when every pod of its priority or lower finishes), Displaced (a gang before it in queue order took its nodes or its share), Moved (it holds another domain now), Disabled (its PodGroup turned holds off).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
+	// HoldDurationSeconds is how long holds lasted, by how they ended.
+	HoldDurationSeconds = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace:      namespace,
+		Name:           "hold_duration_seconds",
+		Help:           "How long a hold on a network domain lasted, from the gang's first hold of it to its end, by reason (as hypernode_holds_ended_total).",
+		Buckets:        metrics.ExponentialBuckets(1, 2, 14),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
 	gangsDesc = metrics.NewDesc(namespace+"_gangs",
-		"Gangs (PodGroups with members) by phase: what each waits for in this scheduler (Pending, WaitingForMembers, Planned, Reserving, Binding, Running, HeldAtGate, WaitingForRoom, Unplannable, Blocked, Preempting).",
+		"Gangs (PodGroups with members) by phase: what each waits for in this scheduler (Pending, WaitingForMembers, Planned, Reserving, Binding, Running, Holding, HeldAtGate, WaitingForRoom, Unplannable, Blocked, Preempting).",
 		[]string{"phase"}, nil, metrics.ALPHA, "")
 	gangsGatedDesc = metrics.NewDesc(namespace+"_gangs_gated",
-		"Gangs with members held back in PreEnqueue, by reason: PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember.",
+		"Gangs with members held back in PreEnqueue, by reason: PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember, InvalidHoldAnnotation.",
 		[]string{"reason"}, nil, metrics.ALPHA, "")
+	heldNodesDesc = metrics.NewDesc(namespace+"_held_nodes",
+		"Nodes whose room a hold keeps for a waiting gang: pods after the gang in queue order do not take the room it needs there.",
+		nil, nil, metrics.ALPHA, "")
 	excludedDesc = metrics.NewDesc(namespace+"_excluded_hypernodes",
 		"HyperNodes that topology placement does not use, by reason: the reason of the HyperNode's own problem (as in its Events) or AncestorExcluded when it lies below an excluded HyperNode.",
 		[]string{"reason"}, nil, metrics.ALPHA, "")
@@ -151,7 +180,8 @@ var (
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(PlanDuration, PlansTotal, PlanReusesTotal, MemberRelocationsTotal, PlanSimulatedNodes,
-			PlacementsTotal, GangsWaitingInPermit, GangSchedulingDuration, GangPreemptionEvictionDuration, GangStateViolationsTotal)
+			PlacementsTotal, GangsWaitingInPermit, GangSchedulingDuration, GangPreemptionEvictionDuration, GangStateViolationsTotal,
+			HoldsStartedTotal, HoldsEndedTotal, HoldDurationSeconds)
 		legacyregistry.CustomMustRegister(gauges)
 	})
 }

@@ -19,7 +19,22 @@ func SchedulingChanged(oldObj, newObj any) bool {
 	}
 	return !equality.Semantic.DeepEqual(oldSpec, newSpec) ||
 		oldAnn[NetworkTopologyAnnotation] != newAnn[NetworkTopologyAnnotation] ||
-		oldAnn[SubGroupPolicyAnnotation] != newAnn[SubGroupPolicyAnnotation]
+		oldAnn[SubGroupPolicyAnnotation] != newAnn[SubGroupPolicyAnnotation] ||
+		oldAnn[HoldAfterAnnotation] != newAnn[HoldAfterAnnotation]
+}
+
+// HoldChanged reports whether a PodGroup update or deletion changed the scheduler's record of
+// the domain it holds for the gang (HoldAnnotation): pods the hold kept off its nodes may fit
+// now. It takes the typed objects of the registry's informer and the unstructured ones of
+// kube-scheduler's dynamic informer; newObj is nil for a deletion.
+func HoldChanged(oldObj, newObj any) bool {
+	_, oldAnn, _ := schedulingFields(oldObj)
+	if newObj == nil {
+		_, held := oldAnn[HoldAnnotation]
+		return held
+	}
+	_, newAnn, _ := schedulingFields(newObj)
+	return oldAnn[HoldAnnotation] != newAnn[HoldAnnotation]
 }
 
 func schedulingFields(obj any) (spec any, annotations map[string]string, ok bool) {

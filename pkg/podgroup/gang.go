@@ -146,6 +146,8 @@ func infoOf(pg *schedulingv1alpha1.PodGroup, defaultTopology *NetworkTopology) I
 	topology, topologyErr := ParseNetworkTopology(pg.Annotations)
 	policies, policyErr := ParseSubGroupPolicies(pg.Annotations, topology)
 	info := Info{PodGroup: pg, Topology: topology, TopologyErr: topologyErr, SubGroupPolicies: policies, SubGroupErr: policyErr}
+	info.HoldAfter, info.HoldErr = ParseHoldAfter(pg.Annotations)
+	info.Hold, info.HoldRecordErr = ParseHoldRecord(pg.Annotations)
 	if _, annotated := pg.Annotations[NetworkTopologyAnnotation]; defaultTopology != nil && !annotated && policyErr == nil && !info.PlacedByTopology() {
 		info.Topology, info.TopologyDefault = defaultTopology.clone(), true
 	}

@@ -1,6 +1,8 @@
 package podgroup
 
 import (
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -37,3 +39,23 @@ func (p Precedence) Before(o Precedence) bool {
 	}
 	return p.key < o.key
 }
+
+// PlainPrecedence returns the precedence of a pod without a gang: its priority, and its
+// creation for its arrival (the queue sorts such a pod by when it entered the queue, which a
+// plugin cannot read; its creation is that moment for a pod created pending).
+func PlainPrecedence(pod *v1.Pod) Precedence {
+	p := Precedence{created: pod.CreationTimestamp}
+	if pod.Spec.Priority != nil {
+		p.priority = *pod.Spec.Priority
+	}
+	return p
+}
+
+// GangPrecedence returns the precedence of the gang key at priority, its PodGroup created at
+// created.
+func GangPrecedence(key Key, priority int32, created time.Time) Precedence {
+	return Precedence{priority: priority, created: metav1.NewTime(created), key: key.String()}
+}
+
+// Priority is the precedence's pod priority.
+func (p Precedence) Priority() int32 { return p.priority }

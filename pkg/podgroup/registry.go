@@ -55,6 +55,9 @@ type Registry struct {
 	// shortOfCluster are the groups last found to need more minResources than the cluster
 	// can allocate (MinResourcesShortfall).
 	shortOfCluster sets.Set[Key]
+	// forgetting counts the PodGroup deletions whose plugins are being told: the group is
+	// not forgotten before they have released what its state holds.
+	forgetting map[Key]int
 	// state is told of every data change under mu (nil: nobody keeps state).
 	state State
 
@@ -83,6 +86,11 @@ type Group struct {
 	// subGroups are the PodGroup's sub-group policies; subGroupErr says why they are unusable.
 	subGroups   []SubGroupPolicy
 	subGroupErr error
+	// holdAfter, holdErr, hold and holdRecordErr are the PodGroup's parsed hold annotations.
+	holdAfter     HoldAfter
+	holdErr       error
+	hold          *HoldRecord
+	holdRecordErr error
 	// revision counts the changes of what scheduling reads from the PodGroup (its spec and
 	// constraint annotations), so a remembered decision can tell it is out of date.
 	revision int
@@ -125,6 +133,13 @@ type Info struct {
 	// why the annotation is unusable.
 	SubGroupPolicies []SubGroupPolicy
 	SubGroupErr      error
+	// HoldAfter is the PodGroup's hold-after override; HoldErr says why the annotation is
+	// unusable. Hold is the scheduler's record of the domain it holds for the gang (nil:
+	// none); HoldRecordErr says why the record is unreadable.
+	HoldAfter     HoldAfter
+	HoldErr       error
+	Hold          *HoldRecord
+	HoldRecordErr error
 }
 
 // MinMember returns the PodGroup's minMember (at least 1), or 0 without a PodGroup.
@@ -172,7 +187,7 @@ func (r *Registry) groupLocked(key Key) *Group {
 
 // forgetIfEmptyLocked drops a group that has neither an object nor members, and its state.
 func (r *Registry) forgetIfEmptyLocked(key Key) {
-	if g := r.groups[key]; g != nil && g.podGroup == nil && len(g.members) == 0 && len(g.assumed) == 0 {
+	if g := r.groups[key]; g != nil && g.podGroup == nil && len(g.members) == 0 && len(g.assumed) == 0 && r.forgetting[key] == 0 {
 		delete(r.groups, key)
 		if r.state != nil {
 			r.state.Forget(key)
@@ -238,7 +253,8 @@ func (g *Group) infoLocked() Info {
 	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
 	return Info{PodGroup: g.podGroup, Revision: g.revision, Members: len(g.members), Bound: g.bound.Len(), Scheduled: g.bound.Len() + len(g.assumed),
 		Topology: g.topology, TopologyErr: g.topologyErr, TopologyDefault: g.topologyDefault,
-		SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr}
+		SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr,
+		HoldAfter: g.holdAfter, HoldErr: g.holdErr, Hold: g.hold, HoldRecordErr: g.holdRecordErr}
 }
 
 // SubGroups returns the state of every sub-group of a group. O(sub-groups).
@@ -405,6 +421,7 @@ func (r *Registry) SetPodGroup(pg *schedulingv1alpha1.PodGroup) {
 	policiesChanged := changed || revised
 	g.podGroup, g.topology, g.topologyErr, g.topologyDefault = pg, parsed.Topology, parsed.TopologyErr, parsed.TopologyDefault
 	g.subGroups, g.subGroupErr = parsed.SubGroupPolicies, parsed.SubGroupErr
+	g.holdAfter, g.holdErr, g.hold, g.holdRecordErr = parsed.HoldAfter, parsed.HoldErr, parsed.Hold, parsed.HoldRecordErr
 	if policiesChanged {
 		g.rebuildSubGroupsLocked()
 	}
@@ -426,10 +443,17 @@ func (r *Registry) DeletePodGroup(namespace, name string) {
 	r.mu.Lock()
 	r.shortOfCluster.Delete(key)
 	r.before(key)
+	// Not forgotten before the plugins are told (a member's deletion or unreservation
+	// between here and then would drop the state they release).
+	if r.forgetting == nil {
+		r.forgetting = map[Key]int{}
+	}
+	r.forgetting[key]++
 	var out Outcome
 	if g := r.groups[key]; g != nil {
 		g.podGroup, g.topology, g.topologyErr, g.topologyDefault = nil, nil, nil, false
 		g.subGroups, g.subGroupErr = nil, nil
+		g.holdAfter, g.holdErr, g.hold, g.holdRecordErr = HoldAfter{}, nil, nil, nil
 		g.rebuildSubGroupsLocked()
 		if r.state != nil {
 			out = r.state.PodGroupDeleted(key, g)
@@ -444,6 +468,9 @@ func (r *Registry) DeletePodGroup(namespace, name string) {
 	// Forgotten after the plugins were told: what they release (a plan's nominations) is
 	// read from the gang's state.
 	r.mu.Lock()
+	if r.forgetting[key]--; r.forgetting[key] <= 0 {
+		delete(r.forgetting, key)
+	}
 	r.forgetIfEmptyLocked(key)
 	r.mu.Unlock()
 }
