@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -44,10 +45,13 @@ const (
 	// HoldDisabled: the PodGroup's hold-after annotation turned holds off for the gang, or
 	// holds were turned off.
 	HoldDisabled = "Disabled"
+	// HoldAbandoned: no member of the gang is pending any more (a hold restored for a gang
+	// whose members are gone).
+	HoldAbandoned = "Abandoned"
 )
 
 // HoldEndReasons lists the reasons a hold ends, for the metric's label values.
-var HoldEndReasons = []string{HoldBound, HoldDeleted, HoldTimedOut, HoldImpossible, HoldDisplaced, HoldMoved, HoldDisabled}
+var HoldEndReasons = []string{HoldBound, HoldDeleted, HoldTimedOut, HoldImpossible, HoldDisplaced, HoldMoved, HoldDisabled, HoldAbandoned}
 
 // Hold is a network domain held for a gang that waits for it to drain: the pods that come
 // after the gang in queue order do not take the room the gang needs there. It is immutable
@@ -336,14 +340,24 @@ func (t *Tracker) afterHoldEnd(end *HoldEnd, after func()) func() {
 	}
 }
 
-// ExpiredHolds returns the gangs whose hold is older than the policy's timeout at now.
-func (t *Tracker) ExpiredHolds(now time.Time) []Key {
+// StaleHolds returns the holds to end at now, with the reason: those older than the policy's
+// timeout, and those of gangs with no member pending (a hold restored for a gang whose
+// members are gone or bound: nothing would end it otherwise).
+func (t *Tracker) StaleHolds(now time.Time) []HoldEnd {
 	t.reg.RLock()
 	defer t.reg.RUnlock()
-	var out []Key
+	var out []HoldEnd
 	for _, h := range t.holdsLocked() {
-		if t.holdPolicy.Timeout > 0 && now.Sub(h.Since) > t.holdPolicy.Timeout {
-			out = append(out, h.Key)
+		d := t.reg.GroupLocked(h.Key)
+		pending := false
+		if d != nil {
+			d.EachPendingLocked(func(types.UID, *v1.Pod) { pending = true })
+		}
+		switch {
+		case !pending:
+			out = append(out, HoldEnd{Hold: h, Reason: HoldAbandoned})
+		case t.holdPolicy.Timeout > 0 && now.Sub(h.Since) > t.holdPolicy.Timeout:
+			out = append(out, HoldEnd{Hold: h, Reason: HoldTimedOut})
 		}
 	}
 	return out

@@ -167,10 +167,11 @@ func TestHoldsFollowTheQueueOrder(t *testing.T) {
 }
 
 // TestHoldEnds: a hold ends when its gang binds minMember members, when its PodGroup is
-// deleted or turns holds off, and after the timeout (the gang then waits before it holds
-// again); each end is told once, and the gang is Holding exactly while it holds.
+// deleted or turns holds off, after the timeout (the gang then waits before it holds again),
+// and when no member of its gang is pending; each end is told once, and the gang is Holding
+// exactly while it holds.
 func TestHoldEnds(t *testing.T) {
-	e := newHoldEnv(t, "bound", "deleted", "disabled", "late")
+	e := newHoldEnv(t, "bound", "deleted", "disabled", "late", "gone")
 	e.tr.SetHoldPolicy(HoldPolicy{Wait: time.Minute, Timeout: 10 * time.Minute, MaxNodesPercent: 50})
 	e.take(t, hold("bound", 0, 8, "n-1"), -1)
 	e.take(t, hold("deleted", 1, 8, "n-2"), -1)
@@ -178,7 +179,8 @@ func TestHoldEnds(t *testing.T) {
 	late := hold("late", 3, 8, "n-4")
 	late.Since = time.Now().Add(-11 * time.Minute)
 	e.take(t, late, -1)
-	for _, name := range []string{"bound", "deleted", "disabled", "late"} {
+	e.take(t, hold("gone", 4, 8, "n-5"), -1)
+	for _, name := range []string{"bound", "deleted", "disabled", "late", "gone"} {
 		if p := e.tr.Phase(Key{Namespace: "ns", Name: name}); p != Holding {
 			t.Errorf("%s: phase %s, want Holding", name, p)
 		}
@@ -191,12 +193,17 @@ func TestHoldEnds(t *testing.T) {
 	}
 	r.DeletePodGroup("ns", "deleted")
 	e.setPodGroup("disabled", 2, map[string]string{podgroup.HoldAfterAnnotation: "never"})
-	expired := e.tr.ExpiredHolds(time.Now())
-	if diff := cmp.Diff([]Key{{Namespace: "ns", Name: "late"}}, expired); diff != "" {
-		t.Errorf("expired (-want,+got):\n%s", diff)
+	r.DeletePod(member("gone-0", "gone"))
+	r.DeletePod(member("gone-1", "gone"))
+	var stale []string
+	for _, end := range e.tr.StaleHolds(time.Now()) {
+		stale = append(stale, end.Hold.Key.Name+":"+end.Reason)
+		e.tr.ReleaseHold(end.Hold.Key, end.Reason)
 	}
-	e.tr.ReleaseHold(expired[0], HoldTimedOut)
-	if diff := cmp.Diff([]string{"bound:Bound", "deleted:Deleted", "disabled:Disabled", "late:TimedOut"}, e.ends); diff != "" {
+	if diff := cmp.Diff([]string{"late:TimedOut", "gone:Abandoned"}, stale); diff != "" {
+		t.Errorf("stale holds (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"bound:Bound", "deleted:Deleted", "disabled:Disabled", "late:TimedOut", "gone:Abandoned"}, e.ends); diff != "" {
 		t.Errorf("ends (-want,+got):\n%s", diff)
 	}
 	e.held(t, "after the ends", map[string][]string{})

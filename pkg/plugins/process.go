@@ -61,6 +61,7 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 		Gangs:              gangs.PhaseCountsByName,
 		GatedGangs:         gangs.GatedGroups,
 		ExcludedHyperNodes: func() map[string]int { return cache.Snapshot().ExcludedByReason() },
+		HeldNodes:          gangs.HeldNodes,
 	})
 	logger.V(2).Info("HyperNode cache and PodGroup registry started")
 	s.factory, s.cache, s.gangs = factory, cache, gangs

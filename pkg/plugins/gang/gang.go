@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,6 +52,8 @@ const (
 	EventInvalidSubGroupMember = "InvalidSubGroupMember"
 	// EventInvalidSubGroupPolicy: the PodGroup's sub-group annotation is unusable.
 	EventInvalidSubGroupPolicy = "InvalidSubGroupPolicy"
+	// EventInvalidHoldAnnotation: the PodGroup's hold-after annotation is unusable.
+	EventInvalidHoldAnnotation = "InvalidHoldAnnotation"
 	eventAction                = "Schedule"
 )
 
@@ -103,7 +106,17 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, gangs *gang
 	if err := validation.ValidateGangArgs(nil, args); err != nil {
 		return nil, err
 	}
+	// Every profile's Gang sets the holds' policy: profiles that disagree fail the start.
+	if err := gangs.SetHoldPolicy(holdPolicy(args.Hold)); err != nil {
+		return nil, err
+	}
 	return newPlugin(ctx, *args, handle, gangs), nil
+}
+
+// holdPolicy is the gang state's policy of holds from the args.
+func holdPolicy(args config.GangHoldArgs) gangstate.HoldPolicy {
+	return gangstate.HoldPolicy{Wait: time.Duration(args.WaitSeconds) * time.Second,
+		Timeout: time.Duration(args.TimeoutSeconds) * time.Second, MaxNodesPercent: args.MaxNodesPercent}
 }
 
 // newPlugin builds the plugin around a gang state (the process's shared one, or a test's).
@@ -189,6 +202,9 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	case gangstate.GatedInvalidSubGroupMember:
 		msg = fmt.Sprintf("PodGroup %s: member %s: %s", key, pod.Name, podgroup.SubGroupMembershipProblem(info.SubGroupPolicies, pod))
 		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidSubGroupMember, msg)
+	case gangstate.GatedInvalidHoldAnnotation:
+		msg = fmt.Sprintf("PodGroup %s: %v", key, info.HoldErr)
+		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventInvalidHoldAnnotation, msg)
 	case gangstate.GatedWaitingForMembers:
 		// The pod's condition says what it waits for without a count: a count would go stale
 		// as siblings arrive, and rewriting every waiting member's condition on every arrival

@@ -17,6 +17,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -26,7 +27,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/eventlog"
@@ -73,6 +76,11 @@ type GangPreemption struct {
 	// guarded by refusedMu.
 	refusedMu sync.Mutex
 	refused   map[types.UID]time.Time
+	// holdRecords writes each gang's hold record on its PodGroup (hold.go); holdWakes are
+	// the retries of gangs that may hold later, guarded by holdWakesMu.
+	holdRecords *podgroup.HoldWriter
+	holdWakesMu sync.Mutex
+	holdWakes   map[podgroup.Key]holdWake
 }
 
 var (
@@ -120,7 +128,31 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *
 	if err := pl.addVictimHandler(ctx); err != nil {
 		return nil, err
 	}
+	if err := pl.startHolds(ctx); err != nil {
+		return nil, err
+	}
 	return pl, nil
+}
+
+// startHolds starts writing the gangs' hold records, reporting the holds that end and ending
+// those past their timeout.
+func (pl *GangPreemption) startHolds(ctx context.Context) error {
+	client, err := schedclientset.NewForConfig(crdclient.JSONConfig(pl.handle.KubeConfig()))
+	if err != nil {
+		return fmt.Errorf("building the PodGroup client for hold records: %w", err)
+	}
+	pl.holdWakes = map[podgroup.Key]holdWake{}
+	pl.holdRecords = podgroup.NewHoldWriter(client, pl.registry, func(key podgroup.Key) *podgroup.HoldRecord {
+		if h := pl.gangs.Hold(key); h != nil {
+			return h.Record()
+		}
+		return nil
+	})
+	pl.holdRecords.Run(ctx)
+	logger := klog.FromContext(ctx)
+	pl.gangs.OnHoldEnd(func(e gangstate.HoldEnd) { pl.holdEnded(logger, e) })
+	go wait.UntilWithContext(ctx, pl.sweepHolds, holdSweepPeriod)
+	return nil
 }
 
 // Name returns the name of the plugin.
@@ -170,7 +202,7 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	}
 	if pl.gangs.Held(pod) {
 		// Another member is retried for the gang (GangRetryGate): it decides for all.
-		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: gang %s is retried through another member", key))
+		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, withHold(pl.gangs.Hold(key), fmt.Sprintf("preemption: gang %s is retried through another member", key)))
 	}
 	if gangstate.Yielded(state) {
 		// The gang was planned into room that lower-precedence gangs are giving back: the
@@ -179,8 +211,12 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	}
 	if gangstate.HeldForRoom(state) {
 		// Gang refused the member for its gang's last failure, which decided preemption:
-		// nothing that can make room happened since.
-		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: not attempted: gang %s waits for room after its last attempt", key))
+		// nothing that can make room happened since. Time passed, though: the gang may hold.
+		msg := fmt.Sprintf("preemption: not attempted: gang %s waits for room after its last attempt", key)
+		if held := pl.holdFor(ctx, state, pod, key); held != "" {
+			msg = held + "; " + msg
+		}
+		return clearNomination(), fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	if gangstate.Deferred(state) {
 		// The plan holds the gang without this member (minMember, and minSubGroups): the gang
@@ -199,7 +235,21 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, 
 	if !status.IsSuccess() {
 		gangstate.SetPreemptionVerdict(state, verdict)
 	}
+	if status.Code() == fwk.Unschedulable {
+		// Nothing is evicted for the gang: it may hold a domain that drains for it instead.
+		if held := pl.holdFor(ctx, state, pod, key); held != "" {
+			verdict = held + "; " + verdict
+		}
+	}
 	return result, fwk.NewStatus(status.Code(), verdict)
+}
+
+// withHold puts what the gang's hold waits for before a member's message (none: as it is).
+func withHold(h *gangstate.Hold, msg string) string {
+	if h == nil {
+		return msg
+	}
+	return h.Message() + "; " + msg
 }
 
 // clearNomination is the PostFilter result that clears the pod's nominated node.

@@ -38,52 +38,20 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s does not preempt (preemptionPolicy: Never)", key))
 	}
-	gang := pl.registry.Gang(key).Including(pod)
-	info := gang.Info
-	if info.PodGroup == nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has no PodGroup", key))
+	su, why := pl.setUp(pod, key)
+	if su == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
-	if err := errors.Join(info.TopologyErr, info.SubGroupErr); err != nil {
-		// The constraint decides the domains: nothing is evicted for a gang that cannot say it.
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has an invalid constraint: %v", key, err))
-	}
-	need := info.MinMember() - len(gang.Placed)
-	if need <= 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has minMember members placed; nothing to preempt for", key))
-	}
-	list, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: listing nodes: %v", key, err))
-	}
-	tree := pl.cache.Snapshot()
-	tiers, err := pl.domains(tree, gang, list)
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, err))
-	}
+	gang, info, need, tiers := su.gang, su.gang.Info, su.need, su.tiers
 	pdbs, err := pl.pdbs.List(labels.Everything())
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: listing PodDisruptionBudgets: %v", key, err))
 	}
-	sim := &simulation{pl: pl, state: withoutPlan(state), pod: pod, own: key, priority: gangPriority(pod, gang),
-		need: need, nodes: make(map[string]fwk.NodeInfo, len(list)), units: map[string]*unit{}, spared: sets.New[string](), pdbs: pdbs,
-		refused: pl.refusedVictims(), sparedRefused: sets.New[string](), now: time.Now()}
-	for _, ni := range list {
-		sim.nodes[ni.Node().Name] = ni
+	sim, err := pl.newSimulation(ctx, state, pod, su, false)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, err))
 	}
-	if len(podgroup.ShapesOf(gang.Pending)) > 1 || len(info.SubGroupPolicies) > 0 {
-		if sim.plan, err = pl.newPlanTest(ctx, gang, tree, need); err != nil {
-			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, err))
-		}
-	} else {
-		// The member in this cycle first (the scheduler nominates it from the result), then
-		// the others in rank order.
-		sim.members = []*v1.Pod{pod}
-		for _, m := range gang.Pending {
-			if m.Pod.UID != pod.UID && len(sim.members) < need {
-				sim.members = append(sim.members, m.Pod)
-			}
-		}
-	}
+	sim.pdbs, sim.refused = pdbs, pl.refusedVictims()
 	var figures []string
 	for _, domains := range tiers {
 		var best *choice
@@ -132,16 +100,71 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
-// withoutPlan is a copy of the cycle state in which NetworkTopologyAware's Filter does not
-// narrow the member to its plan: the simulation chooses the domain itself.
-func withoutPlan(state fwk.CycleState) fwk.CycleState {
-	c := state.Clone()
-	skip := sets.New[string]()
-	if s := c.GetSkipFilterPlugins(); s != nil {
-		skip = s.Clone()
+// setup is what preemption and holds decide from: the gang (with the member of the cycle),
+// how many members it still needs, the nodes, the tree and the candidate domains by tier.
+type setup struct {
+	gang  podgroup.Gang
+	need  int
+	list  []fwk.NodeInfo
+	tree  *hypernode.Snapshot
+	tiers [][]domain
+}
+
+// setUp reads what the gang's preemption or hold decides from; nil and why not when there is
+// nothing to decide (the message goes after "preemption: " or into the hold's).
+func (pl *GangPreemption) setUp(pod *v1.Pod, key podgroup.Key) (*setup, string) {
+	gang := pl.registry.Gang(key).Including(pod)
+	info := gang.Info
+	if info.PodGroup == nil {
+		return nil, fmt.Sprintf("gang %s has no PodGroup", key)
 	}
-	c.SetSkipFilterPlugins(skip.Insert(networktopology.Name))
-	return c
+	if err := errors.Join(info.TopologyErr, info.SubGroupErr); err != nil {
+		// The constraint decides the domains: nothing is decided for a gang that cannot say it.
+		return nil, fmt.Sprintf("gang %s has an invalid constraint: %v", key, err)
+	}
+	need := info.MinMember() - len(gang.Placed)
+	if need <= 0 {
+		return nil, fmt.Sprintf("gang %s has minMember members placed; nothing to preempt for", key)
+	}
+	list, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fmt.Sprintf("gang %s: listing nodes: %v", key, err)
+	}
+	tree := pl.cache.Snapshot()
+	tiers, err := pl.domains(tree, gang, list)
+	if err != nil {
+		return nil, fmt.Sprintf("gang %s: %v", key, err)
+	}
+	return &setup{gang: gang, need: need, list: list, tree: tree, tiers: tiers}, ""
+}
+
+// newSimulation prepares the evaluation of domains for the gang: which pods would leave
+// (every pod of lower priority for a preemption; with finishing, every pod of the gang's
+// priority or lower, as they finish, for a hold) and how the members are counted.
+func (pl *GangPreemption) newSimulation(ctx context.Context, state fwk.CycleState, pod *v1.Pod, su *setup, finishing bool) (*simulation, error) {
+	gang := su.gang
+	sim := &simulation{pl: pl, state: networktopology.WithoutPlan(state), pod: pod, own: gang.Key, priority: gangPriority(pod, gang), finishing: finishing,
+		need: su.need, nodes: make(map[string]fwk.NodeInfo, len(su.list)), units: map[string]*unit{}, spared: sets.New[string](),
+		refused: sets.New[types.UID](), sparedRefused: sets.New[string](), now: time.Now()}
+	for _, ni := range su.list {
+		sim.nodes[ni.Node().Name] = ni
+	}
+	if len(podgroup.ShapesOf(gang.Pending)) > 1 || len(gang.Info.SubGroupPolicies) > 0 {
+		var err error
+		if sim.plan, err = pl.newPlanTest(ctx, gang, su.tree, su.need); err != nil {
+			return nil, err
+		}
+		return sim, nil
+	}
+	// The member in this cycle first (the scheduler nominates it from the result), then
+	// the others in rank order.
+	sim.members = []*v1.Pod{pod}
+	for _, m := range gang.Pending {
+		if m.Pod.UID != pod.UID && len(sim.members) < su.need {
+			sim.members = append(sim.members, m.Pod)
+		}
+	}
+	return sim, nil
 }
 
 // domains returns the candidate domains, lowest tier first: every HyperNode of each tier up
@@ -164,7 +187,7 @@ func (pl *GangPreemption) domains(tree *hypernode.Snapshot, gang podgroup.Gang, 
 		for _, name := range tree.Candidates(tier) {
 			nodes := tree.Nodes(name)
 			if holdsAll(nodes, placed) {
-				ds = append(ds, domain{name: name, nodes: nodes})
+				ds = append(ds, domain{name: name, tier: tier, nodes: nodes})
 			}
 		}
 		if len(ds) > 0 {

@@ -27,6 +27,7 @@ import (
 // cluster.
 type domain struct {
 	name  string
+	tier  int // 0 for the whole cluster
 	nodes []string
 }
 
@@ -99,7 +100,10 @@ type simulation struct {
 	pod      *v1.Pod
 	own      podgroup.Key
 	priority int32
-	need     int
+	// finishing: the pods that leave are those that will finish, of the gang's priority or
+	// lower (a hold's evaluation), not only those of lower priority (a preemption's).
+	finishing bool
+	need      int
 	// members are the needed members, pod first, for a gang of one shape without sub-groups;
 	// plan is the planner's fit test otherwise (planned.go).
 	members []*v1.Pod
@@ -182,7 +186,7 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 		for _, m := range u.pods {
 			refused = refused || s.refused.Has(m.pod.UID)
 		}
-		if u.priority >= s.priority || refused {
+		if s.stays(u.priority) || refused {
 			if u.priority < s.priority {
 				s.sparedRefused.Insert(id)
 			}
@@ -192,7 +196,7 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 		s.units[id] = u
 		return u
 	}
-	if corev1helpers.PodPriority(p) >= s.priority {
+	if s.stays(corev1helpers.PodPriority(p)) {
 		return nil
 	}
 	id := "pod " + p.Namespace + "/" + p.Name
@@ -206,6 +210,15 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 	u := &unit{key: id, priority: corev1helpers.PodPriority(p), pods: []placed{{pod: p, node: p.Spec.NodeName}}}
 	s.units[id] = u
 	return u
+}
+
+// stays reports whether a pod of that priority stays in the simulation: one of the gang's
+// priority or higher is never evicted, and one of higher priority never counts as finishing.
+func (s *simulation) stays(priority int32) bool {
+	if s.finishing {
+		return priority > s.priority
+	}
+	return priority >= s.priority
 }
 
 // refusalNote says how many victims the simulation spared because their eviction failed

@@ -33,15 +33,18 @@ func (s *preFilterState) Clone() fwk.StateData { return s }
 // on this cycle's tree), decides from it, and tells the gang state what it decided in one
 // step (Settle).
 func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	// Every pod after a waiting gang in queue order keeps off the room held for it, in its
+	// cycle and in every simulation of it (holds.go).
+	held := p.readHolds(state, pod)
 	if _, err := state.Read(simulationKey); err == nil {
-		return nil, fwk.NewStatus(fwk.Skip)
+		return nil, skipUnless(held)
 	}
 	v, err := p.gangs.Begin(ctx, state, pod, p.cycle)
 	switch {
 	case err != nil:
 		return nil, fwk.AsStatus(err)
 	case v == nil:
-		return nil, fwk.NewStatus(fwk.Skip)
+		return nil, skipUnless(held)
 	}
 	p.dropped(klog.FromContext(ctx), v.Dropped)
 	var plan *gangstate.Plan
@@ -101,16 +104,25 @@ func (p *NetworkTopologyAware) narrow(ctx context.Context, state fwk.CycleState,
 	return &fwk.PreFilterResult{NodeNames: nodeSet}, nil
 }
 
+// skipUnless skips this plugin's Filter for the pod unless holds apply to it.
+func skipUnless(held bool) *fwk.Status {
+	if held {
+		return nil
+	}
+	return fwk.NewStatus(fwk.Skip)
+}
+
 // PreFilterExtensions returns nil: the planned set does not depend on other pods.
 func (p *NetworkTopologyAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// Filter keeps a constrained member inside its planned leaf.
+// Filter keeps a constrained member inside its planned leaf, and every pod off the room held
+// for the waiting gangs that come before it in queue order.
 func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	s := readState[*preFilterState](state, preFilterStateKey)
-	if s == nil {
-		// Not planned (no constraint), or our PreFilter is running its own capacity
-		// simulation: the plan must not veto it.
-		return nil
+	if s == nil || ignoringPlan(state) {
+		// Not planned (no constraint), a capacity simulation (ours: the plan must not veto
+		// it), or GangPreemption's, which chooses the domain itself.
+		return heldBy(state, nodeInfo)
 	}
 	if !s.relocating && !s.nodes.Has(nodeInfo.Node().Name) {
 		if s.node != "" {
@@ -118,7 +130,7 @@ func (p *NetworkTopologyAware) Filter(_ context.Context, state fwk.CycleState, p
 		}
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node is outside the HyperNode %s planned for this gang member", s.leaf))
 	}
-	return nil
+	return heldBy(state, nodeInfo)
 }
 
 // PostFilter moves a member that fits nowhere in its planned leaf (or node) to a node of its

@@ -25,7 +25,7 @@ func (p *NetworkTopologyAware) EventsToRegister(_ context.Context) ([]fwk.Cluste
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeDeclaredFeature}, QueueingHintFn: p.isSchedulableAfterNodeChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodDeleted},
 		{Event: fwk.ClusterEvent{Resource: hypernode.EventResource, ActionType: fwk.All}, QueueingHintFn: p.isSchedulableAfterHyperNodeChange},
-		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Update}, QueueingHintFn: p.isSchedulableAfterPodGroupChange},
+		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodGroupChange},
 	}, nil
 }
 
@@ -108,17 +108,32 @@ func (p *NetworkTopologyAware) isSchedulableAfterHyperNodeChange(logger klog.Log
 	return p.requeue(logger, pod, key, "HyperNode"), nil
 }
 
-// isSchedulableAfterPodGroupChange: the gang's own PodGroup changed what scheduling reads.
+// isSchedulableAfterPodGroupChange: the gang's own PodGroup changed what scheduling reads; or
+// another gang's hold ended or moved (its record changed, or its PodGroup went), which frees
+// room that it kept the pod off (holds.go).
 func (p *NetworkTopologyAware) isSchedulableAfterPodGroupChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	key, ok := podgroup.KeyOf(pod)
+	key, inGang := podgroup.KeyOf(pod)
+	changed := newObj
+	if changed == nil {
+		changed = oldObj // deleted
+	}
+	obj, ok := changed.(metav1.Object)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
-	obj, ok := newObj.(metav1.Object)
-	if !ok || obj.GetNamespace() != key.Namespace || obj.GetName() != key.Name || !podgroup.SchedulingChanged(oldObj, newObj) {
+	own := inGang && obj.GetNamespace() == key.Namespace && obj.GetName() == key.Name
+	switch {
+	case own && newObj != nil && podgroup.SchedulingChanged(oldObj, newObj):
+		return p.requeue(logger, pod, key, "PodGroup"), nil
+	case own || !podgroup.HoldChanged(oldObj, newObj):
 		return fwk.QueueSkip, nil
+	case inGang:
+		if _, _, constrained := p.constraint(pod); constrained {
+			return p.requeue(logger, pod, key, "hold ended"), nil
+		}
 	}
-	return p.requeue(logger, pod, key, "PodGroup"), nil
+	logger.V(5).Info("Pod requeued: a hold ended or moved", "pod", klog.KObj(pod), "podGroup", klog.KObj(obj))
+	return fwk.Queue, nil
 }
 
 // hyperNodeSpecChanged compares the spec and labels of two HyperNode event objects (typed, or

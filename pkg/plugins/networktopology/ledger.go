@@ -45,6 +45,7 @@ func (p *NetworkTopologyAware) Reserve(ctx context.Context, state fwk.CycleState
 		}
 		p.usageSums.setPod(pod.UID, pod.Generation, nodeName, req)
 	}
+	p.holdTouched(klog.FromContext(ctx), pod, nodeName)
 	v := gangstate.ViewOf(state)
 	if v == nil {
 		return nil

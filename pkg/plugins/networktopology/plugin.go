@@ -203,11 +203,15 @@ func (p *NetworkTopologyAware) constraint(pod *v1.Pod) (podgroup.Key, podgroup.I
 // reused for another pod. With the normal-pod score on, a pod placed on a node changes the
 // score of every node sharing a HyperNode with it, which breaks the batching assumption that
 // only the chosen node's score changed; such pods are refused too, as PodTopologySpread
-// refuses pods whose score depends on other nodes. Otherwise the score depends on nothing of
-// the pod: an empty signature.
+// refuses pods whose score depends on other nodes. While gangs hold domains, Filter depends on
+// the pod's place in queue order: refused too. Otherwise the score depends on nothing of the
+// pod: an empty signature.
 func (p *NetworkTopologyAware) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	if _, _, ok := p.constraint(pod); ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "a topology-constrained gang member is planned individually")
+	}
+	if p.gangs.Holds() != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "the holds of waiting gangs keep pods off nodes by the pods' priority and arrival")
 	}
 	if p.usageSums != nil && p.cache.Snapshot().Len() > 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "the normal-pod score depends on the usage of every node in the pod's HyperNodes")
