@@ -133,6 +133,12 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 			}
 		}
 	}
+	e.Hold = c.holdOf(key, pg.Annotations)
+	if _, err := podgroup.ParseHoldRecord(pg.Annotations); err != nil {
+		e.HoldError = err.Error()
+	} else if gang.Info.HoldErr != nil {
+		e.HoldError = gang.Info.HoldErr.Error()
+	}
 	e.Scheduler = c.schedulerView(namespace, name, gang)
 	return e, nil
 }
@@ -147,6 +153,9 @@ func heldBack(key string, gang podgroup.Gang) string {
 		if reason = gangstate.GateReason(gang.Info, m.Pod); reason == gangstate.GatedInvalidSubGroupMember {
 			return fmt.Sprintf("PodGroup %s: member %s: %s", key, m.Pod.Name, podgroup.SubGroupMembershipProblem(gang.Info.SubGroupPolicies, m.Pod))
 		}
+	}
+	if reason == gangstate.GatedInvalidHoldAnnotation {
+		return fmt.Sprintf("PodGroup %s: %v", key, gang.Info.HoldErr)
 	}
 	if reason == gangstate.GatedWaitingForMembers {
 		return fmt.Sprintf("waiting for PodGroup %s to have %d members (minMember); %d exist", key, gang.Info.MinMember(), gang.Info.Members)

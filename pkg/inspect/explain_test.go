@@ -21,6 +21,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
@@ -522,5 +523,57 @@ func TestExplainTakesTheSchedulersDefault(t *testing.T) {
 	const verdict = "it fits now: the planner would place the 2 pending pods in b (tier 1)"
 	if e.Search == nil || e.Search.Verdict != verdict {
 		t.Errorf("verdict %+v, want %q", e.Search, verdict)
+	}
+}
+
+// TestTreeAndExplainShowHolds: the domain a PodGroup's record says the scheduler holds for it
+// shows on its HyperNode in the tree and in the gang's explanation; an unusable hold-after
+// annotation is explained, with the field.
+func TestTreeAndExplainShowHolds(t *testing.T) {
+	kube, topology, scheduling := testObjects()
+	record := (&podgroup.HoldRecord{Domain: "s5", Tier: 2, Nodes: []string{"s2-n0", "s2-n1", "s3-n1"}, Priority: 10, Since: now.Add(-3 * time.Minute)}).Encode()
+	for _, obj := range scheduling {
+		if pg := obj.(*schedulingv1alpha1.PodGroup); pg.Name == "big" {
+			pg.Annotations[podgroup.HoldAnnotation] = record
+		}
+	}
+	scheduling = append(scheduling, podGroup("team-a", "bad-hold", 1, map[string]string{podgroup.HoldAfterAnnotation: "soon"}))
+	c := loadObjects(t, kube, topology, scheduling)
+
+	var tree bytes.Buffer
+	if err := WriteTree(&tree, c.Tree("")); err != nil {
+		t.Fatal(err)
+	}
+	if want := "    s5     2 spine    3/4     32    24  yes    ufm\n      held for: team-a/big (3 nodes, for 3m)\n"; !strings.Contains(tree.String(), want) {
+		t.Errorf("tree:\n%s\nwant it to contain:\n%s", tree.String(), want)
+	}
+
+	e, err := c.Explain("team-a", "big", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &HoldReport{PodGroup: "team-a/big", Domain: "s5", Tier: 2, Nodes: []string{"s2-n0", "s2-n1", "s3-n1"}, Priority: 10, Since: now.Add(-3 * time.Minute), Age: "3m"}
+	if diff := cmp.Diff(want, e.Hold); diff != "" {
+		t.Errorf("hold (-want,+got):\n%s", diff)
+	}
+	var text bytes.Buffer
+	if err := WriteExplanation(&text, e); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"Hold: the scheduler holds s5 (tier 2) for this gang, for 3m (since",
+		"  nodes: s2-n0, s2-n1, s3-n1",
+	} {
+		if !strings.Contains(text.String(), line) {
+			t.Errorf("explanation:\n%s\nwant it to contain %q", text.String(), line)
+		}
+	}
+
+	e, err = c.Explain("team-a", "bad-hold", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `metadata.annotations[hypernode.dev/hold-after]: Invalid value: "soon": must be a duration of 0s or more, such as "90s" or "5m", or "never"`; e.HoldError != want {
+		t.Errorf("hold error %q, want %q", e.HoldError, want)
 	}
 }

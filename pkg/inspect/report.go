@@ -46,9 +46,28 @@ type Explanation struct {
 	// Placement is where the bound members are (nil when none is).
 	Placement *PlacementReport `json:"placement,omitempty"`
 	// Search is the analysis of where the pending members could go (nil when none is pending).
-	Search    *SearchReport   `json:"search,omitempty"`
+	Search *SearchReport `json:"search,omitempty"`
+	// Hold is the domain the scheduler holds for the gang (nil when none), from the
+	// PodGroup's record; HoldError says why the record or the hold-after annotation is
+	// unusable.
+	Hold      *HoldReport     `json:"hold,omitempty"`
+	HoldError string          `json:"holdError,omitempty"`
 	Scheduler SchedulerReport `json:"scheduler"`
 	Warnings  []string        `json:"warnings,omitempty"`
+}
+
+// HoldReport is a domain the scheduler holds for a waiting gang, as the PodGroup records it:
+// pods after the gang in queue order do not take the room it needs there.
+type HoldReport struct {
+	PodGroup string `json:"podGroup"`
+	// Domain is the HyperNode held, at Tier ("" for nodes of the whole cluster).
+	Domain string   `json:"domain,omitempty"`
+	Tier   int      `json:"tier,omitempty"`
+	Nodes  []string `json:"nodes"`
+	// Priority is the gang's priority the hold keeps lower (and equal, younger) pods below.
+	Priority int32     `json:"priority"`
+	Since    time.Time `json:"since"`
+	Age      string    `json:"age"`
 }
 
 // ShapeReport is one shape of a gang's pending members.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
@@ -242,6 +243,9 @@ func WriteTree(w io.Writer, r TreeReport) error {
 			}
 			p.wrap(detail+"podgroups: ", detail+"  ", listWithMore(parts, 3))
 		}
+		for _, hold := range h.Holds {
+			p.wrap(detail+"held for: ", detail+"  ", fmt.Sprintf("%s (%d nodes, for %s)", hold.PodGroup, len(hold.Nodes), hold.Age))
+		}
 		for _, prob := range h.Problems {
 			label := "warning"
 			if prob.Excludes {
@@ -449,6 +453,11 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 		p.wrap("  ", "    ", "(the scheduler also runs its other filters and keeps slots promised to other gangs; its own words follow)")
 	}
 
+	if e.Hold != nil || e.HoldError != "" {
+		p.line("")
+		writeHold(p, e)
+	}
+
 	p.line("")
 	sch := e.Scheduler
 	if len(sch.Conditions) == 0 && len(sch.Events) == 0 {
@@ -472,6 +481,24 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 		}
 	}
 	return p.flush()
+}
+
+// writeHold says what the scheduler holds for the gang.
+func writeHold(p *printer, e Explanation) {
+	if e.HoldError != "" {
+		p.wrap("Hold: ", "  ", "unusable: "+e.HoldError)
+	}
+	h := e.Hold
+	if h == nil {
+		return
+	}
+	place := fmt.Sprintf("%d nodes of the cluster", len(h.Nodes))
+	if h.Domain != "" {
+		place = fmt.Sprintf("%s (tier %d)", h.Domain, h.Tier)
+	}
+	p.wrap("Hold: ", "  ", fmt.Sprintf("the scheduler holds %s for this gang, for %s (since %s): pods after it in queue order (priority below %d, or %d and younger than the PodGroup) do not take the room it needs there",
+		place, h.Age, h.Since.Format(time.RFC3339), h.Priority, h.Priority))
+	p.wrap("  nodes: ", "    ", listWithMore(h.Nodes, nodesShown))
 }
 
 // subGroupConstrained reports whether a sub-group policy carries a constraint of its own.

@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/status"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // TreeReport is the HyperNode tree with capacity and occupants of one resource.
@@ -54,6 +56,9 @@ type HyperNodeReport struct {
 	Free        resource.Quantity `json:"free"`
 	// PodGroups have bound pods on nodes below, with their counts.
 	PodGroups []PodGroupCount `json:"podGroups,omitempty"`
+	// Holds are the holds of waiting gangs on this HyperNode (on the root: those on nodes of
+	// the whole cluster).
+	Holds []HoldReport `json:"holds,omitempty"`
 	// Excluded: topology placement does not use this HyperNode; ExcludedBy names the invalid
 	// HyperNode (itself or an ancestor) that excludes it.
 	Excluded   bool            `json:"excluded,omitempty"`
@@ -103,6 +108,14 @@ func (c *Cluster) Tree(res v1.ResourceName) TreeReport {
 		res = c.DefaultResource()
 	}
 	children := c.displayChildren()
+	holds := map[string][]HoldReport{}
+	for _, h := range c.holds() {
+		domain := h.Domain
+		if domain == "" {
+			domain = hypernode.VirtualRootName
+		}
+		holds[domain] = append(holds[domain], h)
+	}
 	objects := make(map[string]*topologyv1alpha1.HyperNode, len(c.HyperNodes))
 	for _, hn := range c.HyperNodes {
 		objects[hn.Name] = hn
@@ -141,6 +154,7 @@ func (c *Cluster) Tree(res v1.ResourceName) TreeReport {
 			r.NodeNames = nodes
 		}
 		c.fillCapacity(&r, nodes, res)
+		r.Holds = holds[name]
 		return r
 	}
 
@@ -166,6 +180,7 @@ func (c *Cluster) Tree(res v1.ResourceName) TreeReport {
 	}
 	sort.Strings(allNodes)
 	c.fillCapacity(&root, allNodes, res)
+	root.Holds = holds[hypernode.VirtualRootName]
 
 	report := TreeReport{Resource: string(res), Root: root, Warnings: c.warningsFor(res)}
 	selectedBy := map[string][]string{}
@@ -189,6 +204,29 @@ func (c *Cluster) Tree(res v1.ResourceName) TreeReport {
 		report.NodesInNoHyperNode = append(report.NodesInNoHyperNode, n)
 	}
 	return report
+}
+
+// holds returns the holds the PodGroups record, by PodGroup name; unreadable records are left
+// out (Explain reports them).
+func (c *Cluster) holds() []HoldReport {
+	var out []HoldReport
+	for _, pg := range c.PodGroups {
+		if h := c.holdOf(pg.Namespace+"/"+pg.Name, pg.Annotations); h != nil {
+			out = append(out, *h)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PodGroup < out[j].PodGroup })
+	return out
+}
+
+// holdOf reads a PodGroup's hold record (nil without a usable one).
+func (c *Cluster) holdOf(key string, annotations map[string]string) *HoldReport {
+	r, err := podgroup.ParseHoldRecord(annotations)
+	if err != nil || r == nil {
+		return nil
+	}
+	return &HoldReport{PodGroup: key, Domain: r.Domain, Tier: r.Tier, Nodes: r.Nodes, Priority: r.Priority, Since: r.Since.UTC(),
+		Age: duration.HumanDuration(c.Now.Sub(r.Since))}
 }
 
 // statusReport renders what hypernode-controller wrote (nil when it wrote nothing).
