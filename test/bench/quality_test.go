@@ -214,13 +214,8 @@ func replay(t *testing.T, c clients, tp Topology, jobs []Job, k Kind, name strin
 	}
 	var active []running
 	remove := func(job Job, names []string) {
-		if err := deletePodsNamed(ctx, c, ns, names); err != nil {
+		if err := deleteJob(ctx, c, ns, job, names, k); err != nil {
 			t.Fatal(err)
-		}
-		if k.ours() {
-			if err := c.scheduling.SchedulingV1alpha1().PodGroups(ns).Delete(ctx, job.Name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
 		}
 	}
 	var deleted []string
@@ -321,14 +316,23 @@ func summarize(res *ReplayResult, jobs []Job) {
 // createJob creates the job's pods (and PodGroup, for ours) and returns the pod names.
 func createJob(t *testing.T, c clients, ns string, job Job, k Kind) []string {
 	t.Helper()
-	ctx := context.Background()
+	names, err := createJobObjects(context.Background(), c, ns, job, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// createJobObjects is createJob returning its error, for callers off the test's goroutine
+// (churn_test.go). A job without a mode is plain pods, no PodGroup, for ours too.
+func createJobObjects(ctx context.Context, c clients, ns string, job Job, k Kind) ([]string, error) {
 	group := ""
-	if k.ours() {
+	if k.ours() && job.Mode != "" {
 		group = job.Name
 		constraint := fmt.Sprintf(`{"mode":%q,"highestTierAllowed":%d}`, job.Mode, job.Tier)
 		pg := util.PodGroup(ns, job.Name, int32(job.Pods), map[string]string{podgroup.NetworkTopologyAnnotation: constraint})
 		if err := util.CreatePodGroup(ctx, c.scheduling, pg); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	pods := make([]*v1.Pod, job.Pods)
@@ -337,13 +341,21 @@ func createJob(t *testing.T, c clients, ns string, job Job, k Kind) []string {
 		pods[i] = gpuPod(ns, fmt.Sprintf("%s-%03d", job.Name, i), k.schedulerName(), job.GPUs, group)
 		names[i] = pods[i].Name
 	}
-	if err := parallel(len(pods), func(i int) error {
+	return names, parallel(len(pods), func(i int) error {
 		_, err := util.CreatePods(ctx, c.kube, pods[i])
 		return err
-	}); err != nil {
-		t.Fatal(err)
+	})
+}
+
+// deleteJob deletes the job's pods and the PodGroup createJob made for it.
+func deleteJob(ctx context.Context, c clients, ns string, job Job, names []string, k Kind) error {
+	if err := deletePodsNamed(ctx, c, ns, names); err != nil {
+		return err
 	}
-	return names
+	if !k.ours() || job.Mode == "" {
+		return nil
+	}
+	return c.scheduling.SchedulingV1alpha1().PodGroups(ns).Delete(ctx, job.Name, metav1.DeleteOptions{})
 }
 
 // waitOutcome waits until the job is decided: every pod bound (admitted), or refused by the

@@ -28,6 +28,11 @@ const (
 	// HyperNode bin-pack score and the given candidate strategy.
 	OursBinPack    Kind = "ours-BinPack"
 	OursLeastWaste Kind = "ours-LeastWaste"
+	// OursNoHolds and OursHolds are OursBinPack with Gang's holds of waiting gangs off
+	// (hold.waitSeconds 0) and on after churnHoldWaitSeconds: the churn scenario's pair
+	// (churn_test.go); Gang's other args are the shipped ones.
+	OursNoHolds Kind = "ours-noHolds"
+	OursHolds   Kind = "ours-holds"
 	// Vanilla is kube-scheduler 1.37.1's default profile (no out-of-tree plugin).
 	Vanilla Kind = "vanilla"
 )
@@ -78,7 +83,7 @@ func kindConfig(k Kind) (string, error) {
 		return defaultProfileConfig(nil)
 	}
 	topologyArgs := map[string]any{
-		"candidateScoringStrategy": strings.TrimPrefix(string(k), "ours-"),
+		"candidateScoringStrategy": k.candidateStrategy(),
 		"hyperNodeBinPack":         map[string]any{"cpu": 1, "memory": 1, "resources": map[string]any{string(GPU): 2}},
 	}
 	switch profile := os.Getenv(oursProfileEnv); profile {
@@ -90,7 +95,60 @@ func kindConfig(k Kind) (string, error) {
 	default:
 		return "", fmt.Errorf("%s=%q: want default-plugins or no-normal-pod-score", oursProfileEnv, profile)
 	}
-	return util.SchedulerConfig(controlPlane, map[string]map[string]any{"NetworkTopologyAware": topologyArgs})
+	args := map[string]map[string]any{"NetworkTopologyAware": topologyArgs}
+	gang, err := k.gangArgs()
+	if err != nil {
+		return "", err
+	}
+	if gang != nil {
+		args["Gang"] = gang
+	}
+	return util.SchedulerConfig(controlPlane, args)
+}
+
+// candidateStrategy is NetworkTopologyAware's candidateScoringStrategy of an ours kind.
+func (k Kind) candidateStrategy() string {
+	if k == OursNoHolds || k == OursHolds {
+		return "BinPack"
+	}
+	return strings.TrimPrefix(string(k), "ours-")
+}
+
+// gangArgs are, for the hold kinds, the shipped Gang args with hold.waitSeconds set; nil for
+// the other kinds, which keep the shipped args as they are.
+func (k Kind) gangArgs() (map[string]any, error) {
+	wait, ok := map[Kind]int64{OursNoHolds: 0, OursHolds: churnHoldWaitSeconds()}[k]
+	if !ok {
+		return nil, nil
+	}
+	shipped, err := util.SchedulerConfig(controlPlane, nil)
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		Profiles []struct {
+			PluginConfig []struct {
+				Name string         `json:"name"`
+				Args map[string]any `json:"args"`
+			} `json:"pluginConfig"`
+		} `json:"profiles"`
+	}
+	if err := yaml.Unmarshal([]byte(shipped), &cfg); err != nil {
+		return nil, err
+	}
+	args := map[string]any{}
+	for _, pc := range cfg.Profiles[0].PluginConfig {
+		if pc.Name == "Gang" && pc.Args != nil {
+			args = pc.Args
+		}
+	}
+	hold, _ := args["hold"].(map[string]any)
+	if hold == nil {
+		hold = map[string]any{}
+	}
+	hold["waitSeconds"] = wait
+	args["hold"] = hold
+	return args, nil
 }
 
 // defaultProfileConfig is a configuration of kube-scheduler's default plugins; profiles nil is

@@ -35,6 +35,7 @@ type Results struct {
 	Plain         *LoadResult       `json:"plainPods,omitempty"`
 	Mixed         *LoadResult       `json:"mixedLoad,omitempty"`
 	Restart       *LoadResult       `json:"restartBacklog,omitempty"`
+	Churn         *ChurnResult      `json:"churn,omitempty"`
 }
 
 // Machine describes where the numbers were taken.
@@ -131,7 +132,8 @@ func TestReport(t *testing.T) {
 		(back.Quality != nil) != (results.Quality != nil) || (back.Exhaustive != nil) != (results.Exhaustive != nil) ||
 		(back.Blocked != nil) != (results.Blocked != nil) || (back.Plain != nil) != (results.Plain != nil) ||
 		(back.Preemption != nil) != (results.Preemption != nil) || (back.BigGangStages != nil) != (results.BigGangStages != nil) ||
-		(back.Mixed != nil) != (results.Mixed != nil) || (back.Restart != nil) != (results.Restart != nil) {
+		(back.Mixed != nil) != (results.Mixed != nil) || (back.Restart != nil) != (results.Restart != nil) ||
+		(back.Churn != nil) != (results.Churn != nil) {
 		t.Errorf("results.json lost a scenario")
 	}
 	for _, lr := range []*LoadResult{back.Plain, back.Mixed, back.Restart} {
@@ -159,6 +161,9 @@ func TestReport(t *testing.T) {
 	}
 	if back.Quality != nil && len(back.Quality.Replays) != 3 {
 		t.Errorf("results.json has %d quality replays, want 3", len(back.Quality.Replays))
+	}
+	if back.Churn != nil && len(back.Churn.Runs) != 3 {
+		t.Errorf("results.json has %d churn runs, want 3", len(back.Churn.Runs))
 	}
 }
 
@@ -265,7 +270,55 @@ func summaryTable(r *Results) string {
 	loadSummary(&b, "Plain pods (no PodGroup)", r.Plain, false)
 	loadSummary(&b, "Mixed load: half plain pods, half in gangs, interleaved", r.Mixed, false)
 	loadSummary(&b, "Restart with a backlog of gangs", r.Restart, true)
+	churnSummary(&b, r.Churn)
 	return b.String()
+}
+
+// churnSummary renders issue #40's churn scenario (nothing when it did not run) and its
+// targets: ours with holds waits at most the longest run time plus the hold wait, loses at
+// most 5 points of utilization to ours without, and keeps every hard gang in its tier.
+func churnSummary(b *strings.Builder, cr *ChurnResult) {
+	if cr == nil || len(cr.Runs) == 0 {
+		return
+	}
+	tr, tp := cr.Trace, cr.Topology
+	fmt.Fprintf(b, "## Churn: %d jobs (%d pods) arriving over %.0f s, offered load %.0f%%, on %d nodes (leaves of %d, spines of %d leaves); 1 s = %.0f trace minutes; holds after %d s\n\n",
+		tr.Jobs, tr.Pods, tr.WindowSeconds, 100*tr.OfferedLoad, tp.Nodes, tp.LeafSize, tp.LeavesPerSpine, tr.TraceMinutesPerSecond, cr.HoldWaitSeconds)
+	fmt.Fprintf(b, "Trace: %s; %d plain pods, gangs %d hard tier 1, %d hard tier 2 (%d heroes of a whole spine), %d soft tier 1; longest run %.0f s.\n\n",
+		tr.Sources, tr.PlainJobs, tr.HardTier1, tr.HardTier2, len(tr.Heroes), tr.Soft, tr.LongestSeconds)
+	b.WriteString("| scheduler | util: window / run | allocated: window / run | ended (s) | waiting / running at end | partial gangs | hard violations | gangs at tier 1 / 2 / 3 | leaves / minimum | scheduler CPU s | creation lag p99 s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range cr.Runs {
+		fmt.Fprintf(b, "| %s | %.1f%% / %.1f%% | %.1f%% / %.1f%% | %s (%.0f) | %d / %d | %d | %d | %.0f%% / %.0f%% / %.0f%% | %.2f / %.2f | %.1f | %.2f |\n",
+			r.Kind, 100*r.UtilWindow, 100*r.UtilRun, 100*r.AllocatedUtilWindow, 100*r.AllocatedUtilRun, r.Ended, r.WallSeconds, r.Waiting, r.Running,
+			r.PartialGangs, r.HardViolations, 100*r.TierShares[0], 100*r.TierShares[1], 100*r.TierShares[2], r.MeanLeaves, r.MeanMinLeaves, r.CPUSeconds, r.CreationLagP99Seconds)
+	}
+	b.WriteString("\nQueueing delay, arrival to all pods bound, p50 / p99 s (jobs still waiting count with their wait so far):\n\n| scheduler |")
+	for _, w := range cr.Runs[0].Waits {
+		fmt.Fprintf(b, " %s |", w.Class)
+	}
+	b.WriteString(" largest job | each hero |\n|" + strings.Repeat(" --- |", len(cr.Runs[0].Waits)+3) + "\n")
+	for _, r := range cr.Runs {
+		fmt.Fprintf(b, "| %s |", r.Kind)
+		for _, w := range r.Waits {
+			fmt.Fprintf(b, " %.1f / %.1f |", w.P50, w.P99)
+		}
+		var heroes []string
+		for _, h := range r.Heroes {
+			heroes = append(heroes, jobWaitText(h))
+		}
+		fmt.Fprintf(b, " %s (%d GPUs) | %s |\n", jobWaitText(r.LargestJob), r.LargestJob.GPUs, strings.Join(heroes, ", "))
+	}
+	tg := cr.Targets
+	fmt.Fprintf(b, "\nWith holds: max wait **%.1f s** against longest run + hold wait %.1f s (met: %t); utilization (window) with holds minus without **%+.1f points** (target >= -5: %t); hard gangs within their tier: %t\n\n",
+		tg.MaxWaitHoldsSeconds, tg.MaxWaitBoundSeconds, tg.MaxWaitMet, tg.UtilDeltaPoints, tg.UtilMet, tg.HardWithinTier)
+}
+
+// jobWaitText is a job's wait, marked when it never started.
+func jobWaitText(w JobWait) string {
+	if !w.Started {
+		return fmt.Sprintf("%.1f (waiting)", w.WaitSeconds)
+	}
+	return fmt.Sprintf("%.1f", w.WaitSeconds)
 }
 
 // loadSummary renders one of issue #18's scenarios (nothing when it did not run) and its
