@@ -51,7 +51,9 @@ func TestHoldOfNeedsTheMembersRequests(t *testing.T) {
 	key := podgroup.Key{Namespace: "ns", Name: "big"}
 	su := &setup{gang: podgroup.Gang{Key: key, Pending: []podgroup.Member{{Pod: m1}, {Pod: m2}}}}
 	sim := &simulation{pod: m0}
-	victim := func(name, node string) placed { return placed{pod: st.MakePod().Namespace("ns").Name(name).Obj(), node: node} }
+	victim := func(name, node string) placed {
+		return placed{pod: st.MakePod().Namespace("ns").Name(name).Obj(), node: node}
+	}
 	c := &holdChoice{choice: &choice{domain: domain{name: "spine-1", tier: 2},
 		assign:  map[string]string{"big-0": "n-1", "big-1": "n-1", "big-2": "n-2"},
 		victims: []*unit{{pods: []placed{victim("job-d", "n-1"), victim("job-a", "n-1")}}, {pods: []placed{victim("job-c", "n-1"), victim("job-b", "n-1")}}},
