@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The full benchmark harness (issue #8): throughput, big gang, placement quality, the small
 # instance against exhaustive search, plain pods next to a blocked gang, issue #15's gang
-# preemption, and issue #18's plain pods, mixed load and restart with a backlog (pods arriving
-# while the scheduler runs, and a backlog that exists when it starts), at the sizes of
+# preemption, issue #18's plain pods, mixed load and restart with a backlog (pods arriving
+# while the scheduler runs, and a backlog that exists when it starts), and issue #40's churn of
+# a shared GPU fabric (vanilla, ours without and with holds), at the sizes of
 # docs/benchmarks.md.
 #
 # Run by `make bench` after `make build`. Needs bin/kube-scheduler (ours); builds upstream's
@@ -38,7 +39,7 @@ mkdir -p "${OUT}/bin"
 "${GO}" build -o "${OUT}/bin/kube-scheduler-vanilla" k8s.io/kubernetes/cmd/kube-scheduler
 
 start=$(date +%s)
-"${GO}" test -count=1 -timeout 120m -v -run "${RUN}" ./test/bench/ -args \
+"${GO}" test -count=1 -timeout 180m -v -run "${RUN}" ./test/bench/ -args \
   -bench.full \
   -bench.repeat="${REPEAT}" \
   -bench.out="${OUT}" \

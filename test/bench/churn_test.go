@@ -32,9 +32,9 @@ import (
 //   - constraints: a single-pod job is a plain pod (most pods of a cluster are not gangs);
 //     of the multi-pod jobs (PodGroups), 30% are soft at tier 1, the others hard at tier 1
 //     when they fit a leaf, hard at tier 2 when they fit a spine, else soft at tier 1.
-//   - heroes: three gangs of a whole spine (8-GPU pods, hard at tier 2, the >8 bucket's
-//     median run time, the same priority as everything else) arriving at 20%, 45% and 70%
-//     of the arrival window.
+//   - heroes: three gangs of a whole spine (8-GPU pods, hard at tier 2, the >8 bucket's p90
+//     run time: a job that takes a whole spine is among the longest of its bucket; the same
+//     priority as everything else) arriving at 20%, 45% and 70% of the arrival window.
 //   - load: jobs are drawn until their GPU demand (heroes included) is 92% of the cluster's
 //     GPUs over the window; a Poisson process's arrivals, given their number, are uniform
 //     over the window.
@@ -304,7 +304,7 @@ func churnTrace(cfg churnConfig) ([]Job, ChurnTrace) {
 	var jobs []Job
 	demand := 0.0
 	for i, at := range heroArrivals {
-		hero := Job{Name: fmt.Sprintf("hero-%d", i+1), Class: heroClass, Arrival: at * horizon, Duration: phillyMulti.p50,
+		hero := Job{Name: fmt.Sprintf("hero-%d", i+1), Class: heroClass, Arrival: at * horizon, Duration: phillyMulti.p90,
 			Pods: cfg.tp.LeafSize * cfg.tp.LeavesPerSpine, GPUs: nodeGPUs, Mode: "hard", Tier: 2}
 		jobs = append(jobs, hero)
 		demand += gpuMinutes(hero)

@@ -6,7 +6,8 @@
 // Scenarios (each a test): throughput, big gang (also in pipeline stages: sub-groups),
 // placement quality over a replayed job trace,
 // a comparison with exhaustive search on a 16-node instance, plain pods next to a blocked
-// gang, and issue #18's plain pods, mixed load and restart with a backlog (load_test.go). With -short (make test) they
+// gang, issue #18's plain pods, mixed load and restart with a backlog (load_test.go), and
+// issue #40's churn of a shared GPU fabric with and without holds (churn_test.go). With -short (make test) they
 // run on a few hundred nodes; `make bench` (hack/bench.sh) runs them at full size with
 // -bench.full. Results go to results.json and summary.md in -bench.out.
 //

@@ -112,6 +112,9 @@ func TestSchedulerMetrics(t *testing.T) {
 		"hypernode_gangs":                            {dto.MetricType_GAUGE, "phase"},
 		"hypernode_gang_scheduling_duration_seconds": {dto.MetricType_HISTOGRAM, ""},
 		"hypernode_excluded_hypernodes":              {dto.MetricType_GAUGE, "reason"},
+		// Holds: the counters by reason appear once a hold ends.
+		"hypernode_held_nodes":          {dto.MetricType_GAUGE, ""},
+		"hypernode_holds_started_total": {dto.MetricType_COUNTER, ""},
 	}
 	got := map[string]family{}
 	for name, f := range after {

@@ -23,10 +23,15 @@ const (
 	ignorePlanKey fwk.StateKey = "IgnorePlan" + Name
 )
 
-// holdState is the holds a pod keeps clear of in one cycle, and its request.
+// holdState is the holds a pod keeps clear of in one cycle, its request, and the code of a
+// refusal: UnschedulableAndUnresolvable for a pod without a gang, so that DefaultPreemption
+// does not evict pods on held nodes for it (the room freed would be the gang's); Unschedulable
+// for a gang member, whose own gang's preemption decides, and which a hold must not make look
+// as if it fit no node for good (gangstate.RefusedForGood).
 type holdState struct {
 	ahead *gangstate.HoldsAhead
 	req   v1.ResourceList
+	code  fwk.Code
 }
 
 func (s *holdState) Clone() fwk.StateData { return s }
@@ -62,7 +67,11 @@ func (p *NetworkTopologyAware) readHolds(state fwk.CycleState, pod *v1.Pod) bool
 	if ahead == nil {
 		return false
 	}
-	state.Write(holdStateKey, &holdState{ahead: ahead, req: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})})
+	code := fwk.UnschedulableAndUnresolvable
+	if inGang {
+		code = fwk.Unschedulable
+	}
+	state.Write(holdStateKey, &holdState{ahead: ahead, req: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), code: code})
 	return true
 }
 
@@ -89,7 +98,7 @@ func heldBy(state fwk.CycleState, ni fwk.NodeInfo) *fwk.Status {
 	}
 	if h := s.ahead.Keeps(ni.Node().Name, s.req, free); h != nil {
 		// One reason for every node of the hold: kube-scheduler counts them as one line.
-		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node(s) held for gang %s, which comes before this pod in queue order (%s)", h.Key, h.Place()))
+		return fwk.NewStatus(s.code, fmt.Sprintf("node(s) held for gang %s, which comes before this pod in queue order (%s)", h.Key, h.Place()))
 	}
 	return nil
 }
