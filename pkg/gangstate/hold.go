@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
@@ -45,7 +44,7 @@ const (
 	// HoldDisabled: the PodGroup's hold-after annotation turned holds off for the gang, or
 	// holds were turned off.
 	HoldDisabled = "Disabled"
-	// HoldAbandoned: no member of the gang is pending any more (a hold restored for a gang
+	// HoldAbandoned: no member of the gang waits to be placed any more (a hold restored for a gang
 	// whose members are gone).
 	HoldAbandoned = "Abandoned"
 )
@@ -341,20 +340,21 @@ func (t *Tracker) afterHoldEnd(end *HoldEnd, after func()) func() {
 }
 
 // StaleHolds returns the holds to end at now, with the reason: those older than the policy's
-// timeout, and those of gangs with no member pending (a hold restored for a gang whose
-// members are gone or bound: nothing would end it otherwise).
+// timeout, and those of gangs with no member waiting, pending or reserved (a hold restored
+// for a gang whose members are gone: nothing would end it otherwise).
 func (t *Tracker) StaleHolds(now time.Time) []HoldEnd {
 	t.reg.RLock()
 	defer t.reg.RUnlock()
 	var out []HoldEnd
 	for _, h := range t.holdsLocked() {
-		d := t.reg.GroupLocked(h.Key)
-		pending := false
-		if d != nil {
-			d.EachPendingLocked(func(types.UID, *v1.Pod) { pending = true })
+		// Members reserved and not bound yet are on their way: not abandoned.
+		waiting := false
+		if d := t.reg.GroupLocked(h.Key); d != nil {
+			info := d.InfoLocked()
+			waiting = info.Members > info.Bound
 		}
 		switch {
-		case !pending:
+		case !waiting:
 			out = append(out, HoldEnd{Hold: h, Reason: HoldAbandoned})
 		case t.holdPolicy.Timeout > 0 && now.Sub(h.Since) > t.holdPolicy.Timeout:
 			out = append(out, HoldEnd{Hold: h, Reason: HoldTimedOut})

@@ -368,5 +368,5 @@ var holdEndWords = map[string]string{
 	gangstate.HoldImpossible: "it cannot fit there, nor anywhere else, even when every pod of its priority or lower finishes",
 	gangstate.HoldDisplaced:  "a gang before it in queue order needed its nodes, or the share of the cluster gangs may hold",
 	gangstate.HoldDisabled:   "its PodGroup turned holds off",
-	gangstate.HoldAbandoned:  "no member of the gang is pending",
+	gangstate.HoldAbandoned:  "no member of the gang waits to be placed",
 }
