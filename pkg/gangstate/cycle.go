@@ -16,6 +16,10 @@ const (
 	yieldedMark CycleMark = "hypernode.dev/yielded"
 	// waitingForRoomMark: see MarkHeldForRoom.
 	waitingForRoomMark CycleMark = "hypernode.dev/waiting-for-room"
+	// SimulationMark: the state is a capacity simulation's, not a scheduling cycle's
+	// (NetworkTopologyAware's SimulationState): PreFilter plugins that plan, gate or record
+	// an attempt skip it.
+	SimulationMark CycleMark = "hypernode.dev/simulation"
 )
 
 type markState struct{}

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -47,10 +49,13 @@ const (
 	// HoldAbandoned: no member of the gang waits to be placed any more (a hold restored for a gang
 	// whose members are gone).
 	HoldAbandoned = "Abandoned"
+	// HoldGated: Gang's PreEnqueue holds the gang's members back (its PodGroup became
+	// invalid, or lost members below minMember): the gang cannot use the room.
+	HoldGated = "Gated"
 )
 
 // HoldEndReasons lists the reasons a hold ends, for the metric's label values.
-var HoldEndReasons = []string{HoldBound, HoldDeleted, HoldTimedOut, HoldImpossible, HoldDisplaced, HoldMoved, HoldDisabled, HoldAbandoned}
+var HoldEndReasons = []string{HoldBound, HoldDeleted, HoldTimedOut, HoldImpossible, HoldDisplaced, HoldMoved, HoldDisabled, HoldAbandoned, HoldGated}
 
 // Hold is a network domain held for a gang that waits for it to drain: the pods that come
 // after the gang in queue order do not take the room the gang needs there. It is immutable
@@ -340,26 +345,76 @@ func (t *Tracker) afterHoldEnd(end *HoldEnd, after func()) func() {
 }
 
 // StaleHolds returns the holds to end at now, with the reason: those older than the policy's
-// timeout, and those of gangs with no member waiting, pending or reserved (a hold restored
-// for a gang whose members are gone: nothing would end it otherwise).
+// timeout, those of gangs with no member waiting, pending or reserved (a hold restored for a
+// gang whose members are gone: nothing would end it otherwise), and those of gangs whose
+// members PreEnqueue holds back.
 func (t *Tracker) StaleHolds(now time.Time) []HoldEnd {
 	t.reg.RLock()
 	defer t.reg.RUnlock()
+	return t.staleHoldsLocked(now)
+}
+
+// EndStaleHolds ends the holds StaleHolds returns, each only while it is the gang's hold (one
+// taken since, by a move, stays), and tells the enders. It returns the holds ended.
+func (t *Tracker) EndStaleHolds(now time.Time) []HoldEnd {
+	t.reg.Lock()
+	var ended []HoldEnd
+	for _, e := range t.staleHoldsLocked(now) {
+		if s := t.gangs[e.Hold.Key]; s == nil || s.hold != e.Hold {
+			continue
+		}
+		if end := t.releaseHoldLocked(e.Hold.Key, e.Reason); end != nil {
+			ended = append(ended, *end)
+		}
+	}
+	t.reg.Unlock()
+	t.holdsEnded(ended)
+	return ended
+}
+
+func (t *Tracker) staleHoldsLocked(now time.Time) []HoldEnd {
 	var out []HoldEnd
 	for _, h := range t.holdsLocked() {
 		// Members reserved and not bound yet are on their way: not abandoned.
-		waiting := false
+		waiting, gated := false, false
 		if d := t.reg.GroupLocked(h.Key); d != nil {
 			info := d.InfoLocked()
 			waiting = info.Members > info.Bound
+			gated = gatedLocked(d) != ""
 		}
 		switch {
 		case !waiting:
 			out = append(out, HoldEnd{Hold: h, Reason: HoldAbandoned})
+		case gated:
+			out = append(out, HoldEnd{Hold: h, Reason: HoldGated})
 		case t.holdPolicy.Timeout > 0 && now.Sub(h.Since) > t.holdPolicy.Timeout:
 			out = append(out, HoldEnd{Hold: h, Reason: HoldTimedOut})
 		}
 	}
+	return out
+}
+
+// HoldRecordsOutOfStep returns the gangs whose PodGroup's hold record, as the informer last
+// delivered it, is not their hold's: one this process did not write (a user's, or one left
+// by an earlier leader for a gang that no longer holds), or a write not seen yet.
+func (t *Tracker) HoldRecordsOutOfStep() []Key {
+	t.reg.RLock()
+	defer t.reg.RUnlock()
+	var out []Key
+	t.reg.EachGroupLocked(func(key Key, d *podgroup.Group) {
+		pg := d.PodGroupLocked()
+		if pg == nil {
+			return
+		}
+		recorded, has := pg.Annotations[podgroup.HoldAnnotation]
+		want := ""
+		if s := t.gangs[key]; s != nil && s.hold != nil {
+			want = s.hold.Record().Encode()
+		}
+		if has != (want != "") || recorded != want {
+			out = append(out, key)
+		}
+	})
 	return out
 }
 
@@ -371,30 +426,77 @@ func (t *Tracker) holdsLocked() []*Hold {
 	return nil
 }
 
-// restoreHoldLocked continues the hold the gang's PodGroup records, when this process sees
-// the PodGroup first (a new leader, a restart): the whole of each node it names is held until
-// the gang is evaluated again. A gang that bound minMember members, or whose PodGroup turns
-// holds off, does not hold; its record goes at its next evaluation or the sweep.
-func (t *Tracker) restoreHoldLocked(key Key, s *Gang, d *podgroup.Group) {
+// RestoreHolds continues the holds the PodGroups record, once per process, when it begins to
+// schedule (a restart, or a new leader: a standby never schedules). The whole of each node a
+// record names is held until the gang is evaluated again. A record is trusted no further than
+// the scheduler wrote it: the priority is the gang's pending members' lowest (the record's only
+// when none is known), a start in the future counts from now, and a gang that bound minMember
+// members, is held back by PreEnqueue, or turns holds off does not hold (its record goes at the
+// next sweep). Records are restored in queue order; one that shares a node with an earlier
+// one is not. It returns how many were restored.
+func (t *Tracker) RestoreHolds(now time.Time) int {
+	type record struct {
+		key  Key
+		hold *Hold
+	}
+	t.reg.Lock()
+	var records []record
+	t.reg.EachGroupLocked(func(key Key, d *podgroup.Group) {
+		if h := restorableLocked(key, d, now); h != nil {
+			records = append(records, record{key, h})
+		}
+	})
+	sort.Slice(records, func(i, j int) bool { return records[i].hold.Precedence.Before(records[j].hold.Precedence) })
+	restored := 0
+	for _, r := range records {
+		s, _ := t.gangLocked(r.key)
+		if s == nil || s.hold != nil || t.sharesHeldNodesLocked(r.hold) {
+			continue
+		}
+		t.step(r.key, HoldTaken, func() { s.hold = r.hold })
+		t.indexHoldsLocked()
+		restored++
+		klog.Background().V(2).Info("Gang hold restored from its PodGroup", "podGroup", r.key, "domain", r.hold.Place(), "since", r.hold.Since)
+	}
+	t.reg.Unlock()
+	return restored
+}
+
+// restorableLocked is the hold the group's record describes, or nil when the gang may not
+// hold. The registry's lock must be held.
+func restorableLocked(key Key, d *podgroup.Group, now time.Time) *Hold {
 	info := d.InfoLocked()
 	r := info.Hold
-	if s.hold != nil || r == nil || info.PodGroup == nil || info.Bound >= info.MinMember() || (info.HoldAfter.Set && info.HoldAfter.Never) {
-		return
+	if r == nil || info.PodGroup == nil || info.Bound >= info.MinMember() || (info.HoldAfter.Set && info.HoldAfter.Never) || gatedLocked(d) != "" {
+		return nil
 	}
+	priority, known := r.Priority, false
+	d.EachPendingLocked(func(_ types.UID, p *v1.Pod) {
+		if pp := corev1helpers.PodPriority(p); !known || pp < priority {
+			priority, known = pp, true
+		}
+	})
 	need := make(map[string]v1.ResourceList, len(r.Nodes))
 	for _, n := range r.Nodes {
 		need[n] = nil
 	}
-	h := &Hold{Key: key, Domain: r.Domain, Tier: r.Tier, Need: need, Since: r.Since, Restored: true,
-		Precedence: podgroup.GangPrecedence(key, r.Priority, info.PodGroup.CreationTimestamp.Time)}
+	since := r.Since
+	if since.After(now) {
+		since = now
+	}
+	return &Hold{Key: key, Domain: r.Domain, Tier: r.Tier, Need: need, Since: since, Restored: true,
+		Precedence: podgroup.GangPrecedence(key, priority, info.PodGroup.CreationTimestamp.Time)}
+}
+
+// sharesHeldNodesLocked says whether h shares a node with a hold. The registry's lock must
+// be held.
+func (t *Tracker) sharesHeldNodesLocked(h *Hold) bool {
 	for _, o := range t.holdsLocked() {
 		if o.sharesNodes(h) {
-			return // two records claim one node: the gang evaluates again
+			return true
 		}
 	}
-	t.step(key, HoldTaken, func() { s.hold = h })
-	t.indexHoldsLocked()
-	klog.Background().V(2).Info("Gang hold restored from its PodGroup", "podGroup", key, "domain", h.Place(), "since", r.Since)
+	return false
 }
 
 // HoldIndex is every hold, immutable: Filter reads it without a lock.

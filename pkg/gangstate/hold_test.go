@@ -1,6 +1,7 @@
 package gangstate
 
 import (
+	"sort"
 	"testing"
 	"time"
 
@@ -171,7 +172,7 @@ func TestHoldsFollowTheQueueOrder(t *testing.T) {
 // and when no member of its gang is pending; each end is told once, and the gang is Holding
 // exactly while it holds.
 func TestHoldEnds(t *testing.T) {
-	e := newHoldEnv(t, "bound", "deleted", "disabled", "late", "gone", "binding")
+	e := newHoldEnv(t, "bound", "deleted", "disabled", "late", "gone", "binding", "short")
 	e.tr.SetHoldPolicy(HoldPolicy{Wait: time.Minute, Timeout: 10 * time.Minute, MaxNodesPercent: 50})
 	e.take(t, hold("bound", 0, 8, "n-1"), -1)
 	e.take(t, hold("deleted", 1, 8, "n-2"), -1)
@@ -183,7 +184,10 @@ func TestHoldEnds(t *testing.T) {
 	binding := hold("binding", 5, 8, "n-6")
 	binding.Since = time.Now()
 	e.take(t, binding, -1)
-	for _, name := range []string{"bound", "deleted", "disabled", "late", "gone", "binding"} {
+	short := hold("short", 6, 8, "n-7")
+	short.Since = time.Now()
+	e.take(t, short, -1)
+	for _, name := range []string{"bound", "deleted", "disabled", "late", "gone", "binding", "short"} {
 		if p := e.tr.Phase(Key{Namespace: "ns", Name: name}); p != Holding {
 			t.Errorf("%s: phase %s, want Holding", name, p)
 		}
@@ -201,15 +205,18 @@ func TestHoldEnds(t *testing.T) {
 	// Reserved, not bound yet: on their way, the hold stays.
 	r.Reserve(member("binding-0", "binding"), "n-6")
 	r.Reserve(member("binding-1", "binding"), "n-6")
+	// One member left of minMember 2: PreEnqueue holds it back, the gang cannot use the room.
+	r.DeletePod(member("short-1", "short"))
 	var stale []string
-	for _, end := range e.tr.StaleHolds(time.Now()) {
+	for _, end := range e.tr.EndStaleHolds(time.Now()) {
 		stale = append(stale, end.Hold.Key.Name+":"+end.Reason)
-		e.tr.ReleaseHold(end.Hold.Key, end.Reason)
 	}
-	if diff := cmp.Diff([]string{"late:TimedOut", "gone:Abandoned"}, stale); diff != "" {
+	sort.Strings(stale)
+	if diff := cmp.Diff([]string{"gone:Abandoned", "late:TimedOut", "short:Gated"}, stale); diff != "" {
 		t.Errorf("stale holds (-want,+got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"bound:Bound", "deleted:Deleted", "disabled:Disabled", "late:TimedOut", "gone:Abandoned"}, e.ends); diff != "" {
+	sort.Strings(e.ends[3:])
+	if diff := cmp.Diff([]string{"bound:Bound", "deleted:Deleted", "disabled:Disabled", "gone:Abandoned", "late:TimedOut", "short:Gated"}, e.ends); diff != "" {
 		t.Errorf("ends (-want,+got):\n%s", diff)
 	}
 	e.held(t, "after the ends", map[string][]string{"binding": {"n-6"}})
@@ -224,33 +231,58 @@ func TestHoldEnds(t *testing.T) {
 	}
 }
 
-// TestHoldRestoredFromItsRecord: a process that sees a PodGroup first goes on with the hold it
-// records (the whole of each node, until the gang is evaluated), once; not for a gang that
-// runs already, nor after the hold ended in this process.
+// TestHoldRestoredFromItsRecord: a process that begins to schedule goes on with the holds the
+// PodGroups record (the whole of each node, until the gang is evaluated), once, in queue order
+// and without overlap; a record is trusted no further than the scheduler wrote it; records
+// that appear later, and those of gangs that run or are held back, are not restored.
 func TestHoldRestoredFromItsRecord(t *testing.T) {
+	now := epoch.Add(2 * time.Hour)
 	since := epoch.Add(time.Hour)
-	record := (&podgroup.HoldRecord{Domain: "spine-1", Tier: 2, Nodes: []string{"n-1", "n-2"}, Priority: 5, Since: since}).Encode()
-	e := newHoldEnv(t)
-	e.setPodGroup("big", 0, map[string]string{podgroup.HoldAnnotation: record})
-	key := Key{Namespace: "ns", Name: "big"}
-	h := e.tr.Hold(key)
-	if h == nil {
-		t.Fatal("no hold restored")
+	record := func(priority int32, since time.Time, nodes ...string) string {
+		return (&podgroup.HoldRecord{Domain: "spine-1", Tier: 2, Nodes: nodes, Priority: priority, Since: since}).Encode()
 	}
-	want := &Hold{Key: key, Domain: "spine-1", Tier: 2, Need: map[string]v1.ResourceList{"n-1": nil, "n-2": nil}, Since: since, Restored: true,
-		Precedence: podgroup.GangPrecedence(key, 5, epoch)}
-	if diff := cmp.Diff(want, h, cmp.AllowUnexported(podgroup.Precedence{})); diff != "" {
+	e := newHoldEnv(t, "member")
+	e.setPodGroup("big", 0, map[string]string{podgroup.HoldAnnotation: record(5, since, "n-1", "n-2")})
+	// Its pending member's priority, 0, is the gang's; the record's start is in the future.
+	e.setPodGroup("member", 1, map[string]string{podgroup.HoldAnnotation: record(7, now.Add(time.Hour), "n-3")})
+	// A later gang claiming a node of an earlier one's record is not restored.
+	e.setPodGroup("overlap", 2, map[string]string{podgroup.HoldAnnotation: record(0, since, "n-2", "n-4")})
+	// Held back before scheduling (minMember 2, no member): never restored.
+	e.setPodGroup("gated", 3, map[string]string{podgroup.HoldAnnotation: record(1, since, "n-5")})
+	e.tr.Registry().SetPod(nil, member("gated-0", "gated"))
+	if h := e.tr.Holds(); h != nil {
+		t.Fatalf("holds before scheduling began: %v", h.List())
+	}
+	if n := e.tr.RestoreHolds(now); n != 2 {
+		t.Errorf("RestoreHolds restored %d, want 2", n)
+	}
+	big, mem := Key{Namespace: "ns", Name: "big"}, Key{Namespace: "ns", Name: "member"}
+	want := map[Key]*Hold{
+		big: {Key: big, Domain: "spine-1", Tier: 2, Need: map[string]v1.ResourceList{"n-1": nil, "n-2": nil}, Since: since, Restored: true,
+			Precedence: podgroup.GangPrecedence(big, 5, epoch)},
+		mem: {Key: mem, Domain: "spine-1", Tier: 2, Need: map[string]v1.ResourceList{"n-3": nil}, Since: now, Restored: true,
+			Precedence: podgroup.GangPrecedence(mem, 0, epoch.Add(time.Minute))},
+	}
+	got := map[Key]*Hold{}
+	for _, h := range e.tr.Holds().List() {
+		got[h.Key] = h
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(podgroup.Precedence{})); diff != "" {
 		t.Errorf("restored (-want,+got):\n%s", diff)
 	}
 	// The whole node: even a pod that takes nothing the gang needs.
-	if got := e.tr.Holds().After(podgroup.PlainPrecedence(st.MakePod().Obj()), Key{}, false).Keeps("n-1", v1.ResourceList{}, func(v1.ResourceName) int64 { return 1 << 40 }); got != h {
-		t.Errorf("a restored hold keeps %v off its node, want the hold", got)
+	if got := e.tr.Holds().After(podgroup.PlainPrecedence(st.MakePod().Obj()), Key{}, false).Keeps("n-1", v1.ResourceList{}, func(v1.ResourceName) int64 { return 1 << 40 }); got == nil || got.Key != big {
+		t.Errorf("a restored hold keeps %v off its node, want big's", got)
 	}
-	e.tr.ReleaseHold(key, HoldDisplaced)
-	// A later revision with the record still there (its removal not written yet) restores nothing.
-	e.setPodGroup("big", 0, map[string]string{podgroup.HoldAnnotation: record, podgroup.HoldAfterAnnotation: "1m"})
-	if h := e.tr.Hold(key); h != nil {
-		t.Errorf("restored again after it ended: %v", h)
+	// Records out of step: the two not restored, and member's, which is rewritten with the
+	// priority and start it holds with.
+	if diff := cmp.Diff([]string{"gated", "member", "overlap"}, keyNames(e.tr.HoldRecordsOutOfStep())); diff != "" {
+		t.Errorf("records out of step (-want,+got):\n%s", diff)
+	}
+	// A record that appears once scheduling began is not trusted.
+	e.setPodGroup("late", 4, map[string]string{podgroup.HoldAnnotation: record(1, since, "n-6")})
+	if h := e.tr.Hold(Key{Namespace: "ns", Name: "late"}); h != nil {
+		t.Errorf("a record written after scheduling began was restored: %v", h)
 	}
 
 	// A gang that runs does not hold.
@@ -260,10 +292,19 @@ func TestHoldRestoredFromItsRecord(t *testing.T) {
 		p.Spec.NodeName = "n-1"
 		e2.tr.Registry().SetPod(nil, p)
 	}
-	e2.setPodGroup("done", 1, map[string]string{podgroup.HoldAnnotation: record})
-	if h := e2.tr.Hold(Key{Namespace: "ns", Name: "done"}); h != nil {
-		t.Errorf("a running gang restored its hold: %v", h)
+	e2.setPodGroup("done", 1, map[string]string{podgroup.HoldAnnotation: record(5, since, "n-1")})
+	if n := e2.tr.RestoreHolds(now); n != 0 {
+		t.Errorf("a running gang restored its hold: %v", e2.tr.Holds().List())
 	}
+}
+
+func keyNames(keys []Key) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k.Name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // TestDeletedPodGroupIsForgottenAfterItsPlugins: the gang state of a deleted PodGroup stays

@@ -105,10 +105,9 @@ type Gang struct {
 	// preemption of an earlier scheduler process was looked for.
 	preemption *Preemption
 	resumed    bool
-	// hold is the domain held for the gang (hold.go); holdLooked says its PodGroup's record
-	// was looked at (once per process); holdCooldown is until when it may not hold again.
+	// hold is the domain held for the gang (hold.go); holdCooldown is until when it may not
+	// hold again.
 	hold         *Hold
-	holdLooked   bool
 	holdCooldown time.Time
 }
 
@@ -193,11 +192,6 @@ func (t *Tracker) Forget(key Key) {
 func (t *Tracker) PodGroupRevised(key Key, d *podgroup.Group) podgroup.Outcome {
 	defer t.afterData(key, PodGroupRevised)
 	s, _ := t.gangLocked(key)
-	if !s.holdLooked {
-		// Seen first by this process: a hold its PodGroup records goes on.
-		s.holdLooked = true
-		t.restoreHoldLocked(key, s, d)
-	}
 	var end *HoldEnd
 	if info := d.InfoLocked(); info.HoldAfter.Set && info.HoldAfter.Never {
 		end = t.releaseHoldLocked(key, HoldDisabled)
@@ -217,7 +211,6 @@ func (t *Tracker) PodGroupDeleted(key Key, _ *podgroup.Group) podgroup.Outcome {
 	s.unblockLocked()
 	// Its hold ends at once; a new PodGroup of the name is a new gang.
 	end := t.releaseHoldLocked(key, HoldDeleted)
-	s.holdLooked = false
 	return podgroup.Outcome{After: t.afterHoldEnd(end, nil)}
 }
 

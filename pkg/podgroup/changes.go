@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
@@ -23,18 +24,36 @@ func SchedulingChanged(oldObj, newObj any) bool {
 		oldAnn[HoldAfterAnnotation] != newAnn[HoldAfterAnnotation]
 }
 
-// HoldChanged reports whether a PodGroup update or deletion changed the scheduler's record of
-// the domain it holds for the gang (HoldAnnotation): pods the hold kept off its nodes may fit
-// now. It takes the typed objects of the registry's informer and the unstructured ones of
-// kube-scheduler's dynamic informer; newObj is nil for a deletion.
-func HoldChanged(oldObj, newObj any) bool {
+// HoldFreedRoom reports whether a PodGroup update or deletion changed the scheduler's record of
+// the domain it holds for the gang (HoldAnnotation) so that pods the hold kept off may fit
+// now: the record went (the hold ended, or its PodGroup), it no longer names a node it named,
+// or the gang's priority fell (pods between the two come before it now). A hold taken or
+// grown frees nothing. It takes the typed objects of the registry's informer and the
+// unstructured ones of kube-scheduler's dynamic informer; newObj is nil for a deletion.
+func HoldFreedRoom(oldObj, newObj any) bool {
 	_, oldAnn, _ := schedulingFields(oldObj)
+	before, err := ParseHoldRecord(oldAnn)
+	if err != nil || before == nil {
+		return false // nothing was held by it
+	}
 	if newObj == nil {
-		_, held := oldAnn[HoldAnnotation]
-		return held
+		return true
 	}
 	_, newAnn, _ := schedulingFields(newObj)
-	return oldAnn[HoldAnnotation] != newAnn[HoldAnnotation]
+	after, err := ParseHoldRecord(newAnn)
+	if err != nil || after == nil {
+		return true
+	}
+	if after.Priority < before.Priority {
+		return true
+	}
+	kept := sets.New(after.Nodes...)
+	for _, n := range before.Nodes {
+		if !kept.Has(n) {
+			return true
+		}
+	}
+	return false
 }
 
 func schedulingFields(obj any) (spec any, annotations map[string]string, ok bool) {

@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
 // State is the gangs' scheduling state (pkg/gangstate) as the registry sees it: the registry
@@ -100,6 +101,10 @@ func (r *Registry) EachGroupLocked(f func(Key, *Group)) {
 
 // InfoLocked returns the group's Info.
 func (g *Group) InfoLocked() Info { return g.infoLocked() }
+
+// PodGroupLocked returns the group's PodGroup as the informer last delivered it (nil when
+// it has none).
+func (g *Group) PodGroupLocked() *schedulingv1alpha1.PodGroup { return g.podGroup }
 
 // MinMemberLocked returns the PodGroup's minMember (at least 1), or 0 without a PodGroup.
 func (g *Group) MinMemberLocked() int { return g.minMember() }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -330,5 +331,32 @@ func TestInvalidHoldAnnotationIsRefused(t *testing.T) {
 		if node, ok := placed[m]; ok {
 			t.Errorf("%s bound to %s although its PodGroup is invalid", m, node)
 		}
+	}
+}
+
+// TestPlainGangHolds: a gang without a topology constraint, refused for its remembered failure
+// when it becomes due (Gang's PreFilter first, the cycle's state half built), holds where it
+// fits soonest: spine-0 (7 jobs in the way, as many as the whole cluster's best four nodes,
+// and the lower tier); a job that arrives is kept off n-0's free room, and the gang binds on
+// the held nodes once their jobs finished.
+func TestPlainGangHolds(t *testing.T) {
+	e := newHoldEnv(t, nil)
+	members := e.gangOf(util.PodGroup(e.ns, "plain", 4, nil), 4, cpu("4"))
+	e.heldOn("plain", "spine-0", spine0)
+	e.waitConditionOnAny(members, "", "holding spine-0 (tier 2) for this gang: 0/4 nodes free, waiting for 7 pods to finish")
+	e.arrive("late", "")
+	e.keptOff("late", "plain")
+	e.finish("job-n-0-0", "job-n-1-0", "job-n-1-1", "job-n-2-0", "job-n-2-1", "job-n-3-0", "job-n-3-1")
+	placed := e.waitBound(members)
+	var nodes []string
+	for _, m := range members {
+		nodes = append(nodes, placed[m])
+	}
+	slices.Sort(nodes)
+	if diff := cmp.Diff(spine0, nodes); diff != "" {
+		t.Errorf("members' nodes (-held,+bound):\n%s", diff)
+	}
+	if notes := e.eventsByReason()["HoldImpossible"]; len(notes) > 0 {
+		t.Errorf("HoldImpossible Events for a gang that holds: %q", notes)
 	}
 }

@@ -20,7 +20,8 @@ import (
 // can work until that changes.
 func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	key, ok := podgroup.KeyOf(pod)
-	if !ok {
+	if !ok || gangstate.SimulationMark.In(state) {
+		// A capacity simulation of a member tries nodes; it is not an attempt of the gang.
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	// This member's attempt is running: the next cluster event may requeue the gang again,

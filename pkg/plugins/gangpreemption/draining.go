@@ -88,6 +88,7 @@ var drainSlack = 30 * time.Second
 // still holds one of the victims. Every other pod skips it: no lock unless some gang
 // preempts.
 func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	pl.beginScheduling()
 	if !pl.gangs.PreemptionsUnderWay() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}

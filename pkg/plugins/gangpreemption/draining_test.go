@@ -74,6 +74,7 @@ func newTestPlugin(h fwk.Handle, gangs *gangstate.Tracker) *GangPreemption {
 	pl := &GangPreemption{handle: h, registry: gangs.Registry(), gangs: gangs, events: eventlog.New(&events.FakeRecorder{}, eventAction), ctx: context.Background(),
 		refused: map[types.UID]time.Time{}}
 	pl.nominations = podstatus.NewWriter("test", nil, nil, pl.nominationWish)
+	pl.scheduling.Store(true) // no hold records to write or restore
 	return pl
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -111,12 +112,30 @@ func (pl *GangPreemption) holdFor(ctx context.Context, state fwk.CycleState, pod
 		logger.V(4).Info("Gang does not hold", "podGroup", key, "why", why)
 		return ""
 	}
+	if gangstate.HeldForRoom(state) {
+		// Gang's PreFilter refused the member first: the other PreFilter plugins did not run
+		// on this cycle's state, which cannot simulate a node; a fresh one can.
+		fresh, status := networktopology.SimulationState(ctx, pl.handle, pod)
+		if !status.IsSuccess() {
+			return fmt.Sprintf("gang %s holds nothing: %s", key, status.Message())
+		}
+		state = fresh
+	}
 	sim, err := pl.newSimulation(ctx, state, pod, su, true)
 	if err != nil {
 		return fmt.Sprintf("gang %s holds nothing: %v", key, err)
 	}
 	precedence := podgroup.GangPrecedence(key, sim.priority, info.PodGroup.CreationTimestamp.Time)
-	chosen, others, figures := pl.chooseHold(ctx, sim, su, current, pl.heldBefore(key, precedence))
+	taken := pl.heldBefore(key, precedence)
+	chosen, others, figures := pl.chooseHold(ctx, sim, su, current, taken)
+	if chosen == nil && taken.Len() > 0 {
+		if behind, _, _ := pl.chooseHold(ctx, sim, su, nil, nil); behind != nil {
+			// It would fit in room held for gangs before it: it waits behind them.
+			pl.gangs.ReleaseHold(key, gangstate.HoldDisplaced)
+			return fmt.Sprintf("gang %s holds nothing yet: the domains where it fits soonest are held for gangs before it in queue order (%s)",
+				key, behind.domain.name)
+		}
+	}
 	if chosen == nil {
 		pl.gangs.ReleaseHold(key, gangstate.HoldImpossible)
 		msg := fmt.Sprintf("gang %s holds nothing: no domain can host %d members even when every pod of its priority or lower finishes (%s)",
@@ -267,11 +286,7 @@ func holdOf(su *setup, sim *simulation, c *holdChoice, precedence podgroup.Prece
 		members[m.Pod.Name] = m.Pod
 	}
 	need := map[string]v1.ResourceList{}
-	for name, node := range c.assign {
-		m, ok := members[name]
-		if !ok {
-			continue
-		}
+	add := func(node string, m *v1.Pod) {
 		sum := need[node]
 		if sum == nil {
 			sum = v1.ResourceList{}
@@ -281,6 +296,19 @@ func holdOf(su *setup, sim *simulation, c *holdChoice, precedence podgroup.Prece
 			total := sum[r]
 			total.Add(q)
 			sum[r] = total
+		}
+	}
+	for name, node := range c.assign {
+		if m, ok := members[name]; ok {
+			add(node, m)
+		}
+	}
+	// Members reserved and not bound are released with their gang when it fails: the room
+	// they take stays the gang's. While they hold it, later pods see it counted twice (used,
+	// and needed), which keeps them off that node a little longer, no more.
+	for _, m := range su.gang.Placed {
+		if m.Pod.Spec.NodeName == "" && m.Node != "" {
+			add(m.Node, m.Pod)
 		}
 	}
 	busy := sets.New[string]()
@@ -329,13 +357,13 @@ type holdWake struct {
 	timer *time.Timer
 }
 
-// sweepHolds ends the holds past their timeout and those of gangs with nothing pending.
+// sweepHolds ends the holds past their timeout and those of gangs that cannot use them, and
+// puts right the records that are not the holds' (one a user wrote, a write lost to a stale
+// cache, a record an earlier leader left).
 func (pl *GangPreemption) sweepHolds(context.Context) {
-	if !pl.registry.HasSynced() {
-		return // a gang's members may not be known yet
-	}
-	for _, e := range pl.gangs.StaleHolds(time.Now()) {
-		pl.gangs.ReleaseHold(e.Hold.Key, e.Reason)
+	pl.gangs.EndStaleHolds(time.Now())
+	for _, key := range pl.gangs.HoldRecordsOutOfStep() {
+		pl.holdRecords.Queue(key)
 	}
 }
 
@@ -369,4 +397,5 @@ var holdEndWords = map[string]string{
 	gangstate.HoldDisplaced:  "a gang before it in queue order needed its nodes, or the share of the cluster gangs may hold",
 	gangstate.HoldDisabled:   "its PodGroup turned holds off",
 	gangstate.HoldAbandoned:  "no member of the gang waits to be placed",
+	gangstate.HoldGated:      "its members are held back before scheduling (see the PodGroup's Events)",
 }

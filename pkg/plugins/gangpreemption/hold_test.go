@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -66,5 +68,24 @@ func TestHoldOfNeedsTheMembersRequests(t *testing.T) {
 	}
 	if want := "holding spine-1 (tier 2) for this gang: 1/2 nodes free, waiting for 4 pods to finish: ns/job-a, ns/job-b, ns/job-c, +1 more"; h.Message() != want {
 		t.Errorf("message %q, want %q", h.Message(), want)
+	}
+}
+
+// TestNeverFinishes: a hold's drain does not wait for a DaemonSet's pod or a static pod's
+// mirror (they run as long as their node); a Job's pod and a bare pod finish.
+func TestNeverFinishes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{"DaemonSet", st.MakePod().Name("ds").OwnerReference("agent", appsv1.SchemeGroupVersion.WithKind("DaemonSet")).Obj(), true},
+		{"mirror", st.MakePod().Name("static").Annotation(v1.MirrorPodAnnotationKey, "x").Obj(), true},
+		{"Job", st.MakePod().Name("job").OwnerReference("train", batchv1.SchemeGroupVersion.WithKind("Job")).Obj(), false},
+		{"bare", st.MakePod().Name("bare").Obj(), false},
+	} {
+		if got := neverFinishes(tc.pod); got != tc.want {
+			t.Errorf("%s: neverFinishes = %t, want %t", tc.name, got, tc.want)
+		}
 	}
 }

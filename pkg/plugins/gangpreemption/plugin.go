@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -81,6 +82,9 @@ type GangPreemption struct {
 	holdRecords *podgroup.HoldWriter
 	holdWakesMu sync.Mutex
 	holdWakes   map[podgroup.Key]holdWake
+	// scheduling says this process has begun to schedule (beginScheduling, once).
+	scheduling atomic.Bool
+	beginOnce  sync.Once
 }
 
 var (
@@ -134,8 +138,8 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *
 	return pl, nil
 }
 
-// startHolds starts writing the gangs' hold records, reporting the holds that end and ending
-// those past their timeout.
+// startHolds prepares the gangs' hold records and the reports of holds that end. Writing
+// records and ending stale holds begin with the first scheduling cycle (beginScheduling).
 func (pl *GangPreemption) startHolds(ctx context.Context) error {
 	client, err := schedclientset.NewForConfig(crdclient.JSONConfig(pl.handle.KubeConfig()))
 	if err != nil {
@@ -148,11 +152,28 @@ func (pl *GangPreemption) startHolds(ctx context.Context) error {
 		}
 		return nil
 	})
-	pl.holdRecords.Run(ctx)
 	logger := klog.FromContext(ctx)
 	pl.gangs.OnHoldEnd(func(e gangstate.HoldEnd) { pl.holdEnded(logger, e) })
-	go wait.UntilWithContext(ctx, pl.sweepHolds, holdSweepPeriod)
 	return nil
+}
+
+// beginScheduling starts, at this process's first scheduling cycle once the PodGroups are
+// known, what only the scheduler that schedules may do: continue the holds the PodGroups
+// record, write records, and end stale holds. A standby replica builds its plugins and
+// informers before it leads but runs no cycle, so it neither restores a record it would
+// hold stale nor writes over the leader's. One atomic load per cycle after that.
+func (pl *GangPreemption) beginScheduling() {
+	if pl.scheduling.Load() || !pl.registry.HasSynced() {
+		return
+	}
+	pl.beginOnce.Do(func() {
+		logger := klog.FromContext(pl.ctx)
+		n := pl.gangs.RestoreHolds(time.Now())
+		logger.V(2).Info("Scheduling begins: holds restored from their PodGroups' records", "holds", n)
+		pl.holdRecords.Run(pl.ctx)
+		go wait.UntilWithContext(pl.ctx, pl.sweepHolds, holdSweepPeriod)
+		pl.scheduling.Store(true)
+	})
 }
 
 // Name returns the name of the plugin.

@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -196,7 +197,7 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 		s.units[id] = u
 		return u
 	}
-	if s.stays(corev1helpers.PodPriority(p)) {
+	if s.stays(corev1helpers.PodPriority(p)) || (s.finishing && neverFinishes(p)) {
 		return nil
 	}
 	id := "pod " + p.Namespace + "/" + p.Name
@@ -219,6 +220,16 @@ func (s *simulation) stays(priority int32) bool {
 		return priority > s.priority
 	}
 	return priority >= s.priority
+}
+
+// neverFinishes reports whether a pod runs as long as its node does (a DaemonSet's, or a
+// static pod's mirror): a hold's drain does not wait for it.
+func neverFinishes(p *v1.Pod) bool {
+	if _, mirror := p.Annotations[v1.MirrorPodAnnotationKey]; mirror {
+		return true
+	}
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "DaemonSet"
 }
 
 // refusalNote says how many victims the simulation spared because their eviction failed

@@ -27,14 +27,6 @@ type preFilterRunner interface {
 	RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string])
 }
 
-// simulationKey marks the cycle state of a capacity simulation: this plugin's PreFilter
-// skips it (it would otherwise plan recursively).
-const simulationKey fwk.StateKey = "Simulation" + Name
-
-type simulationMarker struct{}
-
-func (simulationMarker) Clone() fwk.StateData { return simulationMarker{} }
-
 // simulationState prepares a cycle state for simulating pod with the Filter plugins: every
 // PreFilter plugin of the profile runs on a fresh state, which also records the Filter plugins
 // to skip. The scheduling cycle's own state cannot serve: kube-scheduler records the plugins
@@ -51,7 +43,9 @@ func SimulationState(ctx context.Context, handle fwk.Handle, pod *v1.Pod) (fwk.C
 		return nil, fwk.AsStatus(fmt.Errorf("the scheduler framework cannot run PreFilter plugins for a capacity simulation"))
 	}
 	state := framework.NewCycleState()
-	state.Write(simulationKey, simulationMarker{})
+	// This plugin's PreFilter skips it (it would otherwise plan recursively), and so does
+	// Gang's (no attempt is recorded).
+	gangstate.SimulationMark.Set(state)
 	if _, status, _ := runner.RunPreFilterPlugins(ctx, state, pod); !status.IsSuccess() {
 		return nil, status
 	}

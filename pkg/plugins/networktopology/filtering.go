@@ -36,7 +36,7 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	// Every pod after a waiting gang in queue order keeps off the room held for it, in its
 	// cycle and in every simulation of it (holds.go).
 	held := p.readHolds(state, pod)
-	if _, err := state.Read(simulationKey); err == nil {
+	if gangstate.SimulationMark.In(state) {
 		return nil, skipUnless(held)
 	}
 	v, err := p.gangs.Begin(ctx, state, pod, p.cycle)

@@ -61,7 +61,12 @@ func (p *NetworkTopologyAware) isSchedulableAfterNodeChange(logger klog.Logger, 
 // not count.
 func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	key, info, ok := p.constraint(pod)
-	if !ok || p.gangs.Blocker(key) != nil || p.unplannable(key, info) {
+	if !ok {
+		// This plugin rejects a pod without a constraint only to keep it off held room: a pod
+		// that finishes on a held node leaves more room than the hold needs.
+		return p.freedOnHeldNode(logger, pod, oldObj, newObj)
+	}
+	if p.gangs.Blocker(key) != nil || p.unplannable(key, info) {
 		// A blocked gang waits for its blocker, which room freed elsewhere cannot help.
 		return fwk.QueueSkip, nil
 	}
@@ -88,6 +93,23 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodDeleted(logger klog.Logger, 
 	return p.requeue(logger, pod, key, "pod deleted"), nil
 }
 
+// freedOnHeldNode queues a pod kept off held room when a pod finished on a held node.
+func (p *NetworkTopologyAware) freedOnHeldNode(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	ix := p.gangs.Holds()
+	if ix == nil {
+		return fwk.QueueSkip, nil
+	}
+	deleted, _, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if len(ix.On(deleted.Spec.NodeName)) == 0 {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("Pod requeued: a pod finished on a held node", "pod", klog.KObj(pod), "node", deleted.Spec.NodeName)
+	return fwk.Queue, nil
+}
+
 // unplannable reports whether the gang's constraint is one no capacity can satisfy
 // (constraintProblem, PreFilter's own check). Only a change of the PodGroup or of the tree
 // can fix it, and their hints requeue it.
@@ -109,8 +131,9 @@ func (p *NetworkTopologyAware) isSchedulableAfterHyperNodeChange(logger klog.Log
 }
 
 // isSchedulableAfterPodGroupChange: the gang's own PodGroup changed what scheduling reads; or
-// another gang's hold ended or moved (its record changed, or its PodGroup went), which frees
-// room that it kept the pod off (holds.go).
+// another gang's hold freed room it kept the pod off (holds.go): it ended or left nodes (its
+// record changed, or its PodGroup went). A gang's remembered failure counted the held room
+// as taken, so it is stale.
 func (p *NetworkTopologyAware) isSchedulableAfterPodGroupChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	key, inGang := podgroup.KeyOf(pod)
 	changed := newObj
@@ -125,10 +148,11 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodGroupChange(logger klog.Logg
 	switch {
 	case own && newObj != nil && podgroup.SchedulingChanged(oldObj, newObj):
 		return p.requeue(logger, pod, key, "PodGroup"), nil
-	case own || !podgroup.HoldChanged(oldObj, newObj):
+	case own || !podgroup.HoldFreedRoom(oldObj, newObj):
 		return fwk.QueueSkip, nil
 	case inGang:
 		if _, _, constrained := p.constraint(pod); constrained {
+			p.markAllStale()
 			return p.requeue(logger, pod, key, "hold ended"), nil
 		}
 	}

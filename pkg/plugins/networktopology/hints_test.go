@@ -257,3 +257,64 @@ func TestHints(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldHints: a pod kept off held room is requeued when the room it was kept off is freed
+// (the hold's record went, left a node, or its gang's priority fell; a pod finished on a held
+// node), and not when a hold is taken or grows; a constrained gang's remembered failure, which
+// counted the held room as taken, is stale then.
+func TestHoldHints(t *testing.T) {
+	record := func(priority int32, nodes ...string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "big"}}}
+		if nodes != nil {
+			r := &podgroup.HoldRecord{Domain: "rack-0", Tier: 1, Nodes: nodes, Priority: priority, Since: time.Unix(1e9, 0)}
+			u.SetAnnotations(map[string]string{podgroup.HoldAnnotation: r.Encode()})
+		}
+		return u
+	}
+	onNode := func(node string) *v1.Pod {
+		return st.MakePod().Namespace("ns").Name("done").Node(node).Obj()
+	}
+	solo := st.MakePod().Namespace("ns").Name("solo").Obj()
+	for _, tc := range []struct {
+		name     string
+		pod      *v1.Pod
+		podGroup bool
+		old, new any
+		want     fwk.QueueingHint
+		stale    bool
+	}{
+		{name: "hold ended", pod: solo, podGroup: true, old: record(0, "node-0", "node-1"), new: record(0), want: fwk.Queue},
+		{name: "held PodGroup deleted", pod: solo, podGroup: true, old: record(0, "node-0"), want: fwk.Queue},
+		{name: "hold left a node", pod: solo, podGroup: true, old: record(0, "node-0", "node-1"), new: record(0, "node-1"), want: fwk.Queue},
+		{name: "hold's gang priority fell", pod: solo, podGroup: true, old: record(5, "node-0"), new: record(1, "node-0"), want: fwk.Queue},
+		{name: "hold taken", pod: solo, podGroup: true, old: record(0), new: record(0, "node-0"), want: fwk.QueueSkip},
+		{name: "hold grew", pod: solo, podGroup: true, old: record(0, "node-0"), new: record(0, "node-0", "node-1"), want: fwk.QueueSkip},
+		{name: "hold ended, a constrained gang waits", pod: member("hard", 0), podGroup: true, old: record(0, "node-0"), new: record(0), want: fwk.Queue, stale: true},
+		{name: "pod finished on a held node", pod: solo, old: onNode("node-0"), want: fwk.Queue},
+		{name: "pod finished on a node not held", pod: solo, old: onNode("node-5"), want: fwk.QueueSkip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, registry := newTestPlugin(t)
+			registry.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "big"}})
+			big := podgroup.Key{Namespace: "ns", Name: "big"}
+			h := &gangstate.Hold{Key: big, Domain: "rack-0", Tier: 1, Need: map[string]v1.ResourceList{"node-0": nil}, Since: time.Now(),
+				Precedence: podgroup.GangPrecedence(big, 0, time.Unix(0, 0))}
+			if ok, why := p.gangs.TakeHold(klog.Background(), h, -1); !ok {
+				t.Fatalf("TakeHold: %s", why)
+			}
+			hard := podgroup.Key{Namespace: "ns", Name: "hard"}
+			p.setFailure(hard, member("hard", 0), &gangstate.PlanFailure{Possible: sets.New("rack-1")})
+			hint := p.isSchedulableAfterPodDeleted
+			if tc.podGroup {
+				hint = p.isSchedulableAfterPodGroupChange
+			}
+			got, err := hint(klog.Background(), tc.pod, tc.old, tc.new)
+			if err != nil || got != tc.want {
+				t.Fatalf("hint = %v, %v; want %v", got, err, tc.want)
+			}
+			if stale := p.failureOf(hard).Stale; stale != tc.stale {
+				t.Errorf("gang hard's failure stale = %t, want %t", stale, tc.stale)
+			}
+		})
+	}
+}
