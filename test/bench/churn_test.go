@@ -41,14 +41,14 @@ import (
 //
 // Time: 1 trace minute is 1/scale of a second. Full (-bench.full): 1,024 nodes (64 leaves of
 // 16, 4 spines), scale 30: the longest run time (9,300 minutes) takes 310 s, a 1-GPU job's
-// median 0.7 s; a 6-minute arrival window (10,800 trace minutes, 7.5 days) of about 27,000
-// jobs, some 75 a second; holds after 10 s (300 trace minutes). Short (what CI runs): 64
+// median 0.7 s; a 6-minute arrival window (10,800 trace minutes, 7.5 days) of about 21,000
+// jobs, some 59 a second; holds after 10 s (300 trace minutes). Short (what CI runs): 64
 // nodes (8 leaves of 8, 2 spines), scale 300: the longest 31 s, a 20-second window of about
 // 1,000 jobs; holds after 1 s. Both keep the hold wait at 300 trace minutes (at least 1 s):
 // a gang waits five hours of trace before it may hold a domain. Why these scales: a job's
-// demand is fixed by the traces (about 2,800 GPU-minutes on average, mostly the 5-8 GPU
+// demand is fixed by the traces (about 3,800 GPU-minutes on average, mostly the 5-8 GPU
 // jobs' long tail), so at a given load the arrivals per longest run time are fixed by the
-// cluster's size (about 25,000 on 1,024 nodes); a shorter longest run means more arrivals a
+// cluster's size (about 21,000 on 1,024 nodes); a shorter longest run means more arrivals a
 // second, and scale 30 keeps both within what a 2-core machine sustains.
 //
 // The harness creates a job at its arrival and completes it (deletes its pods and PodGroup)
