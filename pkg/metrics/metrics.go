@@ -146,7 +146,7 @@ var (
 	HoldsEndedTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      namespace,
 		Name:           "holds_ended_total",
-		Help:           "Holds that ended, by reason: Bound (the gang runs), Deleted (its PodGroup), TimedOut (hold.timeoutSeconds), Impossible (the gang cannot fit even when every pod of its priority or lower finishes), Displaced (a gang before it in queue order took its nodes or its share), Moved (it holds another domain now), Disabled (its PodGroup turned holds off), Abandoned (no member of the gang pending).",
+		Help:           "Holds that ended, by reason: Bound (the gang runs), Deleted (its PodGroup), TimedOut (hold.timeoutSeconds), Impossible (the gang cannot fit even when every pod of its priority or lower finishes), Displaced (a gang before it in queue order took its nodes or its share), Moved (it holds another domain now), Disabled (its PodGroup turned holds off), Abandoned (no member of the gang waits, pending or reserved), Gated (its members are held back before scheduling).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 
