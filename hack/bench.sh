@@ -9,9 +9,9 @@
 # Run by `make bench` after `make build`. Needs bin/kube-scheduler (ours); builds upstream's
 # kube-scheduler from the same module (k8s.io/kubernetes v1.37.1) as the vanilla scheduler.
 # Writes _output/bench/results.json, summary.md and the schedulers' logs, and prints the
-# summary. Takes about 58 minutes on 2 cores (issue #18's three scenarios and the big gang
-# about 24 of them, the big gang in stages about 4, the preemption scenario about 9) and uses
-# both: do not run it next to other work.
+# summary. Takes about 2 hours on 2 cores (the churn scenario about 45 minutes, issue #18's
+# three scenarios about 40, the preemption scenario about 13, the big gang with and without
+# stages about 9) and uses both: do not run it next to other work.
 #
 # Environment: BENCH_REPEAT (runs per scheduler, and per load mode, in the throughput, big-gang
 # (with and without stages), blocked-gang, preemption, plain-pods, mixed-load and restart scenarios, default 3), BENCH_RUN (a go test

@@ -16,6 +16,9 @@ const (
 	yieldedMark CycleMark = "hypernode.dev/yielded"
 	// waitingForRoomMark: see MarkHeldForRoom.
 	waitingForRoomMark CycleMark = "hypernode.dev/waiting-for-room"
+	// RefusedBeforeFilterMark: Gang's PreFilter refused the member (held behind its blocker,
+	// or for its gang's remembered failure) before the other PreFilter plugins ran.
+	RefusedBeforeFilterMark CycleMark = "hypernode.dev/refused-before-filter"
 	// SimulationMark: the state is a capacity simulation's, not a scheduling cycle's
 	// (NetworkTopologyAware's SimulationState): PreFilter plugins that plan, gate or record
 	// an attempt skip it.

@@ -346,7 +346,14 @@ func TestPlainGangHolds(t *testing.T) {
 	e.waitConditionOnAny(members, "", "holding spine-0 (tier 2) for this gang: 0/4 nodes free, waiting for 7 pods to finish")
 	e.arrive("late", "")
 	e.keptOff("late", "plain")
-	e.finish("job-n-0-0", "job-n-1-0", "job-n-1-1", "job-n-2-0", "job-n-2-1", "job-n-3-0", "job-n-3-1")
+	// n-0 free: a member reserves it, the gang fails, and the members wait for room. Their
+	// condition is the scheduler's own (not a PostFilter plugin's failure on a cycle that
+	// Gang's PreFilter refused: DynamicResources' "not found").
+	e.finish("job-n-0-0")
+	if _, condition := e.waitConditionOnAny(members, "", "could not be placed when last tried"); strings.Contains(condition, "not found") {
+		t.Errorf("a waiting member's condition reports an error: %q", condition)
+	}
+	e.finish("job-n-1-0", "job-n-1-1", "job-n-2-0", "job-n-2-1", "job-n-3-0", "job-n-3-1")
 	placed := e.waitBound(members)
 	var nodes []string
 	for _, m := range members {

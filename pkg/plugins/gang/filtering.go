@@ -33,6 +33,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		// The blocker retries for the gang: this member waits out of the queue.
 		g.gangs.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
 		heldBehindBlocker.Set(state)
+		gangstate.RefusedBeforeFilterMark.Set(state)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, b.Message(key))
 	}
 	if info.PodGroup != nil && !info.PlacedByTopology() {
@@ -46,6 +47,7 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 			// Not the member retried for the gang: it waits out of the queue.
 			g.gangs.SendToRetryGate(klog.FromContext(ctx), g.handle, pod)
 			gangstate.MarkHeldForRoom(state)
+			gangstate.RefusedBeforeFilterMark.Set(state)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf(
 				"gang %s could not be placed when last tried (%s); it is retried when more room is free or a node changes", key, u.Why))
 		}

@@ -189,6 +189,18 @@ func (pl *GangPreemption) Name() string { return Name }
 // preemption counted those members as placed). Otherwise it is Unschedulable, and Gang's
 // PostFilter releases them as after any failure.
 func (pl *GangPreemption) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	result, status := pl.postFilter(ctx, state, pod, m)
+	if status.Code() == fwk.Unschedulable && gangstate.RefusedBeforeFilterMark.In(state) {
+		// Gang's PreFilter refused the member before the other PreFilter plugins ran: the
+		// PostFilter plugins after this one have nothing to do for it (Gang's), or fail on
+		// the state their PreFilter never wrote (DynamicResources': "not found", in the
+		// member's condition). This decision ends the chain.
+		status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, status.Reasons()...)
+	}
+	return result, status
+}
+
+func (pl *GangPreemption) postFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
 		return pl.DefaultPreemption.PostFilter(ctx, state, pod, m)
