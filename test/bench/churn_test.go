@@ -260,15 +260,7 @@ type ChurnResult struct {
 
 // drawJob draws a job's size, run time and constraint.
 func drawJob(tp Topology, rng *rand.Rand) Job {
-	b := heliosSizes[len(heliosSizes)-1]
-	x := rng.Float64()
-	for _, sb := range heliosSizes {
-		if x < sb.share {
-			b = sb
-			break
-		}
-		x -= sb.share
-	}
+	b := pickWeighted(rng, heliosSizes, func(sb sizeBucket) float64 { return sb.share })
 	g := b.lo + rng.IntN(b.hi-b.lo+1)
 	job := Job{Pods: 1, GPUs: g, Duration: b.run.draw(rng)}
 	if g > nodeGPUs {

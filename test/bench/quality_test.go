@@ -107,15 +107,7 @@ func generateTrace(tp Topology, n int) []Job {
 	jobs := make([]Job, n)
 	gpuTime := 0.0
 	for i := range jobs {
-		x := rng.Float64()
-		c := classes[len(classes)-1]
-		for _, cl := range classes {
-			if x < cl.weight {
-				c = cl
-				break
-			}
-			x -= cl.weight
-		}
+		c := pickWeighted(rng, classes, func(cl jobClass) float64 { return cl.weight })
 		pods := c.minPods + rng.IntN(c.maxPods-c.minPods+1)
 		jobs[i] = Job{
 			Name: fmt.Sprintf("j%04d", i), Class: c.name, Duration: math.Round(10 + 50*rng.Float64()),
@@ -479,4 +471,17 @@ func TestQuality(t *testing.T) {
 			t.Errorf("%s: %d admitted + %d rejected, %d outcomes, for %d jobs", r.Kind, r.Admitted, r.Rejected, len(r.Outcomes), r.Jobs)
 		}
 	}
+}
+
+// pickWeighted draws one of items with probability its weight (the weights sum to 1; the
+// last item takes what rounding leaves), from one draw of rng.
+func pickWeighted[T any](rng *rand.Rand, items []T, weight func(T) float64) T {
+	x := rng.Float64()
+	for _, it := range items {
+		if x < weight(it) {
+			return it
+		}
+		x -= weight(it)
+	}
+	return items[len(items)-1]
 }
