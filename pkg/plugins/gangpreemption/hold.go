@@ -115,7 +115,7 @@ func (pl *GangPreemption) holdFor(ctx context.Context, state fwk.CycleState, pod
 	if gangstate.HeldForRoom(state) {
 		// Gang's PreFilter refused the member first: the other PreFilter plugins did not run
 		// on this cycle's state, which cannot simulate a node; a fresh one can.
-		fresh, status := networktopology.SimulationState(ctx, pl.handle, pod)
+		fresh, status := networktopology.SimulationState(ctx, pl.handle, pl.devices, pod)
 		if !status.IsSuccess() {
 			return fmt.Sprintf("gang %s holds nothing: %s", key, status.Message())
 		}

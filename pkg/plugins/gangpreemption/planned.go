@@ -53,7 +53,7 @@ func (pl *GangPreemption) newPlanTest(ctx context.Context, gang podgroup.Gang, t
 	req.Strategy = placement.LeastWaste
 	t := &planTest{req: req, info: gang.Info}
 	for _, s := range podgroup.ShapesOf(pending) {
-		state, status := networktopology.SimulationState(ctx, pl.handle, s.Rep)
+		state, status := networktopology.SimulationState(ctx, pl.handle, pl.devices, s.Rep)
 		if !status.IsSuccess() {
 			return nil, fmt.Errorf("simulating members of shape %s: %w", s.Name, status.AsError())
 		}
@@ -117,7 +117,7 @@ func (t *planTest) fitter(ctx context.Context, s *simulation, views []view, clon
 		if !ok {
 			return 0
 		}
-		return networktopology.FitNextTo(ctx, s.pl.handle, s.pl.handle.RunFilterPlugins, reps, views[shape].state, ni, planned, shape, limit)
+		return networktopology.FitNextTo(ctx, s.pl.handle, s.pl.filter, reps, views[shape].state, ni, planned, shape, limit)
 	}
 }
 

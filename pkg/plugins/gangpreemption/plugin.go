@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -60,8 +62,10 @@ type GangPreemption struct {
 	registry *podgroup.Registry
 	gangs    *gangstate.Tracker
 	events   *eventlog.Log
-	pods     corelisters.PodLister
-	pdbs     policylisters.PodDisruptionBudgetLister
+	// devices counts the members' DRA devices in the simulations; nil without DRA.
+	devices *devices.Source
+	pods    corelisters.PodLister
+	pdbs    policylisters.PodDisruptionBudgetLister
 	// nominations writes the members' status.nominatedNodeName, as kube-scheduler writes
 	// its preemptor's: it holds the room in the API, so a restarted scheduler keeps it.
 	nominations *podstatus.Writer
@@ -105,7 +109,8 @@ func defaultArgs() *schedconfig.DefaultPreemptionArgs {
 // registry).
 func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *gangstate.Tracker) (*GangPreemption, error) {
 	registry := gangs.Registry()
-	dp, err := defaultpreemption.New(ctx, defaultArgs(), handle, plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	dp, err := defaultpreemption.New(ctx, defaultArgs(), handle, fts)
 	if err != nil {
 		return nil, fmt.Errorf("building the wrapped DefaultPreemption: %w", err)
 	}
@@ -116,6 +121,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *
 		registry:          registry,
 		gangs:             gangs,
 		events:            eventlog.New(handle.EventRecorder(), eventAction),
+		devices:           devices.NewSource(handle.SharedDRAManager(), fts),
 		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:              handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -138,12 +140,25 @@ func (pl *GangPreemption) setUp(pod *v1.Pod, key podgroup.Key) (*setup, string) 
 	return &setup{gang: gang, need: need, list: list, tree: tree, tiers: tiers}, ""
 }
 
+// simulationState is the state a preemption simulates in: the cycle's, without the member's
+// plan, with the devices of the pods it adds and removes counted (FilterWithDevices).
+func (pl *GangPreemption) simulationState(state fwk.CycleState) fwk.CycleState {
+	sim := networktopology.WithoutPlan(state)
+	devices.Attach(sim, pl.devices)
+	return sim
+}
+
+// filter is the Filter the simulations run: the profile's plugins, then the devices.
+func (pl *GangPreemption) filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	return networktopology.FilterWithDevices(ctx, pl.handle, state, pod, ni)
+}
+
 // newSimulation prepares the evaluation of domains for the gang: which pods would leave
 // (every pod of lower priority for a preemption; with finishing, every pod of the gang's
 // priority or lower, as they finish, for a hold) and how the members are counted.
 func (pl *GangPreemption) newSimulation(ctx context.Context, state fwk.CycleState, pod *v1.Pod, su *setup, finishing bool) (*simulation, error) {
 	gang := su.gang
-	sim := &simulation{pl: pl, state: networktopology.WithoutPlan(state), pod: pod, own: gang.Key, priority: gangPriority(pod, gang), finishing: finishing,
+	sim := &simulation{pl: pl, state: pl.simulationState(state), pod: pod, own: gang.Key, priority: gangPriority(pod, gang), finishing: finishing,
 		need: su.need, nodes: make(map[string]fwk.NodeInfo, len(su.list)), units: map[string]*unit{}, spared: sets.New[string](),
 		refused: sets.New[types.UID](), sparedRefused: sets.New[string](), now: time.Now()}
 	for _, ni := range su.list {

@@ -506,5 +506,5 @@ func (s *simulation) addNominated(ctx context.Context, views []view, clone fwk.N
 // fitsOn counts the copies of pod that fit on a node's copy, up to limit. The copy already
 // holds the nominated pods that count (addNominated), so Filter runs without adding them.
 func (s *simulation) fitsOn(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, limit int) int {
-	return networktopology.CountFits(ctx, s.pl.handle, s.pl.handle.RunFilterPlugins, state, pod, ni, limit, false)
+	return networktopology.CountFits(ctx, s.pl.handle, s.pl.filter, state, pod, ni, limit, false)
 }

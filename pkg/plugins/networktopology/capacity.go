@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -32,12 +34,13 @@ type preFilterRunner interface {
 // to skip. The scheduling cycle's own state cannot serve: kube-scheduler records the plugins
 // to skip only after the last PreFilter plugin, this one, has returned.
 func (p *NetworkTopologyAware) simulationState(ctx context.Context, pod *v1.Pod) (fwk.CycleState, *fwk.Status) {
-	return SimulationState(ctx, p.handle, pod)
+	return SimulationState(ctx, p.handle, p.devices, pod)
 }
 
 // SimulationState is the cycle state in which the profile's Filter plugins simulate pod on a
-// node, this plugin's narrowing to a plan left out: GangPreemption simulates with it too.
-func SimulationState(ctx context.Context, handle fwk.Handle, pod *v1.Pod) (fwk.CycleState, *fwk.Status) {
+// node, this plugin's narrowing to a plan left out, with the devices of the pods a
+// simulation adds counted (FilterWithDevices): GangPreemption simulates with it too.
+func SimulationState(ctx context.Context, handle fwk.Handle, source *devices.Source, pod *v1.Pod) (fwk.CycleState, *fwk.Status) {
 	runner, ok := handle.(preFilterRunner)
 	if !ok {
 		return nil, fwk.AsStatus(fmt.Errorf("the scheduler framework cannot run PreFilter plugins for a capacity simulation"))
@@ -49,6 +52,7 @@ func SimulationState(ctx context.Context, handle fwk.Handle, pod *v1.Pod) (fwk.C
 	if _, status, _ := runner.RunPreFilterPlugins(ctx, state, pod); !status.IsSuccess() {
 		return nil, status
 	}
+	devices.Attach(state, source)
 	return state, nil
 }
 
@@ -286,7 +290,7 @@ func (p *NetworkTopologyAware) filterWithOthersNominated(ctx context.Context, st
 		others = append(others, pi)
 	}
 	if len(others) == 0 {
-		return p.handle.RunFilterPlugins(ctx, state, pod, ni)
+		return FilterWithDevices(ctx, p.handle, state, pod, ni)
 	}
 	ni, state = ni.Snapshot(), state.Clone()
 	for _, pi := range others {
@@ -295,7 +299,26 @@ func (p *NetworkTopologyAware) filterWithOthersNominated(ctx context.Context, st
 			return st
 		}
 	}
-	return p.handle.RunFilterPlugins(ctx, state, pod, ni)
+	return FilterWithDevices(ctx, p.handle, state, pod, ni)
+}
+
+// FilterWithDevices runs the Filter plugins for pod on ni, then allocates its claims next to
+// the pods the simulation put on ni (devices.Fits): DynamicResources' Filter allocates from
+// the cluster's devices as they are, blind to copies of a member, nominated members and
+// victims taken away, because it has no AddPod/RemovePod extension. GangPreemption
+// simulates with it too.
+func FilterWithDevices(ctx context.Context, handle fwk.Handle, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	if st := handle.RunFilterPlugins(ctx, state, pod, ni); !st.IsSuccess() {
+		return st
+	}
+	fits, reason, err := devices.Fits(ctx, state, ni, pod)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if !fits {
+		return fwk.NewStatus(fwk.Unschedulable, reason)
+	}
+	return nil
 }
 
 // usage returns a node's used (requested) and allocatable weighted resources.

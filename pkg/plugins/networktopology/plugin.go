@@ -13,6 +13,11 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -70,6 +75,8 @@ type NetworkTopologyAware struct {
 	registry *podgroup.Registry
 	gangs    *gangstate.Tracker
 	events   *eventlog.Log
+	// devices counts members' DRA devices in the capacity simulations; nil without DRA.
+	devices *devices.Source
 	// resources are the weighted resources of the bin-pack scores, in a fixed order.
 	resources []v1.ResourceName
 	weights   []float64
@@ -170,6 +177,7 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		registry: registry,
 		gangs:    gangs,
 		events:   eventlog.New(handle.EventRecorder(), eventAction),
+		devices:  devices.NewSource(handle.SharedDRAManager(), plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)),
 	}
 	p.cycle = p.cycleOf()
 	registry.OnGroupDelete(p.forget)

@@ -1,0 +1,138 @@
+package devices
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// Fits reports whether pod's claims can be allocated on ni's node once every pod of ni whose
+// claims are not allocated yet (copies of a member, nominated or planned members) has taken
+// its devices, in ni's order, and once the devices of the allocated claims none of whose
+// users is on ni any more (victims a simulation removed) are free again. When ni changes
+// nothing the cluster's devices already say (no such pod, no such claim), the DynamicResources
+// Filter that ran before has answered, and Fits does not allocate again.
+func (s *Snapshot) Fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod) (bool, string, error) {
+	node := ni.Node()
+	present := sets.New[types.UID]()
+	var before []*v1.Pod
+	for _, pi := range ni.GetPods() {
+		p := pi.GetPod()
+		present.Insert(p.UID)
+		if len(p.Spec.ResourceClaims) > 0 && p.UID != pod.UID {
+			before = append(before, p)
+		}
+	}
+	var freed []*resourceapi.ResourceClaim
+	for _, claim := range s.claimsOn[node.Name] {
+		if len(claim.Status.ReservedFor) == 0 {
+			continue // not in use, not yet deallocated: its devices stay taken
+		}
+		gone := true
+		for _, user := range claim.Status.ReservedFor {
+			if present.Has(user.UID) {
+				gone = false
+				break
+			}
+		}
+		if gone {
+			freed = append(freed, claim)
+		}
+	}
+	shared := sets.New[types.UID]()
+	var takers [][]*resourceapi.ResourceClaim
+	for _, p := range before {
+		claims, err := s.toAllocate(p, shared)
+		if err != nil {
+			// A pod the simulation placed whose claims cannot be read (not created
+			// yet): its devices cannot be counted, so no count may rely on them.
+			return false, fmt.Sprintf("the devices of pod %s on the node cannot be counted: %v", klog.KObj(p), err), nil
+		}
+		if len(claims) > 0 {
+			takers = append(takers, claims)
+		}
+	}
+	if len(takers) == 0 && len(freed) == 0 {
+		return true, "", nil
+	}
+	own, err := s.toAllocate(pod, shared)
+	if err != nil {
+		return false, err.Error(), nil
+	}
+	local := s.localState(node.Name)
+	for _, claim := range freed {
+		release(local, claim.Status.Allocation.Devices.Results)
+	}
+	slices := s.slicesFor(node.Name)
+	for _, claims := range append(takers, own) {
+		allocator, err := structured.NewAllocator(ctx, s.source.features, local, s.source.dra.DeviceClasses(), slices, s.source.cel)
+		if err != nil {
+			return false, "", err
+		}
+		results, err := allocator.Allocate(ctx, node, claims)
+		if err != nil {
+			return false, "", err
+		}
+		if results == nil {
+			return false, fmt.Sprintf("cannot allocate all claims next to the %d pods with claims this simulation placed on the node", len(takers)), nil
+		}
+		for _, r := range results {
+			take(local, r.Devices.Results)
+		}
+	}
+	return true, "", nil
+}
+
+// toAllocate returns the claims of p that need devices the snapshot does not count as taken:
+// a member's own claim (from a template) not allocated and not in flight; for a copy of a
+// member, which owns no claim, a claim like its original's, unallocated; a claim shared by
+// several pods once per simulation (shared collects them).
+func (s *Snapshot) toAllocate(p *v1.Pod, shared sets.Set[types.UID]) ([]*resourceapi.ResourceClaim, error) {
+	var out []*resourceapi.ResourceClaim
+	for i := range p.Spec.ResourceClaims {
+		pc := &p.Spec.ResourceClaims[i]
+		name, _, err := resourceclaim.Name(p, pc)
+		if err != nil {
+			return nil, err
+		}
+		if name == nil {
+			continue // the template produced no claim: nothing to allocate
+		}
+		claim, err := s.source.dra.ResourceClaims().Get(p.Namespace, *name)
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("resourceclaim %s/%s does not exist yet", p.Namespace, *name)
+			}
+			return nil, err
+		}
+		own := pc.ResourceClaimTemplateName != nil
+		if own && !metav1.IsControlledBy(claim, p) {
+			copied := claim.DeepCopy()
+			copied.UID = types.UID(fmt.Sprintf("%s/%s", p.UID, pc.Name))
+			copied.Status = resourceapi.ResourceClaimStatus{}
+			out = append(out, copied)
+			continue
+		}
+		if claim.Status.Allocation != nil || s.source.dra.ResourceClaims().GetPendingAllocation(claim.UID) != nil {
+			continue
+		}
+		if !own {
+			if shared.Has(claim.UID) {
+				continue
+			}
+			shared.Insert(claim.UID)
+		}
+		out = append(out, claim)
+	}
+	return out, nil
+}

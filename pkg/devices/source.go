@@ -1,0 +1,98 @@
+// Package devices counts DRA devices in the capacity simulations of a gang: how many members
+// whose ResourceClaims ask for devices a node can take, next to the other pods a simulation
+// puts there (more copies of the member, other gangs' nominated members, planned members of
+// other shapes) and without the pods it takes away (preemption victims).
+//
+// kube-scheduler's DynamicResources Filter answers for one pod on the node as the cluster is:
+// it has no PreFilter AddPod/RemovePod extension, so a simulation that adds a copy of a member
+// to a node still sees every device the first copy would take as free. This package runs the
+// same allocator (k8s.io/dynamic-resource-allocation/structured, the scheduler's DRA manager,
+// device taints applied) with the simulation's pods taking their devices first: the count is
+// exact for every request the allocator supports, constraints and partitionable devices
+// included, and nothing is estimated.
+package devices
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+)
+
+// Source is what every simulation of one plugin shares: the scheduler's DRA manager, the
+// allocator's features from the scheduler's feature gates, and a cache of compiled CEL
+// selectors (compiling is the allocator's most expensive step).
+type Source struct {
+	dra      fwk.SharedDRAManager
+	features structured.Features
+	cel      *cel.Cache
+}
+
+// celCacheSize is how many compiled selectors a Source keeps: a few classes and request
+// selectors per job shape.
+const celCacheSize = 64
+
+// NewSource returns the Source of a scheduler whose DRA manager is dra (nil when DRA is
+// off: nothing is counted then, as kube-scheduler allocates nothing).
+func NewSource(dra fwk.SharedDRAManager, fts plfeature.Features) *Source {
+	if dra == nil {
+		return nil
+	}
+	return &Source{
+		dra:      dra,
+		features: dynamicresources.AllocatorFeatures(fts),
+		cel: cel.NewCache(celCacheSize, cel.Features{
+			EnableConsumableCapacity: fts.EnableDRAConsumableCapacity,
+			EnableListTypeAttributes: fts.EnableDRAListTypeAttributes,
+		}),
+	}
+}
+
+// stateKey is where a simulation's device state lives in its CycleState.
+const stateKey fwk.StateKey = "hypernode.dev/devices"
+
+// simulationState is a simulation's device state: the snapshot of devices and claims, taken
+// on the first question about a pod with claims (a simulation of pods without claims never
+// takes one). Clones of the CycleState share it: it is read-only once taken.
+type simulationState struct {
+	source *Source
+	once   onceValue[*Snapshot]
+}
+
+// Clone shares the state: the snapshot is immutable, and every copy of the simulation's
+// CycleState asks about the same cluster.
+func (s *simulationState) Clone() fwk.StateData { return s }
+
+// Attach prepares state for device questions. Callers attach before simulating in parallel:
+// the snapshot is then taken once, by whichever question comes first.
+func Attach(state fwk.CycleState, source *Source) {
+	if source == nil {
+		return
+	}
+	state.Write(stateKey, &simulationState{source: source})
+}
+
+// Fits reports whether pod's claims can be allocated on ni's node next to the claims of every
+// pod the simulation put on ni, and without the devices of the claims whose every user it
+// took away. A pod without claims, or a state no device source was attached to (DRA off),
+// fits. The reason says why not, in the allocator's words.
+func Fits(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.Pod) (bool, string, error) {
+	if len(pod.Spec.ResourceClaims) == 0 || ni.Node() == nil {
+		return true, "", nil
+	}
+	data, err := state.Read(stateKey)
+	if err != nil {
+		return true, "", nil
+	}
+	s := data.(*simulationState)
+	snap, err := s.once.get(func() (*Snapshot, error) { return s.source.Snapshot(ctx) })
+	if err != nil {
+		return false, "", fmt.Errorf("reading the cluster's devices: %w", err)
+	}
+	return snap.Fits(ctx, ni, pod)
+}

@@ -1,0 +1,179 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
+	"github.com/hypernode-dev/hypernode-scheduler/test/util"
+)
+
+// draOnlyClass is the DeviceClass of TestTopologyDRA*: GPUs that exist only as DRA devices
+// (no extended resource names them).
+const draOnlyClass = "gpu.dra.test"
+
+// publishDRADevices creates a DeviceClass selecting the devices of driver and a ResourceSlice
+// of count devices on each node (its pool named after the node), and deletes them when the
+// test ends. extendedResource, when set, makes the class provide that resource.
+func publishDRADevices(t *testing.T, c clients, class, driver string, extendedResource *string, nodes []string, count int) {
+	t.Helper()
+	ctx := context.Background()
+	api := c.kube.ResourceV1()
+	dc := &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class},
+		Spec: resourcev1.DeviceClassSpec{
+			Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)}}},
+			ExtendedResourceName: extendedResource,
+		},
+	}
+	if _, err := api.DeviceClasses().Create(ctx, dc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := api.DeviceClasses().Delete(ctx, dc.Name, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, node := range nodes {
+		slice := &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: node + "-" + driver},
+			Spec: resourcev1.ResourceSliceSpec{
+				Driver:   driver,
+				Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+				NodeName: ptr.To(node),
+			},
+		}
+		for i := range count {
+			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i)})
+		}
+		if _, err := api.ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := api.ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// startClaimController runs the resource claim controller for the test.
+func startClaimController(t *testing.T, c clients) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := util.StartClaimController(ctx, c.kube); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claimTemplate creates a ResourceClaimTemplate asking for count devices of class.
+func (e *topoEnv) claimTemplate(name, class string, count int64) {
+	e.t.Helper()
+	tmpl := &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpus", Exactly: &resourcev1.ExactDeviceRequest{
+				DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: count,
+			}}},
+		}}},
+	}
+	if _, err := e.c.kube.ResourceV1().ResourceClaimTemplates(e.ns).Create(context.Background(), tmpl, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// withClaimFrom makes a pod's container use a claim generated from the template.
+func withClaimFrom(template string) func(*v1.Pod) {
+	return func(p *v1.Pod) {
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: "gpus", ResourceClaimTemplateName: ptr.To(template)})
+		p.Spec.Containers[0].Resources.Claims = append(p.Spec.Containers[0].Resources.Claims, v1.ResourceClaim{Name: "gpus"})
+	}
+}
+
+// allocatedDevices returns, per pod owning a claim, the devices allocated to its claims
+// (pool/device, the pool named after the node).
+func (e *topoEnv) allocatedDevices() map[string][]string {
+	e.t.Helper()
+	claims, err := e.c.kube.ResourceV1().ResourceClaims(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, claim := range claims.Items {
+		if claim.Status.Allocation == nil {
+			continue
+		}
+		owner := "?"
+		if ref := metav1.GetControllerOf(&claim); ref != nil {
+			owner = ref.Name
+		}
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			out[owner] = append(out[owner], r.Pool+"/"+r.Device)
+		}
+		slices.Sort(out[owner])
+	}
+	return out
+}
+
+// devicesOn lists node/gpu-0 .. node/gpu-(n-1).
+func devicesOn(node string, n int) []string {
+	out := make([]string, n)
+	for i := range n {
+		out[i] = fmt.Sprintf("%s/gpu-%d", node, i)
+	}
+	return out
+}
+
+// TestTopologyDRAGangCountsDevices is issue #41's scenario: GPUs exist only as DRA devices
+// (node-0 to node-3, 8 each), node-1 has 4 of them taken by a pod that also uses 4 of its 8
+// CPUs, so leaf s0 (node-0, node-1) is the CPU-fuller leaf but holds one 8-GPU member; s1
+// (node-2, node-3) holds two. A hard tier-1 gang of two members, each claiming 8 GPUs from a
+// ResourceClaimTemplate, must land in s1 with both claims allocated there. Counting CPUs
+// only, each node with a free GPU "held" every copy of a member, the plan chose s0, the
+// second member failed with "cannot allocate all claims" and the gang never ran.
+func TestTopologyDRAGangCountsDevices(t *testing.T) {
+	names := []string{"node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"}
+	e := newTopoEnv(t, nodesWithCPU("8", names...), nil, seedHyperNodes(t)...)
+	publishDRADevices(t, e.c, draOnlyClass, draOnlyClass, nil, names[:4], 8)
+	startClaimController(t, e.c)
+	startScheduler(t, nil)
+	e.claimTemplate("four-gpus", draOnlyClass, 4)
+	e.claimTemplate("eight-gpus", draOnlyClass, 8)
+
+	filler := util.Pod(e.ns, "filler", plugins.SchedulerName, "4", nil)
+	withClaimFrom("four-gpus")(filler)
+	filler.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"node-1"}}}}},
+	}}}
+	if _, err := util.CreatePods(context.Background(), e.c.kube, filler); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.waitBound([]string{"filler"}); got["filler"] != "node-1" {
+		t.Fatalf("filler bound to %v, want node-1", got)
+	}
+
+	members := e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}, withClaimFrom("eight-gpus"))
+	got := e.waitBound(members)
+	nodes := slices.Sorted(maps.Values(got))
+	if diff := cmp.Diff([]string{"node-2", "node-3"}, nodes); diff != "" {
+		t.Errorf("gang placed on %v; nodes (-want +got):\n%s", got, diff)
+	}
+	want := map[string][]string{"filler": devicesOn("node-1", 4)}
+	for pod, node := range got {
+		want[pod] = devicesOn(node, 8)
+	}
+	if diff := cmp.Diff(want, e.allocatedDevices()); diff != "" {
+		t.Errorf("allocated devices by pod (-want +got):\n%s", diff)
+	}
+}
