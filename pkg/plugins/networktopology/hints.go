@@ -21,12 +21,12 @@ import (
 // Each hint requeues a gang only when the event can change its answer, and then only one of
 // its members (registry.ClaimRequeue): a gang is retried once per event, not once per member.
 func (p *NetworkTopologyAware) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+	return append([]fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeDeclaredFeature}, QueueingHintFn: p.isSchedulableAfterNodeChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodDeleted},
 		{Event: fwk.ClusterEvent{Resource: hypernode.EventResource, ActionType: fwk.All}, QueueingHintFn: p.isSchedulableAfterHyperNodeChange},
 		{Event: fwk.ClusterEvent{Resource: podgroup.EventResource, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodGroupChange},
-	}, nil
+	}, p.deviceEvents()...), nil
 }
 
 // requeue queues the pod if it is the one member its gang requeues for this change.
