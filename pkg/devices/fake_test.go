@@ -278,7 +278,7 @@ func nodeInfo(node *v1.Node, pods ...*v1.Pod) *framework.NodeInfo {
 func stateFor(t *testing.T, dra fwk.SharedDRAManager) fwk.CycleState {
 	t.Helper()
 	state := framework.NewCycleState()
-	devices.Attach(state, devices.NewSource(dra, plfeature.Features{}))
+	devices.Attach(state, devices.NewSource(dra, plfeature.Features{}).WithVictims())
 	return state
 }
 

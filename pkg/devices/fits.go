@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
@@ -19,36 +20,20 @@ import (
 // Fits reports whether pod's claims can be allocated on ni's node once every pod of ni whose
 // claims are not allocated yet (copies of a member, nominated or planned members) has taken
 // its devices, in ni's order, and once the devices of the allocated claims none of whose
-// users is on ni any more (victims a simulation removed) are free again. When ni changes
-// nothing the cluster's devices already say (no such pod, no such claim), the DynamicResources
-// Filter that ran before has answered, and Fits does not allocate again.
-func (s *Snapshot) Fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod) (bool, string, error) {
+// users is on ni any more (victims a simulation removed) are free again. When filtered (the
+// DynamicResources Filter accepted pod on the node as the cluster is) and ni changes nothing
+// the cluster's devices already say, Fits does not allocate again.
+func (s *Snapshot) Fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod, filtered bool) (bool, string, error) {
 	node := ni.Node()
-	present := sets.New[types.UID]()
+	present := podUIDs(ni)
+	present.Insert(pod.UID) // never on ni, and its own allocated claims are still its own
 	var before []*v1.Pod
 	for _, pi := range ni.GetPods() {
-		p := pi.GetPod()
-		present.Insert(p.UID)
-		if len(p.Spec.ResourceClaims) > 0 && p.UID != pod.UID {
+		if p := pi.GetPod(); len(p.Spec.ResourceClaims) > 0 && p.UID != pod.UID {
 			before = append(before, p)
 		}
 	}
-	var freed []*resourceapi.ResourceClaim
-	for _, claim := range s.claimsOn[node.Name] {
-		if len(claim.Status.ReservedFor) == 0 {
-			continue // not in use, not yet deallocated: its devices stay taken
-		}
-		gone := true
-		for _, user := range claim.Status.ReservedFor {
-			if present.Has(user.UID) {
-				gone = false
-				break
-			}
-		}
-		if gone {
-			freed = append(freed, claim)
-		}
-	}
+	freed := s.freed(ni, present)
 	shared := sets.New[types.UID]()
 	var takers [][]*resourceapi.ResourceClaim
 	for _, p := range before {
@@ -62,8 +47,14 @@ func (s *Snapshot) Fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod) (bool
 			takers = append(takers, claims)
 		}
 	}
-	if len(takers) == 0 && len(freed) == 0 {
+	if filtered && len(takers) == 0 && len(freed) == 0 {
 		return true, "", nil
+	}
+	if !filtered {
+		// DynamicResources did not check pod's allocated claims: they must be usable here.
+		if reason, err := s.allocatedElsewhere(pod, node); reason != "" || err != nil {
+			return false, reason, err
+		}
 	}
 	own, err := s.toAllocate(pod, shared)
 	if err != nil {
@@ -84,6 +75,9 @@ func (s *Snapshot) Fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod) (bool
 			return false, "", err
 		}
 		if results == nil {
+			if len(takers) == 0 {
+				return false, "cannot allocate all claims", nil
+			}
 			return false, fmt.Sprintf("cannot allocate all claims next to the %d pods with claims this simulation placed on the node", len(takers)), nil
 		}
 		for _, r := range results {
@@ -91,6 +85,65 @@ func (s *Snapshot) Fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod) (bool
 		}
 	}
 	return true, "", nil
+}
+
+// freed are the allocated claims holding devices of ni's node none of whose users is on ni
+// (present: the UIDs of its pods), when the simulation takes pods away (Source.WithVictims).
+// A claim reserved for nobody (not in use, not yet deallocated) keeps its devices, and so
+// does one reserved for anything but pods (a PodGroup: its pods are not ni's to count).
+func (s *Snapshot) freed(ni fwk.NodeInfo, present sets.Set[types.UID]) []*resourceapi.ResourceClaim {
+	if !s.source.victims {
+		return nil
+	}
+	var out []*resourceapi.ResourceClaim
+	for _, claim := range s.claimsOn[ni.Node().Name] {
+		if len(claim.Status.ReservedFor) == 0 {
+			continue
+		}
+		gone := true
+		for _, user := range claim.Status.ReservedFor {
+			if user.Resource != "pods" || user.APIGroup != "" || present.Has(user.UID) {
+				gone = false
+				break
+			}
+		}
+		if gone {
+			out = append(out, claim)
+		}
+	}
+	return out
+}
+
+// allocatedElsewhere says why pod cannot use its allocated claims on node (their allocation
+// selects other nodes), as DynamicResources' Filter says it.
+func (s *Snapshot) allocatedElsewhere(pod *v1.Pod, node *v1.Node) (string, error) {
+	for i := range pod.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if err != nil || name == nil {
+			continue // toAllocate reports it
+		}
+		claim, err := s.source.dra.ResourceClaims().Get(pod.Namespace, *name)
+		if err != nil || claim.Status.Allocation == nil || claim.Status.Allocation.NodeSelector == nil {
+			continue
+		}
+		sel, err := nodeaffinity.NewNodeSelector(claim.Status.Allocation.NodeSelector)
+		if err != nil {
+			return "", fmt.Errorf("resourceclaim %s: %w", klog.KObj(claim), err)
+		}
+		if !sel.Match(node) {
+			return "resourceclaim not available on the node", nil
+		}
+	}
+	return "", nil
+}
+
+// podUIDs are the UIDs of ni's pods.
+func podUIDs(ni fwk.NodeInfo) sets.Set[types.UID] {
+	out := sets.New[types.UID]()
+	for _, pi := range ni.GetPods() {
+		out.Insert(pi.GetPod().UID)
+	}
+	return out
 }
 
 // toAllocate returns the claims of p that need devices the snapshot does not count as taken:

@@ -31,6 +31,21 @@ type Source struct {
 	dra      fwk.SharedDRAManager
 	features structured.Features
 	cel      *cel.Cache
+	// victims says that the simulations take pods away (preemption, holds): the devices of
+	// claims whose every user they took away are free in them. Elsewhere a claim still
+	// reserved for a pod the scheduler's cache no longer has (deleted, its claim not yet
+	// released by the claim controller) keeps its devices, as DynamicResources counts them.
+	victims bool
+}
+
+// WithVictims is the Source of simulations that take pods away.
+func (s *Source) WithVictims() *Source {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.victims = true
+	return &c
 }
 
 // celCacheSize is how many compiled selectors a Source keeps: a few classes and request
@@ -79,20 +94,44 @@ func Attach(state fwk.CycleState, source *Source) {
 
 // Fits reports whether pod's claims can be allocated on ni's node next to the claims of every
 // pod the simulation put on ni, and without the devices of the claims whose every user it
-// took away. A pod without claims, or a state no device source was attached to (DRA off),
-// fits. The reason says why not, in the allocator's words.
-func Fits(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.Pod) (bool, string, error) {
+// took away. filtered says that DynamicResources' Filter accepted pod on the node as the
+// cluster is; otherwise Fits allocates pod's claims itself. A pod without claims, or a state
+// no device source was attached to (DRA off), fits. The reason says why not.
+func Fits(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.Pod, filtered bool) (bool, string, error) {
+	snap, err := snapshotFor(ctx, state, ni, pod)
+	if snap == nil || err != nil {
+		return err == nil, "", err
+	}
+	return snap.Fits(ctx, ni, pod, filtered)
+}
+
+// Frees reports whether the simulation took away from ni every user of an allocated claim
+// holding devices of the node (a preemption's victims): DynamicResources' Filter, which sees
+// those devices taken, cannot answer for pod there then.
+func Frees(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.Pod) (bool, error) {
+	snap, err := snapshotFor(ctx, state, ni, pod)
+	if snap == nil || err != nil {
+		return false, err
+	}
+	present := podUIDs(ni)
+	present.Insert(pod.UID)
+	return len(snap.freed(ni, present)) > 0, nil
+}
+
+// snapshotFor is the simulation's snapshot when pod has claims and state a device source;
+// nil otherwise.
+func snapshotFor(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.Pod) (*Snapshot, error) {
 	if len(pod.Spec.ResourceClaims) == 0 || ni.Node() == nil {
-		return true, "", nil
+		return nil, nil
 	}
 	data, err := state.Read(stateKey)
 	if err != nil {
-		return true, "", nil
+		return nil, nil
 	}
 	s := data.(*simulationState)
 	snap, err := s.once.get(func() (*Snapshot, error) { return s.source.Snapshot(ctx) })
 	if err != nil {
-		return false, "", fmt.Errorf("reading the cluster's devices: %w", err)
+		return nil, fmt.Errorf("reading the cluster's devices: %w", err)
 	}
-	return snap.Fits(ctx, ni, pod)
+	return snap, nil
 }

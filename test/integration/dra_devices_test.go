@@ -153,9 +153,7 @@ func TestTopologyDRAGangCountsDevices(t *testing.T) {
 
 	filler := util.Pod(e.ns, "filler", plugins.SchedulerName, "4", nil)
 	withClaimFrom("four-gpus")(filler)
-	filler.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
-		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"node-1"}}}}},
-	}}}
+	onNode("node-1")(filler)
 	if _, err := util.CreatePods(context.Background(), e.c.kube, filler); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +168,61 @@ func TestTopologyDRAGangCountsDevices(t *testing.T) {
 		t.Errorf("gang placed on %v; nodes (-want +got):\n%s", got, diff)
 	}
 	want := map[string][]string{"filler": devicesOn("node-1", 4)}
+	for pod, node := range got {
+		want[pod] = devicesOn(node, 8)
+	}
+	if diff := cmp.Diff(want, e.allocatedDevices()); diff != "" {
+		t.Errorf("allocated devices by pod (-want +got):\n%s", diff)
+	}
+}
+
+// onNode pins a pod to a node by a required node affinity, for the scheduler to place (and
+// allocate its claims) there.
+func onNode(node string) func(*v1.Pod) {
+	return func(p *v1.Pod) {
+		p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+			NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{node}}}}},
+		}}}
+	}
+}
+
+// TestGangPreemptionFreesDRAVictims: low-priority pods hold all 8 DRA GPUs of node-0, node-1
+// (leaf s0) and node-2 (leaf s1); node-3 is free. A high-priority hard tier-1 gang of two
+// 8-GPU members fits in s1 once the pod on node-2 goes, in s0 once two go: exactly the pod
+// on node-2 is evicted, and the gang binds on node-2 and node-3 with their devices. Without
+// counting the victims' devices as freed, no domain held the gang and nothing was evicted.
+func TestGangPreemptionFreesDRAVictims(t *testing.T) {
+	names := []string{"node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"}
+	e := newTopoEnv(t, nodesWithCPU("8", names...), nil, seedHyperNodes(t)...)
+	publishDRADevices(t, e.c, draOnlyClass, draOnlyClass, nil, names[:4], 8)
+	startClaimController(t, e.c)
+	e.priorityClasses()
+	startScheduler(t, nil)
+	e.claimTemplate("eight-gpus", draOnlyClass, 8)
+	var low []string
+	for _, node := range names[:3] {
+		pod := util.Pod(e.ns, "low-"+node, plugins.SchedulerName, "1", nil)
+		pod.Spec.PriorityClassName = e.ns + "-low"
+		pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+		withClaimFrom("eight-gpus")(pod)
+		onNode(node)(pod)
+		if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
+			t.Fatal(err)
+		}
+		low = append(low, pod.Name)
+	}
+	e.waitBound(low)
+
+	members := e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")},
+		withClaimFrom("eight-gpus"), func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-high" })
+	got := e.waitBound(members)
+	if diff := cmp.Diff([]string{"node-2", "node-3"}, slices.Sorted(maps.Values(got))); diff != "" {
+		t.Errorf("gang placed on %v; nodes (-want +got):\n%s", got, diff)
+	}
+	if diff := cmp.Diff([]string{"low-node-0", "low-node-1"}, e.remaining("low-")); diff != "" {
+		t.Errorf("low-priority pods left (-want +got):\n%s", diff)
+	}
+	want := map[string][]string{"low-node-0": devicesOn("node-0", 8), "low-node-1": devicesOn("node-1", 8)}
 	for pod, node := range got {
 		want[pod] = devicesOn(node, 8)
 	}

@@ -6,10 +6,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -123,6 +125,17 @@ func (pl *GangPreemption) PreFilter(ctx context.Context, state fwk.CycleState, p
 		}
 	}
 	if held == 0 {
+		// The claim controller releases the victims' devices after their pods are gone.
+		unreleased, err := devices.Unreleased(pl.handle.SharedDRAManager(), a.Victims)
+		if err != nil || unreleased > 0 {
+			pl.gangs.Unlock()
+			state.Write(heldStateKey, &heldState{node: node})
+			msg := fmt.Sprintf("gang %s: %d ResourceClaims of the pods evicted for it in %s still hold their devices; the gang is retried when they are released", key, unreleased, a.Domain)
+			if err != nil {
+				msg = fmt.Sprintf("gang %s: cannot tell whether the devices of the pods evicted for it in %s are released: %v", key, a.Domain, err)
+			}
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		}
 		pl.gangs.StopDrainingLocked(key)
 	}
 	pl.gangs.Unlock()
@@ -159,7 +172,32 @@ func (pl *GangPreemption) PreFilterExtensions() fwk.PreFilterExtensions { return
 func (pl *GangPreemption) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodDeleted},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterClaimReleased},
 	}, nil
+}
+
+// isSchedulableAfterClaimReleased requeues a member of a draining gang whose victims are all
+// gone from the cache when a claim is released: PreFilter then looks whether every device
+// the victims held is free.
+func (pl *GangPreemption) isSchedulableAfterClaimReleased(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	key, ok := podgroup.KeyOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	old, claim, err := util.As[*resourceapi.ResourceClaim](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if old == nil || old.Status.Allocation == nil || (claim != nil && claim.Status.Allocation != nil) {
+		return fwk.QueueSkip, nil
+	}
+	pl.gangs.Lock()
+	defer pl.gangs.Unlock()
+	if a, draining := pl.gangs.PreemptionLocked(key); a == nil || !draining || a.Cached.Len() > 0 {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("Gang member requeued: a claim was released while its preemption drains", "pod", klog.KObj(pod), "podGroup", key, "claim", klog.KObj(old))
+	return fwk.Queue, nil
 }
 
 // isSchedulableAfterPodDeleted requeues a member when its gang no longer waits for anything:

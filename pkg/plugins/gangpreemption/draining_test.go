@@ -47,6 +47,9 @@ type cacheView struct {
 
 func (h *cacheView) SnapshotSharedLister() fwk.SharedLister { return h.snapshot }
 
+// SharedDRAManager: no DRA in these tests, so no victim's claim holds devices.
+func (h *cacheView) SharedDRAManager() fwk.SharedDRAManager { return nil }
+
 // DeleteNominatedPodIfExists: the plugin withdraws nominations of an abandoned attempt.
 func (h *cacheView) DeleteNominatedPodIfExists(*v1.Pod) {}
 

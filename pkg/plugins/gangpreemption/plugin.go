@@ -121,7 +121,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *
 		registry:          registry,
 		gangs:             gangs,
 		events:            eventlog.New(handle.EventRecorder(), eventAction),
-		devices:           devices.NewSource(handle.SharedDRAManager(), fts),
+		devices:           devices.NewSource(handle.SharedDRAManager(), fts).WithVictims(),
 		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:              handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
@@ -305,18 +306,36 @@ func (p *NetworkTopologyAware) filterWithOthersNominated(ctx context.Context, st
 // FilterWithDevices runs the Filter plugins for pod on ni, then allocates its claims next to
 // the pods the simulation put on ni (devices.Fits): DynamicResources' Filter allocates from
 // the cluster's devices as they are, blind to copies of a member, nominated members and
-// victims taken away, because it has no AddPod/RemovePod extension. GangPreemption
-// simulates with it too.
+// victims taken away, because it has no AddPod/RemovePod extension. Where it refused and the
+// simulation took away the users of some of the node's devices, the other Filter plugins run
+// without it and the devices decide. GangPreemption simulates with it too.
 func FilterWithDevices(ctx context.Context, handle fwk.Handle, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	filtered := true
 	if st := handle.RunFilterPlugins(ctx, state, pod, ni); !st.IsSuccess() {
-		return st
+		if st.Plugin() != dynamicresources.Name {
+			return st
+		}
+		frees, err := devices.Frees(ctx, state, ni, pod)
+		if err != nil {
+			return fwk.AsStatus(err)
+		}
+		if !frees {
+			return st
+		}
+		without := state.Clone()
+		skip := sets.New(dynamicresources.Name).Union(state.GetSkipFilterPlugins())
+		without.SetSkipFilterPlugins(skip)
+		if st := handle.RunFilterPlugins(ctx, without, pod, ni); !st.IsSuccess() {
+			return st
+		}
+		filtered = false
 	}
-	fits, reason, err := devices.Fits(ctx, state, ni, pod)
+	fits, reason, err := devices.Fits(ctx, state, ni, pod, filtered)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
 	if !fits {
-		return fwk.NewStatus(fwk.Unschedulable, reason)
+		return fwk.NewStatus(fwk.Unschedulable, reason).WithPlugin(dynamicresources.Name)
 	}
 	return nil
 }
