@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
 
@@ -25,7 +26,7 @@ const draOnlyClass = "gpu.dra.test"
 // publishDRADevices creates a DeviceClass selecting the devices of driver and a ResourceSlice
 // of count devices on each node (its pool named after the node), and deletes them when the
 // test ends. extendedResource, when set, makes the class provide that resource.
-func publishDRADevices(t *testing.T, c clients, class, driver string, extendedResource *string, nodes []string, count int) {
+func publishDRADevices(t *testing.T, c clients, class, driver string, extendedResource *string, nodes []string, count int, edits ...func(*resourcev1.ResourceSlice)) {
 	t.Helper()
 	ctx := context.Background()
 	api := c.kube.ResourceV1()
@@ -55,6 +56,9 @@ func publishDRADevices(t *testing.T, c clients, class, driver string, extendedRe
 		}
 		for i := range count {
 			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i)})
+		}
+		for _, edit := range edits {
+			edit(slice)
 		}
 		if _, err := api.ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -228,5 +232,140 @@ func TestGangPreemptionFreesDRAVictims(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, e.allocatedDevices()); diff != "" {
 		t.Errorf("allocated devices by pod (-want +got):\n%s", diff)
+	}
+}
+
+// claimTemplateFirstAvailable creates a ResourceClaimTemplate whose one request takes the
+// first of the alternatives (counts of class devices) that can be allocated.
+func (e *topoEnv) claimTemplateFirstAvailable(name, class string, counts ...int64) {
+	e.t.Helper()
+	request := resourcev1.DeviceRequest{Name: "gpus"}
+	for _, n := range counts {
+		request.FirstAvailable = append(request.FirstAvailable, resourcev1.DeviceSubRequest{
+			Name: fmt.Sprintf("take-%d", n), DeviceClassName: class, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: n,
+		})
+	}
+	tmpl := &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{request},
+		}}},
+	}
+	if _, err := e.c.kube.ResourceV1().ResourceClaimTemplates(e.ns).Create(context.Background(), tmpl, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// claimingFiller schedules a plain pod of cpu CPUs on node, its claim from template (none: no claim),
+// and waits until it is bound.
+func (e *topoEnv) claimingFiller(name, node, cpu, template string) {
+	e.t.Helper()
+	pod := util.Pod(e.ns, name, plugins.SchedulerName, cpu, nil)
+	if template != "" {
+		withClaimFrom(template)(pod)
+	}
+	onNode(node)(pod)
+	if _, err := util.CreatePods(context.Background(), e.c.kube, pod); err != nil {
+		e.t.Fatal(err)
+	}
+	if got := e.waitBound([]string{name}); got[name] != node {
+		e.t.Fatalf("%s bound to %v, want %s", name, got, node)
+	}
+}
+
+// draLeaves is the cluster of the DRA tests: the seed tree, 8 CPUs per node, 8 DRA GPUs on
+// node-0 to node-3 (leaves s0 and s1), the claim controller and the scheduler running.
+func draLeaves(t *testing.T, edits ...func(*resourcev1.ResourceSlice)) *topoEnv {
+	t.Helper()
+	names := []string{"node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"}
+	e := newTopoEnv(t, nodesWithCPU("8", names...), nil, seedHyperNodes(t)...)
+	publishDRADevices(t, e.c, draOnlyClass, draOnlyClass, nil, names[:4], 8, edits...)
+	startClaimController(t, e.c)
+	startScheduler(t, nil)
+	return e
+}
+
+// TestTopologyDRAMixedGang: an MPI job, a 1-CPU launcher without claims and two workers
+// claiming 8 GPUs each, hard at tier 1. node-1 has 4 GPUs and 4 CPUs taken, so s0 is the
+// CPU-fuller leaf but holds one worker; s1 holds both. Planned with both shapes (a worker
+// next to the launcher, FitNextTo), the job lands in s1.
+func TestTopologyDRAMixedGang(t *testing.T) {
+	e := draLeaves(t)
+	e.claimTemplate("four-gpus", draOnlyClass, 4)
+	e.claimTemplate("eight-gpus", draOnlyClass, 8)
+	e.claimingFiller("filler", "node-1", "4", "four-gpus")
+	pg := util.PodGroup(e.ns, "mpi", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`})
+	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, pg); err != nil {
+		t.Fatal(err)
+	}
+	pods := util.GangPods(e.ns, "mpi", plugins.SchedulerName, "1", 3)
+	pods[0].Name = "launcher"
+	for _, w := range pods[1:] {
+		withClaimFrom("eight-gpus")(w)
+	}
+	names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitBound(names)
+	if !within(got, "node-2", "node-3") || got[names[1]] == got[names[2]] {
+		t.Errorf("job placed on %v, want the workers on node-2 and node-3 and the launcher in s1", got)
+	}
+	want := map[string][]string{"filler": devicesOn("node-1", 4)}
+	for _, w := range names[1:] {
+		want[w] = devicesOn(got[w], 8)
+	}
+	if diff := cmp.Diff(want, e.allocatedDevices()); diff != "" {
+		t.Errorf("allocated devices by pod (-want +got):\n%s", diff)
+	}
+}
+
+// TestTopologyDRAFirstAvailable: each member's request takes 8 GPUs, or else 4. s0 has 8
+// free GPUs on node-0 and 4 on node-1: it holds two members (8, then 4). s1 has 8 free on
+// node-2 and none on node-3, and is the CPU-fuller leaf: it holds one (the first member takes
+// all 8 of node-2). The gang of two lands in s0, node-0 with 8 GPUs and node-1 with 4.
+func TestTopologyDRAFirstAvailable(t *testing.T) {
+	e := draLeaves(t)
+	e.claimTemplate("four-gpus", draOnlyClass, 4)
+	e.claimTemplate("eight-gpus", draOnlyClass, 8)
+	e.claimTemplateFirstAvailable("eight-or-four", draOnlyClass, 8, 4)
+	e.claimingFiller("filler-node-1", "node-1", "1", "four-gpus")
+	e.claimingFiller("filler-node-3", "node-3", "6", "eight-gpus")
+	members := e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}, withClaimFrom("eight-or-four"))
+	got := e.waitBound(members)
+	want := map[string][]string{"filler-node-1": devicesOn("node-1", 4), "filler-node-3": devicesOn("node-3", 8)}
+	for pod, node := range got {
+		switch node {
+		case "node-0":
+			want[pod] = devicesOn("node-0", 8)
+		case "node-1":
+			want[pod] = []string{"node-1/gpu-4", "node-1/gpu-5", "node-1/gpu-6", "node-1/gpu-7"}
+		default:
+			t.Errorf("%s placed on %s, want node-0 or node-1", pod, node)
+		}
+	}
+	if diff := cmp.Diff(want, e.allocatedDevices()); diff != "" {
+		t.Errorf("allocated devices by pod (-want +got):\n%s", diff)
+	}
+}
+
+// TestTopologyDRADeviceTaints: every GPU of node-1 carries a NoSchedule device taint the
+// members do not tolerate, and node-1 has CPUs taken, so s0 is the CPU-fuller leaf but holds
+// one 8-GPU member; the gang of two lands in s1.
+func TestTopologyDRADeviceTaints(t *testing.T) {
+	e := draLeaves(t, func(slice *resourcev1.ResourceSlice) {
+		if ptr.Deref(slice.Spec.NodeName, "") != "node-1" {
+			return
+		}
+		for i := range slice.Spec.Devices {
+			slice.Spec.Devices[i].Taints = []resourcev1.DeviceTaint{{Key: "gpu.dra.test/unhealthy", Value: "ecc", Effect: resourcev1.DeviceTaintEffectNoSchedule}}
+		}
+	})
+	e.claimTemplate("eight-gpus", draOnlyClass, 8)
+	e.claimingFiller("filler", "node-1", "4", "")
+	members := e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}, withClaimFrom("eight-gpus"))
+	got := e.waitBound(members)
+	if diff := cmp.Diff([]string{"node-2", "node-3"}, slices.Sorted(maps.Values(got))); diff != "" {
+		t.Errorf("gang placed on %v; nodes (-want +got):\n%s", got, diff)
 	}
 }
