@@ -31,6 +31,9 @@ type Inventory struct {
 	// slices are the node-local slices by name, slicesOn by node; nodes the counts per node.
 	slices   map[string]*resourceapi.ResourceSlice
 	slicesOn map[string]map[string]*resourceapi.ResourceSlice
+	// elsewhere are the slices of devices reachable from several nodes (node selectors, all
+	// nodes, per-device node selection), by name: counted on no node.
+	elsewhere sets.Set[string]
 	nodes    map[string]*nodeDevices
 	// nodeOf maps a device of a node-local slice to its node; claims are the devices each
 	// allocated claim holds, held how many claims hold each device.
@@ -48,6 +51,9 @@ type nodeDevices struct {
 	allocated sets.Set[structured.DeviceID]
 	total     map[string]int64
 	used      map[string]int64
+	// shared counts the devices of each class that several claims may share (consumable
+	// capacity): a count of free devices says nothing of them.
+	shared map[string]int64
 }
 
 // ClassCount is a class's devices on a node: Total published, Used held by allocated claims.
@@ -61,7 +67,8 @@ func NewInventory() *Inventory {
 		cel:     cel.NewCache(celCacheSize, cel.Features{}),
 		classes: map[string]*resourceapi.DeviceClass{},
 		slices:   map[string]*resourceapi.ResourceSlice{},
-		slicesOn: map[string]map[string]*resourceapi.ResourceSlice{},
+		slicesOn:  map[string]map[string]*resourceapi.ResourceSlice{},
+		elsewhere: sets.New[string](),
 		nodes:    map[string]*nodeDevices{},
 		held:     map[structured.DeviceID]int{},
 		nodeOf:  map[structured.DeviceID]string{},
@@ -172,6 +179,11 @@ func (inv *Inventory) RemoveClass(name string) {
 func (inv *Inventory) SetSlice(s *resourceapi.ResourceSlice) {
 	node := ptr.Deref(s.Spec.NodeName, "")
 	inv.mu.Lock()
+	if node == "" {
+		inv.elsewhere.Insert(s.Name)
+	} else {
+		inv.elsewhere.Delete(s.Name)
+	}
 	var changed []string
 	if old := inv.slices[s.Name]; old != nil && ptr.Deref(old.Spec.NodeName, "") != node {
 		changed = append(changed, inv.dropSliceLocked(old))
@@ -191,6 +203,7 @@ func (inv *Inventory) SetSlice(s *resourceapi.ResourceSlice) {
 // RemoveSlice removes a slice and recounts its node.
 func (inv *Inventory) RemoveSlice(s *resourceapi.ResourceSlice) {
 	inv.mu.Lock()
+	inv.elsewhere.Delete(s.Name)
 	var changed []string
 	if old := inv.slices[s.Name]; old != nil {
 		changed = append(changed, inv.dropSliceLocked(old))
@@ -309,7 +322,7 @@ func (inv *Inventory) recountLocked(node string) string {
 		return node
 	}
 	n := &nodeDevices{classesOf: map[structured.DeviceID][]string{}, allocated: sets.New[structured.DeviceID](),
-		total: map[string]int64{}, used: map[string]int64{}}
+		total: map[string]int64{}, used: map[string]int64{}, shared: map[string]int64{}}
 	for _, s := range own {
 		if s.Spec.Pool.Generation < newest[[2]string{s.Spec.Driver, s.Spec.Pool.Name}] {
 			continue
@@ -323,6 +336,9 @@ func (inv *Inventory) recountLocked(node string) string {
 				if inv.selects(c, s.Spec.Driver, d) {
 					classes = append(classes, name)
 					n.total[name]++
+					if ptr.Deref(d.AllowMultipleAllocations, false) {
+						n.shared[name]++
+					}
 				}
 			}
 			n.classesOf[id] = classes

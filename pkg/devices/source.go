@@ -92,6 +92,12 @@ func Attach(state fwk.CycleState, source *Source) {
 	state.Write(stateKey, &simulationState{source: source})
 }
 
+// Attached reports whether a device source was attached to state (Attach).
+func Attached(state fwk.CycleState) bool {
+	_, err := state.Read(stateKey)
+	return err == nil
+}
+
 // Fits reports whether pod's claims can be allocated on ni's node next to the claims of every
 // pod the simulation put on ni, and without the devices of the claims whose every user it
 // took away. filtered says that DynamicResources' Filter accepted pod on the node as the

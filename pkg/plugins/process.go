@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
@@ -28,6 +29,8 @@ type processState struct {
 	factory informers.SharedInformerFactory
 	cache   *hypernode.Cache
 	gangs   *gangstate.Tracker
+	// devices counts each node's DRA devices, for the scores.
+	devices *devices.Inventory
 }
 
 // start returns the process's tree cache and gang state, starting them with the first caller's
@@ -56,6 +59,10 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 	if err := gangs.Registry().Run(ctx, factory, handle.KubeConfig()); err != nil {
 		return nil, nil, err
 	}
+	inventory := devices.NewInventory()
+	if err := inventory.Run(factory); err != nil {
+		return nil, nil, err
+	}
 	metrics.Register()
 	metrics.AddSource(ctx, &metrics.Source{
 		Gangs:              gangs.PhaseCountsByName,
@@ -64,7 +71,7 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 		HeldNodes:          gangs.HeldNodes,
 	})
 	logger.V(2).Info("HyperNode cache and PodGroup registry started")
-	s.factory, s.cache, s.gangs = factory, cache, gangs
+	s.factory, s.cache, s.gangs, s.devices = factory, cache, gangs, inventory
 	return cache, gangs, nil
 }
 

@@ -61,7 +61,7 @@ func RegistryOptions() []app.Option {
 			if err != nil {
 				return nil, err
 			}
-			return networktopology.New(ctx, obj, handle, cache, gangs)
+			return networktopology.New(ctx, obj, handle, cache, gangs, state.devices)
 		}),
 	}
 }

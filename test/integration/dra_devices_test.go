@@ -369,3 +369,29 @@ func TestTopologyDRADeviceTaints(t *testing.T) {
 		t.Errorf("gang placed on %v; nodes (-want +got):\n%s", got, diff)
 	}
 }
+
+// TestNormalPodScorePacksByDRADevices: every node's GPUs are DRA devices of a class without
+// an extended resource; the args weigh the class's devices (deviceclass.resource.kubernetes.io/<class>).
+// node-0 has 3 of its 8 CPUs taken and no GPU, node-5 1 CPU and 6 of its 8 GPUs: by CPUs s0
+// is the fuller leaf, by the weighted CPUs and GPUs s2. A plain pod of 1 CPU and one GPU goes
+// to s2. Without the devices counted, it went to s0.
+func TestNormalPodScorePacksByDRADevices(t *testing.T) {
+	names := []string{"node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"}
+	e := newTopoEnv(t, nodesWithCPU("8", names...), nil, seedHyperNodes(t)...)
+	publishDRADevices(t, e.c, draOnlyClass, draOnlyClass, nil, names, 8)
+	startClaimController(t, e.c)
+	startScheduler(t, map[string]map[string]any{"NetworkTopologyAware": {"hyperNodeBinPack": map[string]any{
+		"cpu": 1, "memory": 1, "resources": map[string]any{resourcev1.ResourceDeviceClassPrefix + draOnlyClass: 2}}}})
+	e.claimTemplate("one-gpu", draOnlyClass, 1)
+	e.claimTemplate("six-gpus", draOnlyClass, 6)
+	e.boundPod("cpu-filler", "node-0", v1.ResourceList{v1.ResourceCPU: resource.MustParse("3")}, nil)
+	e.claimingFiller("gpu-filler", "node-5", "1", "six-gpus")
+	web := util.Pod(e.ns, "web", plugins.SchedulerName, "1", nil)
+	withClaimFrom("one-gpu")(web)
+	if _, err := util.CreatePods(context.Background(), e.c.kube, web); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.waitBound([]string{"web"}); !within(got, "node-4", "node-5") {
+		t.Errorf("plain pod placed on %v, want the leaf fuller by GPUs, s2 (node-4, node-5)", got)
+	}
+}

@@ -70,7 +70,8 @@ func TestDecodeDefaultsAndConversion(t *testing.T) {
 					Hold: config.GangHoldArgs{WaitSeconds: 120, TimeoutSeconds: 1800, MaxNodesPercent: 50}},
 				"NetworkTopologyAware": &config.NetworkTopologyAwareArgs{
 					HyperNodeBinPack: config.HyperNodeBinPackArgs{CPU: 1, Memory: 1,
-						Resources: map[v1.ResourceName]int64{"nvidia.com/gpu": 2, "amd.com/gpu": 2}},
+						Resources: map[v1.ResourceName]int64{"nvidia.com/gpu": 2, "amd.com/gpu": 2,
+							"deviceclass.resource.kubernetes.io/gpu.nvidia.com": 2, "deviceclass.resource.kubernetes.io/gpu.amd.com": 2}},
 					NormalPod:                config.NormalPodArgs{Enable: true, Fading: 0.8},
 					CandidateScoringStrategy: config.BinPack,
 				},

@@ -25,10 +25,16 @@ const (
 )
 
 // DefaultBinPackResources are the extended resources weighed when the args list none: the
-// GPUs of NVIDIA's and AMD's device plugins. Without them, a gang whose pods request only GPUs
-// (the usual training pod) would score 0 in every HyperNode and be placed by name.
+// GPUs of NVIDIA's and AMD's device plugins, and the devices of their DRA drivers' classes
+// (gpu.nvidia.com, gpu.amd.com; a class's devices count as its resource). Without them, a
+// gang whose pods request only GPUs (the usual training pod) would score 0 in every
+// HyperNode and be placed by name.
 func DefaultBinPackResources() map[corev1.ResourceName]int64 {
-	return map[corev1.ResourceName]int64{"nvidia.com/gpu": DefaultBinPackGPUWeight, "amd.com/gpu": DefaultBinPackGPUWeight}
+	return map[corev1.ResourceName]int64{
+		"nvidia.com/gpu": DefaultBinPackGPUWeight, "amd.com/gpu": DefaultBinPackGPUWeight,
+		"deviceclass.resource.kubernetes.io/gpu.nvidia.com": DefaultBinPackGPUWeight,
+		"deviceclass.resource.kubernetes.io/gpu.amd.com":    DefaultBinPackGPUWeight,
+	}
 }
 
 // SetDefaults_GangArgs sets the default schedule timeout and the holds of waiting gangs.

@@ -90,7 +90,8 @@ type HyperNodeBinPackArgs struct {
 	// +optional
 	Memory *int64 `json:"memory,omitempty"`
 	// Resources are the weights of other resources, for example {"nvidia.com/gpu": 2}.
-	// Defaults, when absent, to nvidia.com/gpu and amd.com/gpu, 2 each; {} weighs none.
+	// Defaults, when absent, to nvidia.com/gpu, amd.com/gpu and the DRA classes gpu.nvidia.com
+	// and gpu.amd.com (deviceclass.resource.kubernetes.io/<class>), 2 each; {} weighs none.
 	// Not omitempty, so that an empty list survives encoding and is not defaulted again.
 	// +optional
 	Resources map[corev1.ResourceName]int64 `json:"resources"`

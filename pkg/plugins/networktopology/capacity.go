@@ -119,6 +119,7 @@ func (p *NetworkTopologyAware) planLazily(req placement.Request, simulate func(*
 func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo, demand int) map[string]placement.Node {
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	uncounted := p.uncountedResources(reqs, nodes)
+	devBound := p.deviceBound(pod)
 	out := make(map[string]placement.Node, len(nodes))
 	for _, ni := range nodes {
 		if ni.Node() == nil {
@@ -141,7 +142,7 @@ func (p *NetworkTopologyAware) capacityBounds(pod *v1.Pod, nodes []fwk.NodeInfo,
 				limit = min(limit, int(max(free, 0)/want))
 			}
 		}
-		node.Capacity = limit
+		node.Capacity = deviceLimit(devBound, ni.Node().Name, limit)
 		out[ni.Node().Name] = node
 	}
 	return out
@@ -209,6 +210,7 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 		nodes = subset
 	}
 	out := make([]placement.Node, len(nodes))
+	devBound := p.deviceBound(pod)
 	p.handle.Parallelizer().Until(ctx, len(nodes), func(i int) {
 		ni := nodes[i]
 		node := placement.Node{}
@@ -217,7 +219,9 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 			out[i] = node
 			return
 		}
-		node.Capacity = p.countFits(ctx, state, pod, ni, demand, false)
+		if limit := deviceLimit(devBound, ni.Node().Name, demand); limit > 0 {
+			node.Capacity = p.countFits(ctx, state, pod, ni, limit, false)
+		}
 		out[i] = node
 	}, Name)
 	result := make(map[string]placement.Node, len(nodes))
@@ -257,6 +261,11 @@ func CountFits(ctx context.Context, handle fwk.Handle, filter Filter, state fwk.
 		}
 		if !owned {
 			ni, state, owned = ni.Snapshot(), state.Clone(), true
+			if devices.Attached(state) && len(pod.Spec.ResourceClaims) > 0 {
+				// The next copies' devices are devices.Fits' to allocate (FilterWithDevices):
+				// DynamicResources' Filter, blind to the copies, would only repeat its answer.
+				state.SetSkipFilterPlugins(sets.New(dynamicresources.Name).Union(state.GetSkipFilterPlugins()))
+			}
 		}
 		pi, err := SimulatedPod(pod, ni.Node().Name, fmt.Sprintf("capacity-%d", fits))
 		if err != nil {
@@ -310,7 +319,7 @@ func (p *NetworkTopologyAware) filterWithOthersNominated(ctx context.Context, st
 // simulation took away the users of some of the node's devices, the other Filter plugins run
 // without it and the devices decide. GangPreemption simulates with it too.
 func FilterWithDevices(ctx context.Context, handle fwk.Handle, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
-	filtered := true
+	filtered := !state.GetSkipFilterPlugins().Has(dynamicresources.Name)
 	if st := handle.RunFilterPlugins(ctx, state, pod, ni); !st.IsSuccess() {
 		if st.Plugin() != dynamicresources.Name {
 			return st
@@ -348,12 +357,90 @@ func (p *NetworkTopologyAware) usage(ni fwk.NodeInfo) (used, alloc []float64) {
 	for i, r := range p.resources {
 		used[i], alloc[i] = float64(podgroup.Amount(requested, r)), float64(podgroup.Amount(allocatable, r))
 	}
+	if p.inventory != nil && ni.Node() != nil {
+		// A resource only DRA provides on the node: its devices are its allocatable and use.
+		devUsed, devTotal := p.inventory.Amounts(ni.Node().Name, p.resources)
+		for i := range alloc {
+			if alloc[i] == 0 && devTotal[i] > 0 {
+				used[i], alloc[i] = float64(devUsed[i]), float64(devTotal[i])
+			}
+		}
+	}
 	return used, alloc
 }
 
-// podRequest returns a pod's weighted resource requests.
+// useInventory counts the nodes' devices in the bin-pack scores: the plan's usage vectors
+// read it, and the HyperNode sums follow its changes.
+func (p *NetworkTopologyAware) useInventory(inventory *devices.Inventory) {
+	p.inventory = inventory
+	if inventory == nil || p.usageSums == nil {
+		return
+	}
+	inventory.OnChange(func(node string) {
+		used, total := inventory.Amounts(node, p.resources)
+		p.usageSums.setDevices(node, used, total)
+	})
+}
+
+// podRequest returns a pod's weighted resource requests, the devices its claims take
+// counted as their classes' resources.
 func (p *NetworkTopologyAware) podRequest(pod *v1.Pod) []float64 {
-	return placement.Amounts(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), p.resources)
+	out := placement.Amounts(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), p.resources)
+	if d := p.deviceDemand(pod); len(d.ByClass) > 0 {
+		for i, n := range d.Amounts(p.handle.SharedDRAManager(), p.resources) {
+			out[i] += float64(n)
+		}
+	}
+	return out
+}
+
+// withDevices adds to req (a pod's weighted requests) the devices its claims take.
+func (p *NetworkTopologyAware) withDevices(pod *v1.Pod, req []int64) []int64 {
+	d := p.deviceDemand(pod)
+	if len(d.ByClass) == 0 {
+		return req
+	}
+	out := slices.Clone(req)
+	for i, n := range d.Amounts(p.handle.SharedDRAManager(), p.resources) {
+		out[i] += n
+	}
+	return out
+}
+
+// deviceDemand is the devices a pod's own claims take (devices.DemandOf); none without
+// claims, without the inventory, or when the claims cannot be read (then nothing is
+// bounded by devices, and the simulation decides).
+func (p *NetworkTopologyAware) deviceDemand(pod *v1.Pod) devices.Demand {
+	if p.inventory == nil || len(pod.Spec.ResourceClaims) == 0 || p.handle == nil {
+		return devices.Demand{}
+	}
+	d, err := devices.DemandOf(p.handle.SharedDRAManager(), pod)
+	if err != nil {
+		klog.Background().V(4).Info("Cannot read a pod's device demand", "pod", klog.KObj(pod), "err", err)
+		return devices.Demand{}
+	}
+	return d
+}
+
+// deviceBound bounds the members of pod's shape by the nodes' free devices (nil: no bound).
+func (p *NetworkTopologyAware) deviceBound(pod *v1.Pod) *devices.Bound {
+	d := p.deviceDemand(pod)
+	if len(d.ByClass) == 0 {
+		return nil
+	}
+	b, err := p.inventory.NewBound(p.handle.SharedDRAManager(), d)
+	if err != nil {
+		klog.Background().V(4).Info("Cannot bound members by devices", "pod", klog.KObj(pod), "err", err)
+	}
+	return b
+}
+
+// deviceLimit caps limit by the members b says a node's free devices hold.
+func deviceLimit(b *devices.Bound, node string, limit int) int {
+	if m, ok := b.Members(node); ok {
+		return min(limit, m)
+	}
+	return limit
 }
 
 // fitsSomewhere runs the Filter plugins for pod on every node of the cluster, as if it were

@@ -77,6 +77,9 @@ type NetworkTopologyAware struct {
 	events   *eventlog.Log
 	// devices counts members' DRA devices in the capacity simulations; nil without DRA.
 	devices *devices.Source
+	// inventory counts each node's devices as the weighted resources of the bin-pack scores
+	// (a node's devices of a class count as the class's resource); nil in some tests.
+	inventory *devices.Inventory
 	// resources are the weighted resources of the bin-pack scores, in a fixed order.
 	resources []v1.ResourceName
 	weights   []float64
@@ -130,7 +133,7 @@ var (
 
 // New validates the args and builds the plugin around the scheduler's HyperNode tree cache
 // and gang state (with its PodGroup registry). Invalid args fail the scheduler's start.
-func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hypernode.Cache, gangs *gangstate.Tracker) (fwk.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hypernode.Cache, gangs *gangstate.Tracker, inventory *devices.Inventory) (fwk.Plugin, error) {
 	registry := gangs.Registry()
 	args, ok := obj.(*config.NetworkTopologyAwareArgs)
 	if !ok {
@@ -152,6 +155,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hype
 		klog.FromContext(ctx).V(2).Info("PodGroups without a topology constraint take the default", "constraint", defaultTopology.String())
 	}
 	p := newPlugin(*args, handle, cache, gangs)
+	p.useInventory(inventory)
 	p.nominations.Run(ctx)
 	cache.OnChange(func(tree *hypernode.Snapshot) { p.treeChanged(klog.FromContext(ctx), tree) })
 	if err := p.watchCapacity(handle.SharedInformerFactory()); err != nil {

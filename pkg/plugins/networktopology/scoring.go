@@ -80,7 +80,7 @@ func (p *NetworkTopologyAware) PreScore(ctx context.Context, state fwk.CycleStat
 		return fwk.AsStatus(err)
 	}
 	s.req = p.usageSums.podRequest(pod)
-	s.normal = p.usageSums.prepare(tree, list, nodes, s.req, p.weights)
+	s.normal = p.usageSums.prepare(tree, list, nodes, p.withDevices(pod, s.req), p.weights)
 	p.writePreScore(state, s)
 	return nil
 }

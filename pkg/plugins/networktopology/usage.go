@@ -69,8 +69,27 @@ type nodeUsage struct {
 	pods   int
 	used   []int64
 	alloc  []int64
+	// devUsed and devTotal are the node's DRA devices counted as the weighted resources
+	// (devices.Inventory.Amounts), nil when it has none: on a resource the node does not
+	// list as allocatable they stand for its allocatable and its pods' requests.
+	devUsed, devTotal []int64
 	// leaf is the node's leaf in the cache's tree, nil when no leaf holds it.
 	leaf *leafUsage
+}
+
+// effective is what a node adds to its HyperNodes' sums: its requests and allocatable, with
+// its devices in place of both on a resource only DRA provides there.
+func (n *nodeUsage) effective() (used, alloc []int64) {
+	if n.devTotal == nil {
+		return n.used, n.alloc
+	}
+	used, alloc = slices.Clone(n.used), slices.Clone(n.alloc)
+	for i := range alloc {
+		if alloc[i] == 0 && n.devTotal[i] > 0 {
+			used[i], alloc[i] = n.devUsed[i], n.devTotal[i]
+		}
+	}
+	return used, alloc
 }
 
 // hyperNodeUsage is the sum over a HyperNode's nodes.
@@ -216,12 +235,50 @@ func (u *usageCache) removePod(uid types.UID) {
 func (u *usageCache) addUsedLocked(name string, req []int64, sign int64) {
 	n := u.nodeLocked(name)
 	n.pods += int(sign)
+	if n.exists && n.devTotal != nil {
+		u.changeLocked(n, func() {
+			for i := range req {
+				n.used[i] += sign * req[i]
+			}
+		})
+		return
+	}
 	for i := range req {
 		n.used[i] += sign * req[i]
 	}
 	if n.exists {
 		u.addToPathLocked(n.leaf, req, n.alloc, false, sign)
 	}
+	u.dropIfEmptyLocked(name, n)
+}
+
+// changeLocked applies change to a node, taking its whole contribution out of the sums
+// before and putting it back after: a node with devices, whose requests count only on the
+// resources its devices do not stand for.
+func (u *usageCache) changeLocked(n *nodeUsage, change func()) {
+	if n.exists {
+		used, alloc := n.effective()
+		u.addToPathLocked(n.leaf, used, alloc, true, -1)
+	}
+	change()
+	if n.exists {
+		used, alloc := n.effective()
+		u.addToPathLocked(n.leaf, used, alloc, true, 1)
+	}
+}
+
+// setDevices records a node's devices as the weighted resources, used and total.
+func (u *usageCache) setDevices(name string, used, total []int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := u.nodeLocked(name)
+	if !slices.ContainsFunc(total, func(v int64) bool { return v != 0 }) {
+		used, total = nil, nil
+	}
+	if slices.Equal(n.devUsed, used) && slices.Equal(n.devTotal, total) {
+		return
+	}
+	u.changeLocked(n, func() { n.devUsed, n.devTotal = used, total })
 	u.dropIfEmptyLocked(name, n)
 }
 
@@ -233,10 +290,12 @@ func (u *usageCache) setNode(name string, alloc []int64) {
 		if slices.Equal(n.alloc, alloc) {
 			return
 		}
-		u.addToPathLocked(n.leaf, n.used, n.alloc, true, -1)
+		used, old := n.effective()
+		u.addToPathLocked(n.leaf, used, old, true, -1)
 	}
 	n.exists, n.alloc = true, alloc
-	u.addToPathLocked(n.leaf, n.used, n.alloc, true, 1)
+	used, eff := n.effective()
+	u.addToPathLocked(n.leaf, used, eff, true, 1)
 }
 
 func (u *usageCache) removeNode(name string) {
@@ -246,7 +305,8 @@ func (u *usageCache) removeNode(name string) {
 	if !ok || !n.exists {
 		return
 	}
-	u.addToPathLocked(n.leaf, n.used, n.alloc, true, -1)
+	used, alloc := n.effective()
+	u.addToPathLocked(n.leaf, used, alloc, true, -1)
 	n.exists, n.alloc = false, make([]int64, len(u.resources))
 	u.dropIfEmptyLocked(name, n)
 }
@@ -262,7 +322,7 @@ func (u *usageCache) nodeLocked(name string) *nodeUsage {
 }
 
 func (u *usageCache) dropIfEmptyLocked(name string, n *nodeUsage) {
-	if !n.exists && n.pods == 0 {
+	if !n.exists && n.pods == 0 && n.devTotal == nil {
 		delete(u.nodes, name)
 	}
 }
@@ -379,7 +439,8 @@ func (u *usageCache) syncTreeLocked(tree *hypernode.Snapshot) bool {
 	for name, n := range u.nodes {
 		n.leaf = u.leafOfLocked(name)
 		if n.exists {
-			u.addToPathLocked(n.leaf, n.used, n.alloc, true, 1)
+			used, alloc := n.effective()
+			u.addToPathLocked(n.leaf, used, alloc, true, 1)
 		}
 	}
 	return true

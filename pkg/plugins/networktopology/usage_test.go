@@ -572,3 +572,48 @@ func pathWalkScores(tree *hypernode.Snapshot, names []string, sums map[string][2
 	}
 	return out
 }
+
+// TestNodeScoresWithDRADevices: a node's DRA devices stand for a resource it does not list
+// as allocatable (devices.Inventory.Amounts): the scores equal those of the same GPUs from a
+// device plugin, whatever the pods request of the resource, on any order of events; and
+// without devices they are TestNodeScoresWithDRAProvidedGPUs' again.
+func TestNodeScoresWithDRADevices(t *testing.T) {
+	tree := seedCache()
+	resources := []v1.ResourceName{v1.ResourceCPU, "nvidia.com/gpu"}
+	gpusUsed := map[string]int64{"node-0": 6, "node-2": 1, "node-4": 8, "outside": 2}
+	cpuUsed := map[string]int64{"node-0": 2000, "node-2": 1000, "node-4": 4000, "outside": 3000}
+	plugin, dra := newUsageCache(resources, 0.5), newUsageCache(resources, 0.5)
+	for _, n := range allSeedNodes {
+		plugin.setNode(n, []int64{4000, 8})
+		plugin.setPod(types.UID(n), 0, n, []int64{cpuUsed[n], gpusUsed[n]})
+	}
+	for i, n := range allSeedNodes {
+		// Devices before the node for some, after for others; the pods' own GPU requests
+		// (an extended resource a class provides) do not count next to the devices.
+		if i%2 == 0 {
+			dra.setDevices(n, []int64{0, gpusUsed[n]}, []int64{0, 8})
+		}
+		dra.setNode(n, []int64{4000, 0})
+		dra.setPod(types.UID(n), 0, n, []int64{cpuUsed[n], 1})
+		if i%2 == 1 {
+			dra.setDevices(n, []int64{0, gpusUsed[n]}, []int64{0, 8})
+		}
+	}
+	req := []int64{1000, 1}
+	want := byLeaf(t, tree.Snapshot(), nodeScores(t, plugin, tree.Snapshot(), nodeInfos(allSeedNodes...), req))
+	got := byLeaf(t, tree.Snapshot(), nodeScores(t, dra, tree.Snapshot(), nodeInfos(allSeedNodes...), req))
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scores with DRA devices (-device plugin,+DRA):\n%s", diff)
+	}
+	if want["rack-0"] == want["rack-1"] {
+		t.Fatalf("the GPUs change no score: %v", want)
+	}
+	for _, n := range allSeedNodes {
+		dra.setDevices(n, nil, []int64{0, 0})
+	}
+	got = byLeaf(t, tree.Snapshot(), nodeScores(t, dra, tree.Snapshot(), nodeInfos(allSeedNodes...), req))
+	withoutDevices := map[string]int64{"rack-0": 32, "rack-1": 25, "rack-2": 48, "rack-3": 20, "(no leaf)": 100}
+	if diff := cmp.Diff(withoutDevices, got); diff != "" {
+		t.Errorf("scores once the devices are gone (-want,+got):\n%s", diff)
+	}
+}

@@ -1,0 +1,181 @@
+package devices
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/dynamic-resource-allocation/structured"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
+)
+
+// Demand is the fewest devices of each DeviceClass a pod's own claims take (claims generated
+// for it from templates; a shared claim is allocated once for all its users, so it is not
+// part of a member's demand): ExactCount its count, All at least one, firstAvailable the
+// fewest of its alternatives when they are of one class, admin access none.
+type Demand struct {
+	ByClass map[string]int64
+	// Bounded says that ByClass covers every request: a node with fewer free devices of a
+	// class than ByClass asks holds no such pod. A firstAvailable request whose
+	// alternatives are of several classes leaves the pod unbounded.
+	Bounded bool
+}
+
+// DemandOf reads a pod's demand from its claims (their specs, through the scheduler's DRA
+// manager); a pod without claims has none.
+func DemandOf(dra fwk.SharedDRAManager, pod *v1.Pod) (Demand, error) {
+	d := Demand{Bounded: true}
+	if dra == nil {
+		return d, nil
+	}
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		if pc.ResourceClaimTemplateName == nil {
+			continue
+		}
+		name, _, err := resourceclaim.Name(pod, pc)
+		if err != nil {
+			return Demand{}, err
+		}
+		if name == nil {
+			continue
+		}
+		claim, err := dra.ResourceClaims().Get(pod.Namespace, *name)
+		if err != nil {
+			return Demand{}, fmt.Errorf("resourceclaim %s/%s: %w", pod.Namespace, *name, err)
+		}
+		for _, r := range claim.Spec.Devices.Requests {
+			d.add(r)
+		}
+	}
+	return d, nil
+}
+
+// add counts one request.
+func (d *Demand) add(r resourceapi.DeviceRequest) {
+	if r.Exactly != nil {
+		if !ptr.Deref(r.Exactly.AdminAccess, false) {
+			d.take(r.Exactly.DeviceClassName, fewest(r.Exactly.AllocationMode, r.Exactly.Count))
+		}
+		return
+	}
+	if len(r.FirstAvailable) == 0 {
+		return
+	}
+	class, least := r.FirstAvailable[0].DeviceClassName, int64(-1)
+	for _, sub := range r.FirstAvailable {
+		if sub.DeviceClassName != class {
+			d.Bounded = false
+			return
+		}
+		if n := fewest(sub.AllocationMode, sub.Count); least < 0 || n < least {
+			least = n
+		}
+	}
+	d.take(class, least)
+}
+
+func (d *Demand) take(class string, n int64) {
+	if n <= 0 {
+		return
+	}
+	if d.ByClass == nil {
+		d.ByClass = map[string]int64{}
+	}
+	d.ByClass[class] += n
+}
+
+// fewest is the fewest devices an allocation mode takes.
+func fewest(mode resourceapi.DeviceAllocationMode, count int64) int64 {
+	if mode == resourceapi.DeviceAllocationModeAll {
+		return 1
+	}
+	return max(count, 1)
+}
+
+// Amounts returns the demand as the given resources (a class's devices count as
+// ResourceName(class); a class the manager does not know counts as its own name).
+func (d Demand) Amounts(dra fwk.SharedDRAManager, resources []v1.ResourceName) []int64 {
+	out := make([]int64, len(resources))
+	for class, n := range d.ByClass {
+		name := v1.ResourceName(resourceapi.ResourceDeviceClassPrefix + class)
+		if dra != nil {
+			if c, err := dra.DeviceClasses().Get(class); err == nil {
+				name = ResourceName(c)
+			}
+		}
+		for i, r := range resources {
+			if r == name {
+				out[i] += n
+			}
+		}
+	}
+	return out
+}
+
+// Bound caps how many pods of one demand a node can take by its free devices, for a plan's
+// bounds before any simulation.
+type Bound struct {
+	inv       *Inventory
+	demand    Demand
+	allocated sets.Set[structured.DeviceID]
+}
+
+// NewBound reads the devices allocated now from the scheduler's DRA manager (its assume
+// cache and the allocations in flight, current when kube-scheduler calls a hint): the
+// inventory's own claim counts may trail the event that requeued the gang. Nil when d
+// bounds nothing (no device demand, or a request the bound cannot read).
+func (inv *Inventory) NewBound(dra fwk.SharedDRAManager, d Demand) (*Bound, error) {
+	if inv == nil || dra == nil || !d.Bounded || len(d.ByClass) == 0 {
+		return nil, nil
+	}
+	var err error
+	for range gatherAttempts {
+		var state *structured.AllocatedState
+		if state, err = dra.ResourceClaims().GatherAllocatedState(); err == nil && state != nil {
+			return &Bound{inv: inv, demand: d, allocated: state.AllocatedDevices}, nil
+		}
+	}
+	return nil, fmt.Errorf("allocated devices: %w", err)
+}
+
+// Members is an upper bound of the pods of the demand node can take (in-flight allocations
+// are counted; other plans' promises only lower the real number), and false when the node's
+// devices of a class may be shared between claims (consumable capacity), or devices of
+// slices for several nodes exist: a count of a node's own free devices bounds neither.
+func (b *Bound) Members(node string) (int, bool) {
+	if b == nil {
+		return 0, false
+	}
+	b.inv.mu.RLock()
+	defer b.inv.mu.RUnlock()
+	if b.inv.elsewhere.Len() > 0 {
+		return 0, false // devices a node's own slices do not list may serve it
+	}
+	n := b.inv.nodes[node]
+	if n == nil {
+		return 0, true
+	}
+	free := map[string]int64{}
+	for id, classes := range n.classesOf {
+		if b.allocated.Has(id) {
+			continue
+		}
+		for _, class := range classes {
+			free[class]++
+		}
+	}
+	bound := -1
+	for class, need := range b.demand.ByClass {
+		if n.shared[class] > 0 {
+			return 0, false
+		}
+		if m := int(free[class] / need); bound < 0 || m < bound {
+			bound = m
+		}
+	}
+	return bound, true
+}
