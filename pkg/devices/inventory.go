@@ -34,7 +34,7 @@ type Inventory struct {
 	// elsewhere are the slices of devices reachable from several nodes (node selectors, all
 	// nodes, per-device node selection), by name: counted on no node.
 	elsewhere sets.Set[string]
-	nodes    map[string]*nodeDevices
+	nodes     map[string]*nodeDevices
 	// nodeOf maps a device of a node-local slice to its node; claims are the devices each
 	// allocated claim holds, held how many claims hold each device.
 	nodeOf map[structured.DeviceID]string
@@ -64,15 +64,15 @@ type ClassCount struct {
 // NewInventory returns an empty inventory; Run feeds it.
 func NewInventory() *Inventory {
 	return &Inventory{
-		cel:     cel.NewCache(celCacheSize, cel.Features{}),
-		classes: map[string]*resourceapi.DeviceClass{},
-		slices:   map[string]*resourceapi.ResourceSlice{},
+		cel:       cel.NewCache(celCacheSize, cel.Features{}),
+		classes:   map[string]*resourceapi.DeviceClass{},
+		slices:    map[string]*resourceapi.ResourceSlice{},
 		slicesOn:  map[string]map[string]*resourceapi.ResourceSlice{},
 		elsewhere: sets.New[string](),
-		nodes:    map[string]*nodeDevices{},
-		held:     map[structured.DeviceID]int{},
-		nodeOf:  map[structured.DeviceID]string{},
-		claims:  map[types.UID][]structured.DeviceID{},
+		nodes:     map[string]*nodeDevices{},
+		held:      map[structured.DeviceID]int{},
+		nodeOf:    map[structured.DeviceID]string{},
+		claims:    map[types.UID][]structured.DeviceID{},
 	}
 }
 
