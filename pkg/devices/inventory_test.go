@@ -102,3 +102,67 @@ func TestInventory(t *testing.T) {
 		t.Errorf("node-b after its slice went: %v, want nothing", got)
 	}
 }
+
+// TestDemandAndBound: a member's demand per class from its claims, and the members a node's
+// free devices can hold by it (an upper bound: the allocator decides).
+func TestDemandAndBound(t *testing.T) {
+	dra, _ := world(8)
+	inv := devices.NewInventory()
+	inv.SetClass(selecting(className, driver, ""))
+	_, slice := gpuNode("node-a", 8)
+	inv.SetSlice(slice)
+	holder, held := claimPod("holder", 3)
+	allocate(held, "node-a", span(0, 3), holder)
+	dra.addClaims(held)
+	inv.SetClaim(held)
+
+	exact := member(dra, 2)
+	d, err := devices.DemandOf(dra, exact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(devices.Demand{ByClass: map[string]int64{className: 2}, Bounded: true}, d); diff != "" {
+		t.Errorf("demand of an ExactCount 2 claim (-want +got):\n%s", diff)
+	}
+	b, err := inv.NewBound(dra, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		node   string
+		want   int
+		wantOK bool
+	}{
+		{"node-a", 2, true}, // 8 devices, 3 held: 5 free, 2 per member
+		{"node-b", 0, true}, // no devices
+	} {
+		if got, ok := b.Members(tc.node); got != tc.want || ok != tc.wantOK {
+			t.Errorf("members on %s = %d, %v; want %d, %v", tc.node, got, ok, tc.want, tc.wantOK)
+		}
+	}
+	// A slice for several nodes may serve any node: nothing is bounded then.
+	inv.SetSlice(&resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "fabric"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: driver, AllNodes: ptr.To(true), Pool: resourceapi.ResourcePool{Name: "fabric", ResourceSliceCount: 1}}})
+	if got, ok := b.Members("node-b"); ok {
+		t.Errorf("members on node-b with a slice for all nodes = %d, bounded; want unbounded", got)
+	}
+
+	// firstAvailable of one class: the fewest alternative; of two classes: unbounded.
+	pod, claim := claimPod("flexible", 0)
+	claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", FirstAvailable: []resourceapi.DeviceSubRequest{
+		{Name: "eight", DeviceClassName: className, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 8},
+		{Name: "four", DeviceClassName: className, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 4},
+	}}}
+	dra.addClaims(claim)
+	if d, err := devices.DemandOf(dra, pod); err != nil || !cmp.Equal(devices.Demand{ByClass: map[string]int64{className: 4}, Bounded: true}, d) {
+		t.Errorf("demand of firstAvailable [8, 4] = %+v, %v; want 4 of %s, bounded", d, err, className)
+	}
+	claim.Spec.Devices.Requests[0].FirstAvailable[1].DeviceClassName = "other"
+	if d, err := devices.DemandOf(dra, pod); err != nil || d.Bounded {
+		t.Errorf("demand of firstAvailable across classes = %+v, %v; want unbounded", d, err)
+	}
+	// A shared claim is allocated once for all its users: no member's demand.
+	if d, err := devices.DemandOf(dra, sharingPod("sharer", "shared")); err != nil || len(d.ByClass) != 0 {
+		t.Errorf("demand of a pod using a shared claim = %+v, %v; want none", d, err)
+	}
+}
