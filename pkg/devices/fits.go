@@ -37,7 +37,7 @@ func (s *Snapshot) Fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod, filte
 	shared := sets.New[types.UID]()
 	var takers [][]*resourceapi.ResourceClaim
 	for _, p := range before {
-		claims, err := s.toAllocate(p, shared)
+		claims, err := s.source.toAllocate(p, shared)
 		if err != nil {
 			// A pod the simulation placed whose claims cannot be read (not created
 			// yet): its devices cannot be counted, so no count may rely on them.
@@ -56,7 +56,7 @@ func (s *Snapshot) Fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod, filte
 			return false, reason, err
 		}
 	}
-	own, err := s.toAllocate(pod, shared)
+	own, err := s.source.toAllocate(pod, shared)
 	if err != nil {
 		return false, err.Error(), nil
 	}
@@ -150,7 +150,7 @@ func podUIDs(ni fwk.NodeInfo) sets.Set[types.UID] {
 // a member's own claim (from a template) not allocated and not in flight; for a copy of a
 // member, which owns no claim, a claim like its original's, unallocated; a claim shared by
 // several pods once per simulation (shared collects them).
-func (s *Snapshot) toAllocate(p *v1.Pod, shared sets.Set[types.UID]) ([]*resourceapi.ResourceClaim, error) {
+func (s *Source) toAllocate(p *v1.Pod, shared sets.Set[types.UID]) ([]*resourceapi.ResourceClaim, error) {
 	var out []*resourceapi.ResourceClaim
 	for i := range p.Spec.ResourceClaims {
 		pc := &p.Spec.ResourceClaims[i]
@@ -161,7 +161,7 @@ func (s *Snapshot) toAllocate(p *v1.Pod, shared sets.Set[types.UID]) ([]*resourc
 		if name == nil {
 			continue // the template produced no claim: nothing to allocate
 		}
-		claim, err := s.source.dra.ResourceClaims().Get(p.Namespace, *name)
+		claim, err := s.dra.ResourceClaims().Get(p.Namespace, *name)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("resourceclaim %s/%s does not exist yet", p.Namespace, *name)
@@ -176,7 +176,7 @@ func (s *Snapshot) toAllocate(p *v1.Pod, shared sets.Set[types.UID]) ([]*resourc
 			out = append(out, copied)
 			continue
 		}
-		if claim.Status.Allocation != nil || s.source.dra.ResourceClaims().GetPendingAllocation(claim.UID) != nil {
+		if claim.Status.Allocation != nil || s.dra.ResourceClaims().GetPendingAllocation(claim.UID) != nil {
 			continue
 		}
 		if !own {
@@ -188,4 +188,20 @@ func (s *Snapshot) toAllocate(p *v1.Pod, shared sets.Set[types.UID]) ([]*resourc
 		out = append(out, claim)
 	}
 	return out, nil
+}
+
+// placesClaims reports whether ni holds a pod besides pod whose claims still need devices
+// (or cannot be read): only then can a simulation's answer differ from DynamicResources'.
+func (s *Source) placesClaims(ni fwk.NodeInfo, pod *v1.Pod) bool {
+	shared := sets.New[types.UID]()
+	for _, pi := range ni.GetPods() {
+		p := pi.GetPod()
+		if len(p.Spec.ResourceClaims) == 0 || p.UID == pod.UID {
+			continue
+		}
+		if claims, err := s.toAllocate(p, shared); err != nil || len(claims) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -104,6 +104,9 @@ func Attached(state fwk.CycleState) bool {
 // cluster is; otherwise Fits allocates pod's claims itself. A pod without claims, or a state
 // no device source was attached to (DRA off), fits. The reason says why not.
 func Fits(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.Pod, filtered bool) (bool, string, error) {
+	if s := stateOf(state); filtered && s != nil && !s.source.victims && len(pod.Spec.ResourceClaims) > 0 && !s.source.placesClaims(ni, pod) {
+		return true, "", nil // DynamicResources answered on the same devices: no snapshot needed
+	}
 	snap, err := snapshotFor(ctx, state, ni, pod)
 	if snap == nil || err != nil {
 		return err == nil, "", err
@@ -130,14 +133,23 @@ func snapshotFor(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod
 	if len(pod.Spec.ResourceClaims) == 0 || ni.Node() == nil {
 		return nil, nil
 	}
-	data, err := state.Read(stateKey)
-	if err != nil {
+	s := stateOf(state)
+	if s == nil {
 		return nil, nil
 	}
-	s := data.(*simulationState)
 	snap, err := s.once.get(func() (*Snapshot, error) { return s.source.Snapshot(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster's devices: %w", err)
 	}
 	return snap, nil
+}
+
+// stateOf is the device state attached to a simulation's CycleState, nil when none is.
+func stateOf(state fwk.CycleState) *simulationState {
+	data, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	s, _ := data.(*simulationState)
+	return s
 }

@@ -33,6 +33,7 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
@@ -264,6 +265,12 @@ func newDRABenchEnv(b *testing.B, dra bool) *draBenchEnv {
 	reg := plugins.NewInTreeRegistry()
 	reg[Name] = func(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		e.plugin = newPlugin(*obj.(*config.NetworkTopologyAwareArgs), h, tree, gangs)
+		// The process's device inventory, as pkg/plugins starts it on the scheduler's informers.
+		inventory := devices.NewInventory()
+		if err := inventory.Run(factory); err != nil {
+			return nil, err
+		}
+		e.plugin.useInventory(inventory)
 		return e.plugin, nil
 	}
 	newDRA := reg[dynamicresources.Name]
