@@ -14,7 +14,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/utils/ptr"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
@@ -278,7 +277,7 @@ func nodeInfo(node *v1.Node, pods ...*v1.Pod) *framework.NodeInfo {
 func stateFor(t *testing.T, dra fwk.SharedDRAManager) fwk.CycleState {
 	t.Helper()
 	state := framework.NewCycleState()
-	devices.Attach(state, devices.NewSource(dra, plfeature.Features{}).WithVictims())
+	devices.Attach(state, devices.NewSource(dra, structured.Features{}).WithVictims())
 	return state
 }
 

@@ -20,8 +20,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
-	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 )
 
 // Source is what every simulation of one plugin shares: the scheduler's DRA manager, the
@@ -53,17 +51,18 @@ func (s *Source) WithVictims() *Source {
 const celCacheSize = 64
 
 // NewSource returns the Source of a scheduler whose DRA manager is dra (nil when DRA is
-// off: nothing is counted then, as kube-scheduler allocates nothing).
-func NewSource(dra fwk.SharedDRAManager, fts plfeature.Features) *Source {
+// off: nothing is counted then, as kube-scheduler allocates nothing), with the allocator's
+// features of its feature gates (dynamicresources.AllocatorFeatures).
+func NewSource(dra fwk.SharedDRAManager, features structured.Features) *Source {
 	if dra == nil {
 		return nil
 	}
 	return &Source{
 		dra:      dra,
-		features: dynamicresources.AllocatorFeatures(fts),
+		features: features,
 		cel: cel.NewCache(celCacheSize, cel.Features{
-			EnableConsumableCapacity: fts.EnableDRAConsumableCapacity,
-			EnableListTypeAttributes: fts.EnableDRAListTypeAttributes,
+			EnableConsumableCapacity: features.ConsumableCapacity,
+			EnableListTypeAttributes: features.ListTypeAttributes,
 		}),
 	}
 }

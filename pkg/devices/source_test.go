@@ -5,12 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/dynamic-resource-allocation/structured"
+
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 )
@@ -23,7 +24,7 @@ func TestFitsWithoutDevices(t *testing.T) {
 	holder(dra, "victim", node, 0)
 	ni := nodeInfo(node, copyOf(m, node.Name, 1))
 	nilSource := framework.NewCycleState()
-	devices.Attach(nilSource, devices.NewSource(nil, plfeature.Features{}))
+	devices.Attach(nilSource, devices.NewSource(nil, structured.Features{}))
 	states := map[string]fwk.CycleState{"nothing attached": framework.NewCycleState(), "nil source": nilSource}
 	for name, state := range states {
 		for _, filtered := range []bool{true, false} {
@@ -153,7 +154,7 @@ func TestFitsWithoutVictims(t *testing.T) {
 	holder(dra, "gone", node, span(0, 8)...)
 	m := member(dra, 8)
 	state := framework.NewCycleState()
-	devices.Attach(state, devices.NewSource(dra, plfeature.Features{}))
+	devices.Attach(state, devices.NewSource(dra, structured.Features{}))
 	ni := nodeInfo(node)
 	if frees, err := devices.Frees(context.Background(), state, ni, m); frees || err != nil {
 		t.Errorf("Frees = %v, %v; want false", frees, err)

@@ -32,6 +32,7 @@ import (
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -76,6 +77,11 @@ type Cluster struct {
 	// DeviceClasses tell which extended resources DRA provides (a node lacks them in its
 	// allocatable).
 	DeviceClasses []*resourcev1.DeviceClass
+	// ResourceSlices and ResourceClaims are the DRA devices and their allocations: the
+	// nodes' devices count as their classes' resources (devices.Inventory, as the scheduler
+	// counts them).
+	ResourceSlices []*resourcev1.ResourceSlice
+	ResourceClaims []*resourcev1.ResourceClaim
 	// Warnings are problems of the read that do not stop the reports (e.g. the PodGroup CRD
 	// is not installed, so no gang can be explained).
 	Warnings []string
@@ -94,6 +100,8 @@ type Cluster struct {
 	offered, draOnly sets.Set[v1.ResourceName]
 	// deviceClassErr is why DeviceClasses could not be read (nil when they were).
 	deviceClassErr error
+	// devices counts each node's devices per class.
+	devices *devices.Inventory
 }
 
 // nodeState is a node with what is bound to it.
@@ -149,6 +157,9 @@ func LoadWith(ctx context.Context, c Clients, opts LoadOptions) (*Cluster, error
 		// Only resources that DRA provides need them: explain warns when a request has one.
 		cl.DeviceClasses, cl.deviceClassErr = nil, err
 	}
+	if cl.deviceClassErr == nil {
+		cl.readDevices(ctx, c)
+	}
 	if !opts.SkipEvents {
 		err := eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
 			return c.Kube.CoreV1().Events(opts.EventNamespace).List(ctx, o)
@@ -186,6 +197,16 @@ func (c *Cluster) index() {
 		}
 	}
 	c.draOnly = c.draOnly.Difference(c.offered)
+	c.devices = devices.NewInventory()
+	for _, dc := range c.DeviceClasses {
+		c.devices.SetClass(dc)
+	}
+	for _, s := range c.ResourceSlices {
+		c.devices.SetSlice(s)
+	}
+	for _, claim := range c.ResourceClaims {
+		c.devices.SetClaim(claim)
+	}
 	c.tree = hypernode.Build(nodeLabels, c.HyperNodes)
 	c.snap = c.tree.Snapshot()
 	c.claimers = map[string][]string{}
@@ -263,16 +284,54 @@ func (n *nodeState) free(r v1.ResourceName) resource.Quantity {
 
 // DefaultResource is the resource the reports show when none is asked for: the GPUs when any
 // node offers nvidia.com/gpu or amd.com/gpu (the resource that gangs of AI jobs compete for),
-// otherwise cpu.
+// as allocatable or as DRA devices (of a class providing it, or of the NVIDIA or AMD DRA
+// drivers' classes), otherwise cpu.
 func (c *Cluster) DefaultResource() v1.ResourceName {
-	for _, gpu := range []v1.ResourceName{"nvidia.com/gpu", "amd.com/gpu"} {
+	gpus := []v1.ResourceName{"nvidia.com/gpu", "amd.com/gpu",
+		v1.ResourceName(resourcev1.ResourceDeviceClassPrefix + "gpu.nvidia.com"), v1.ResourceName(resourcev1.ResourceDeviceClassPrefix + "gpu.amd.com")}
+	for _, gpu := range gpus {
 		for _, n := range c.Nodes {
 			if q, ok := n.Status.Allocatable[gpu]; ok && q.Sign() > 0 {
+				return gpu
+			}
+			if _, total := c.deviceAmount(n.Name, gpu); total > 0 {
 				return gpu
 			}
 		}
 	}
 	return v1.ResourceCPU
+}
+
+// deviceAmount is a node's DRA devices counting as res (used and total; 0 when the node
+// lists res as allocatable: then its devices do not stand for it, as in the scheduler).
+func (c *Cluster) deviceAmount(node string, res v1.ResourceName) (used, total int64) {
+	if c.devices == nil {
+		return 0, 0
+	}
+	if n := c.nodes[node]; n != nil {
+		if _, ok := n.node.Status.Allocatable[res]; ok {
+			return 0, 0
+		}
+	}
+	u, t := c.devices.Amounts(node, []v1.ResourceName{res})
+	return u[0], t[0]
+}
+
+// readDevices reads the ResourceSlices and ResourceClaims; a failed read is a warning (the
+// device figures are then missing, not wrong).
+func (cl *Cluster) readDevices(ctx context.Context, c Clients) {
+	err := eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+		return c.Kube.ResourceV1().ResourceSlices().List(ctx, o)
+	}, func(s *resourcev1.ResourceSlice) { cl.ResourceSlices = append(cl.ResourceSlices, s) })
+	if err == nil {
+		err = eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+			return c.Kube.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, o)
+		}, func(claim *resourcev1.ResourceClaim) { cl.ResourceClaims = append(cl.ResourceClaims, claim) })
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		cl.ResourceSlices, cl.ResourceClaims = nil, nil
+		cl.Warnings = append(cl.Warnings, fmt.Sprintf("DRA devices could not be read, so none is counted: %v", err))
+	}
 }
 
 // readPodGroups reads the PodGroups opts asks for. A missing CRD or a forbidden read is a
@@ -358,6 +417,11 @@ func (c *Cluster) draWarning(request v1.ResourceList) string {
 func (c *Cluster) warningsFor(res v1.ResourceName) []string {
 	if c.offered.Has(res) || len(c.Nodes) == 0 {
 		return c.Warnings
+	}
+	for _, n := range c.Nodes {
+		if _, total := c.deviceAmount(n.Name, res); total > 0 {
+			return c.Warnings
+		}
 	}
 	return append(slices.Clip(c.Warnings), fmt.Sprintf("no node has %s in its allocatable: every capacity figure for it is 0 (check --resource)", res))
 }

@@ -51,7 +51,9 @@ type HyperNodeReport struct {
 	Nodes       int `json:"nodes"`
 	UsableNodes int `json:"usableNodes"`
 	// Allocatable sums the nodes' allocatable; Free sums, over usable nodes, allocatable
-	// minus the requests of the non-terminal pods bound there.
+	// minus the requests of the non-terminal pods bound there. On a node that does not list
+	// the resource, its DRA devices of the classes counting as it stand for it: all of them,
+	// and those no allocated claim holds.
 	Allocatable resource.Quantity `json:"allocatable"`
 	Free        resource.Quantity `json:"free"`
 	// PodGroups have bound pods on nodes below, with their counts.
@@ -291,9 +293,16 @@ func (c *Cluster) fillCapacity(r *HyperNodeReport, nodes []string, res v1.Resour
 		}
 		r.Nodes++
 		r.Allocatable.Add(n.node.Status.Allocatable[res])
+		used, total := c.deviceAmount(name, res)
+		r.Allocatable.Add(*resource.NewQuantity(total, resource.DecimalSI))
 		if n.unusable == "" {
 			r.UsableNodes++
-			r.Free.Add(n.free(res))
+			if total > 0 {
+				// DRA devices stand for res here: free are those no claim holds.
+				r.Free.Add(*resource.NewQuantity(total-used, resource.DecimalSI))
+			} else {
+				r.Free.Add(n.free(res))
+			}
 		}
 		for _, p := range n.pods {
 			if pg := podGroupOf(p); pg != "" {

@@ -28,6 +28,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
@@ -121,7 +122,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *
 		registry:          registry,
 		gangs:             gangs,
 		events:            eventlog.New(handle.EventRecorder(), eventAction),
-		devices:           devices.NewSource(handle.SharedDRAManager(), fts).WithVictims(),
+		devices:           devices.NewSource(handle.SharedDRAManager(), dynamicresources.AllocatorFeatures(fts)).WithVictims(),
 		pods:              handle.SharedInformerFactory().Core().V1().Pods().Lister(),
 		pdbs:              handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister(),
 

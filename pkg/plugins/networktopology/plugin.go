@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
@@ -181,7 +182,7 @@ func newPlugin(args config.NetworkTopologyAwareArgs, handle fwk.Handle, cache *h
 		registry: registry,
 		gangs:    gangs,
 		events:   eventlog.New(handle.EventRecorder(), eventAction),
-		devices:  devices.NewSource(handle.SharedDRAManager(), plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)),
+		devices:  devices.NewSource(handle.SharedDRAManager(), dynamicresources.AllocatorFeatures(plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))),
 	}
 	p.cycle = p.cycleOf()
 	registry.OnGroupDelete(p.forget)

@@ -1,0 +1,91 @@
+package inspect
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+)
+
+// draCluster: two leaves of two nodes whose 8 GPUs each exist only as DRA devices of
+// NVIDIA's class gpu.nvidia.com (no extended resource); claims hold 3 GPUs of a0 and 8 of b1,
+// and a0 is cordoned.
+func draCluster(t *testing.T) *Cluster {
+	t.Helper()
+	kube := []runtime.Object{&resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu.nvidia.com"},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "gpu.nvidia.com"`}}}},
+	}}
+	for _, name := range []string{"a0", "a1", "b0", "b1"} {
+		n := gpuNode(name)
+		delete(n.Status.Allocatable, "nvidia.com/gpu")
+		if name == "a0" {
+			cordoned(n)
+		}
+		slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name + "-gpus"}, Spec: resourcev1.ResourceSliceSpec{
+			Driver: "gpu.nvidia.com", NodeName: ptr.To(name), Pool: resourcev1.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1}}}
+		for i := range 8 {
+			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i)})
+		}
+		kube = append(kube, n, slice)
+	}
+	claim := func(name, node string, n int) *resourcev1.ResourceClaim {
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, UID: types.UID("uid-" + name)}}
+		c.Status.Allocation = &resourcev1.AllocationResult{}
+		for i := range n {
+			c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourcev1.DeviceRequestAllocationResult{
+				Request: "gpus", Driver: "gpu.nvidia.com", Pool: node, Device: fmt.Sprintf("gpu-%d", i)})
+		}
+		return c
+	}
+	kube = append(kube, claim("three", "a0", 3), claim("eight", "b1", 8))
+	topology := []runtime.Object{
+		hntesting.MakeHyperNode("a").Tier(1).Nodes("a0", "a1").Obj(),
+		hntesting.MakeHyperNode("b").Tier(1).Nodes("b0", "b1").Obj(),
+		hntesting.MakeHyperNode("top").Tier(2).Children("a", "b").Obj(),
+	}
+	return loadObjects(t, kube, topology, nil)
+}
+
+// TestTreeCountsDRADevices: the tree's GPUs on a DRA-only cluster are the devices of the
+// NVIDIA class (the default resource then), free those no claim holds, on usable nodes:
+// hand-counted, a has 16 and 8 free (a0 cordoned), b 16 and 8, the cluster 32 and 16.
+func TestTreeCountsDRADevices(t *testing.T) {
+	c := draCluster(t)
+	report := c.Tree("")
+	figures := func(r HyperNodeReport) string {
+		return fmt.Sprintf("%s %s/%s", r.Name, r.Free.String(), r.Allocatable.String())
+	}
+	got := []string{figures(report.Root)}
+	for _, top := range report.Root.Children {
+		got = append(got, figures(top))
+		for _, leaf := range top.Children {
+			got = append(got, figures(leaf))
+		}
+	}
+	want := []string{"<cluster> 16/32", "top 16/32", "a 8/16", "b 8/16"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("free/allocatable (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff("deviceclass.resource.kubernetes.io/gpu.nvidia.com", report.Resource); diff != "" {
+		t.Errorf("default resource (-want +got):\n%s", diff)
+	}
+	if len(report.Warnings) != 0 {
+		t.Errorf("warnings %v, want none: the resource is offered as devices", report.Warnings)
+	}
+	// A node that lists the resource as allocatable counts it from there, not from devices.
+	c.nodes["b0"].node.Status.Allocatable[v1.ResourceName(resourcev1.ResourceDeviceClassPrefix+"gpu.nvidia.com")] = resource.MustParse("2")
+	if got := figures(c.Tree("").Root.Children[0].Children[1]); got != "b 2/10" {
+		t.Errorf("leaf b with b0 listing the resource: %s, want b 2/10", got)
+	}
+}
