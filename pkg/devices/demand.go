@@ -27,10 +27,16 @@ type Demand struct {
 // DemandOf reads a pod's demand from its claims (their specs, through the scheduler's DRA
 // manager); a pod without claims has none.
 func DemandOf(dra fwk.SharedDRAManager, pod *v1.Pod) (Demand, error) {
-	d := Demand{Bounded: true}
 	if dra == nil {
-		return d, nil
+		return Demand{Bounded: true}, nil
 	}
+	return DemandOfClaims(pod, dra.ResourceClaims().Get)
+}
+
+// DemandOfClaims is DemandOf with the claims read by get (kubectl hypernode reads them from
+// its lists).
+func DemandOfClaims(pod *v1.Pod, get func(namespace, name string) (*resourceapi.ResourceClaim, error)) (Demand, error) {
+	d := Demand{Bounded: true}
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
 		if pc.ResourceClaimTemplateName == nil {
@@ -43,7 +49,7 @@ func DemandOf(dra fwk.SharedDRAManager, pod *v1.Pod) (Demand, error) {
 		if name == nil {
 			continue
 		}
-		claim, err := dra.ResourceClaims().Get(pod.Namespace, *name)
+		claim, err := get(pod.Namespace, *name)
 		if err != nil {
 			return Demand{}, fmt.Errorf("resourceclaim %s/%s: %w", pod.Namespace, *name, err)
 		}
@@ -114,6 +120,35 @@ func (d Demand) Amounts(dra fwk.SharedDRAManager, resources []v1.ResourceName) [
 		}
 	}
 	return out
+}
+
+// FreeFor is how many pods of demand d a node's free devices hold by the inventory's counts,
+// and false when d bounds nothing (see Bound.Members; kubectl hypernode, which has no
+// allocations in flight to add, reads it).
+func (inv *Inventory) FreeFor(node string, d Demand) (int, bool) {
+	if !d.Bounded || len(d.ByClass) == 0 {
+		return 0, false
+	}
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	if inv.elsewhere.Len() > 0 {
+		return 0, false
+	}
+	n := inv.nodes[node]
+	bound := -1
+	for class, need := range d.ByClass {
+		free := int64(0)
+		if n != nil {
+			if n.shared[class] > 0 {
+				return 0, false
+			}
+			free = n.total[class] - n.used[class]
+		}
+		if m := int(max(free, 0) / need); bound < 0 || m < bound {
+			bound = m
+		}
+	}
+	return bound, true
 }
 
 // Bound caps how many pods of one demand a node can take by its free devices, for a plan's

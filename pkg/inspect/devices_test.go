@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // draCluster: two leaves of two nodes whose 8 GPUs each exist only as DRA devices of
@@ -87,5 +88,48 @@ func TestTreeCountsDRADevices(t *testing.T) {
 	c.nodes["b0"].node.Status.Allocatable[v1.ResourceName(resourcev1.ResourceDeviceClassPrefix+"gpu.nvidia.com")] = resource.MustParse("2")
 	if got := figures(c.Tree("").Root.Children[0].Children[1]); got != "b 2/10" {
 		t.Errorf("leaf b with b0 listing the resource: %s, want b 2/10", got)
+	}
+}
+
+// TestExplainCountsClaimedDevices: two pending members, each with a claim generated for it
+// asking 8 GPUs of the NVIDIA class, hard at tier 1 on draCluster: hand-counted, leaf a holds
+// one (a1; a0 is cordoned), leaf b one (b0; b1's 8 are held), so no leaf holds the gang;
+// the spine top holds it. Without the devices, every leaf "held" both (by CPUs).
+func TestExplainCountsClaimedDevices(t *testing.T) {
+	kube := []runtime.Object{}
+	for i := range 2 {
+		name := fmt.Sprintf("train-%d", i)
+		pod := memberPod("team-a", name, "train", "", nil)
+		pod.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}
+		pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
+		pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To(name + "-gpus")}}
+		claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name + "-gpus", UID: types.UID(name + "-gpus")},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpus",
+				Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 8}}}}}}
+		kube = append(kube, pod, claim)
+	}
+	c := draCluster(t)
+	c.Pods = append(c.Pods, kube[0].(*v1.Pod), kube[2].(*v1.Pod))
+	c.ResourceClaims = append(c.ResourceClaims, kube[1].(*resourcev1.ResourceClaim), kube[3].(*resourcev1.ResourceClaim))
+	c.PodGroups = append(c.PodGroups, podGroup("team-a", "train", 2, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}))
+	c.index()
+	e, err := c.Explain("team-a", "train", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Search == nil {
+		t.Fatalf("no search in %+v", e)
+	}
+	got := map[string]int{}
+	for _, tier := range e.Search.Tiers {
+		for _, cand := range tier.Candidates {
+			got[cand.Name] = cand.Holds
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"a": 1, "b": 1, "top": 2}, got); diff != "" {
+		t.Errorf("members each candidate holds (-want +got):\n%s", diff)
+	}
+	if e.Search.Fits || len(e.Search.NotCounted) != 0 {
+		t.Errorf("fits %v, not counted %v; want no fit at tier 1 and everything counted", e.Search.Fits, e.Search.NotCounted)
 	}
 }

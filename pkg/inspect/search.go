@@ -6,6 +6,9 @@ import (
 	"sort"
 	"strings"
 
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -13,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	configv1 "github.com/hypernode-dev/hypernode-scheduler/apis/config/v1"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -29,6 +33,9 @@ type searchInput struct {
 	shapes string
 	// subGroups is true when the members form sub-groups.
 	subGroups bool
+	// devices is what the shape's own claims take (devices.DemandOfClaims): a node holds
+	// no more members than its free devices of each class allow.
+	devices devices.Demand
 }
 
 // planOutcome is the planner's answer on the search's data.
@@ -56,6 +63,13 @@ func (c *Cluster) binPackUsage(name string) (used, alloc []float64) {
 func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.Gang, shapes []podgroup.Shape, held string) (*SearchReport, error) {
 	counted, notCounted := c.counted(request)
 	in := searchInput{shape: shape, request: counted, demand: len(gang.Pending), affinity: nodeaffinity.GetRequiredNodeAffinity(shape)}
+	if len(shape.Spec.ResourceClaims) > 0 {
+		var err error
+		if in.devices, err = devices.DemandOfClaims(shape, c.claim); err != nil || (!in.devices.Bounded && len(shape.Spec.ResourceClaims) > 0) {
+			// Devices the count cannot read: named, as a resource only DRA provides is.
+			notCounted = append(notCounted, "resource claims")
+		}
+	}
 	// The scheduler's own request: a plain gang is not placed by topology, but the question
 	// "where would it fit" has the answer of a soft gang.
 	req, err := placement.GangRequest(c.snap, gang)
@@ -212,7 +226,20 @@ func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
 		free := n.free(r)
 		holds = min(holds, int(free.MilliValue()/q.MilliValue()))
 	}
+	if m, ok := c.devices.FreeFor(name, in.devices); ok {
+		holds = min(holds, m)
+	}
 	return holds, ""
+}
+
+// claim is a ResourceClaim of the read, by namespace and name.
+func (c *Cluster) claim(namespace, name string) (*resourcev1.ResourceClaim, error) {
+	for _, claim := range c.ResourceClaims {
+		if claim.Namespace == namespace && claim.Name == name {
+			return claim, nil
+		}
+	}
+	return nil, apierrors.NewNotFound(resourcev1.Resource("resourceclaims"), name)
 }
 
 // refusedBy says why kube-scheduler's NodeUnschedulable and TaintToleration filters keep pods
