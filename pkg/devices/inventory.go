@@ -129,6 +129,20 @@ func (inv *Inventory) Counts(node string) map[string]ClassCount {
 	return out
 }
 
+// Totals returns the devices of every node per class: [total, allocated].
+func (inv *Inventory) Totals() map[string][2]int64 {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	out := map[string][2]int64{}
+	for _, n := range inv.nodes {
+		for class, total := range n.total {
+			d := out[class]
+			out[class] = [2]int64{d[0] + total, d[1] + n.used[class]}
+		}
+	}
+	return out
+}
+
 // Amounts returns a node's devices as resources: per name in resources, the devices of the
 // classes counting as that resource, used and total. A device two classes select counts for
 // each.

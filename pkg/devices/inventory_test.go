@@ -97,6 +97,9 @@ func TestInventory(t *testing.T) {
 	if diff := cmp.Diff([][]int64{{2}, {4}}, [][]int64{used, total}); diff != "" {
 		t.Errorf("amounts of node-b by the class's name (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff(map[string][2]int64{className: {12, 2}}, inv.Totals()); diff != "" {
+		t.Errorf("totals [total, allocated] (-want +got):\n%s", diff)
+	}
 	inv.RemoveSlice(sliceB)
 	if got := inv.Counts("node-b"); got != nil {
 		t.Errorf("node-b after its slice went: %v, want nothing", got)

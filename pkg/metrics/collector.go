@@ -20,6 +20,9 @@ type Source struct {
 	ExcludedHyperNodes func() map[string]int
 	// HeldNodes counts the nodes held for waiting gangs.
 	HeldNodes func() int
+	// Devices counts the DRA devices of the nodes' own ResourceSlices by DeviceClass:
+	// [total, allocated].
+	Devices func() map[string][2]int64
 }
 
 // AddSource adds a scheduler's state to the gauges until ctx ends. A process normally runs
@@ -59,6 +62,7 @@ func (c *stateCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- gangsGatedDesc
 	ch <- excludedDesc
 	ch <- heldNodesDesc
+	ch <- devicesDesc
 }
 
 func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
@@ -70,7 +74,14 @@ func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	c.mu.Unlock()
 	gangs, gated, excluded := map[string]int{}, map[string]int{}, map[string]int{}
 	held := 0
+	devices := map[string][2]int64{}
 	for _, s := range sources {
+		if s.Devices != nil {
+			for class, n := range s.Devices() {
+				d := devices[class]
+				devices[class] = [2]int64{d[0] + n[0], d[1] + n[1]}
+			}
+		}
 		if s.HeldNodes != nil {
 			held += s.HeldNodes()
 		}
@@ -94,6 +105,16 @@ func (c *stateCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	emit(ch, gangsGatedDesc, gated)
 	emit(ch, excludedDesc, excluded)
 	ch <- metrics.NewLazyConstMetric(heldNodesDesc, metrics.GaugeValue, float64(held))
+	classes := make([]string, 0, len(devices))
+	for class := range devices {
+		classes = append(classes, class)
+	}
+	sort.Strings(classes)
+	for _, class := range classes {
+		d := devices[class]
+		ch <- metrics.NewLazyConstMetric(devicesDesc, metrics.GaugeValue, float64(d[1]), class, "allocated")
+		ch <- metrics.NewLazyConstMetric(devicesDesc, metrics.GaugeValue, float64(d[0]-d[1]), class, "free")
+	}
 }
 
 // emit sends one gauge sample per reason, in a stable order.

@@ -168,6 +168,9 @@ var (
 	heldNodesDesc = metrics.NewDesc(namespace+"_held_nodes",
 		"Nodes whose room a hold keeps for a waiting gang: pods after the gang in queue order do not take the room it needs there.",
 		nil, nil, metrics.ALPHA, "")
+	devicesDesc = metrics.NewDesc(namespace+"_devices",
+		"DRA devices of the nodes' own ResourceSlices by DeviceClass and state: allocated (held by an allocated ResourceClaim) or free. A device two classes select counts in both.",
+		[]string{"class", "state"}, nil, metrics.ALPHA, "")
 	excludedDesc = metrics.NewDesc(namespace+"_excluded_hypernodes",
 		"HyperNodes that topology placement does not use, by reason: the reason of the HyperNode's own problem (as in its Events) or AncestorExcluded when it lies below an excluded HyperNode.",
 		[]string{"reason"}, nil, metrics.ALPHA, "")

@@ -69,6 +69,7 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 		GatedGangs:         gangs.GatedGroups,
 		ExcludedHyperNodes: func() map[string]int { return cache.Snapshot().ExcludedByReason() },
 		HeldNodes:          gangs.HeldNodes,
+		Devices:            inventory.Totals,
 	})
 	logger.V(2).Info("HyperNode cache and PodGroup registry started")
 	s.factory, s.cache, s.gangs, s.devices = factory, cache, gangs, inventory
