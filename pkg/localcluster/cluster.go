@@ -1,6 +1,6 @@
 // Package localcluster runs a Kubernetes control plane on the loopback interface from the
-// binaries in bin/: etcd, kube-apiserver (RBAC on), kube-controller-manager (the Job
-// controller only), kwok (simulated nodes and pod lifecycles) and hypernode-scheduler under
+// binaries in bin/: etcd, kube-apiserver (RBAC on), kube-controller-manager (the Job and
+// resource claim controllers), kwok (simulated nodes and pod lifecycles) and hypernode-scheduler under
 // the ServiceAccount and RBAC of manifests/install, with manifests/scheduler/config.yaml.
 // The demo (hack/demo), hack/local-up and the end-to-end tests (test/e2e) use it.
 package localcluster
@@ -256,7 +256,7 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 	c.controllerManager, err = startProcess("kube-controller-manager", c.logDir(), c.bin("kube-controller-manager"),
 		"--kubeconfig="+c.AdminKubeconfig,
 		"--authentication-kubeconfig="+c.AdminKubeconfig, "--authorization-kubeconfig="+c.AdminKubeconfig,
-		"--controllers=job", "--leader-elect=false", "--use-service-account-credentials=false",
+		"--controllers=job,resourceclaim-controller", "--leader-elect=false", "--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--cert-dir="+filepath.Join(c.Dir, "controller-manager"))
 	if err != nil {
