@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -393,5 +394,32 @@ func TestNormalPodScorePacksByDRADevices(t *testing.T) {
 	}
 	if got := e.waitBound([]string{"web"}); !within(got, "node-4", "node-5") {
 		t.Errorf("plain pod placed on %v, want the leaf fuller by GPUs, s2 (node-4, node-5)", got)
+	}
+}
+
+// TestImpossibleDRAGang: node-1 and node-3 have 4 of their 8 GPUs taken, so each leaf of
+// GPUs (s0, s1) holds one 8-GPU member and a hard tier-1 gang of two fits nowhere: nothing is
+// bound, no claim of the gang is allocated, and the members' condition says, per domain, how
+// many devices are free against the 16 the gang needs.
+func TestImpossibleDRAGang(t *testing.T) {
+	e := draLeaves(t)
+	e.claimTemplate("four-gpus", draOnlyClass, 4)
+	e.claimTemplate("eight-gpus", draOnlyClass, 8)
+	e.claimingFiller("filler-node-1", "node-1", "1", "four-gpus")
+	e.claimingFiller("filler-node-3", "node-3", "1", "four-gpus")
+	members := e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}, withClaimFrom("eight-gpus"))
+	msg := e.waitCondition(members[0], v1.PodReasonUnschedulable, "gpu.dra.test devices")
+	want := "gpu.dra.test devices: each member claims 8, 2 members need 16; tier 1: s0 12 free, s1 12 free, s2 0 free"
+	if !strings.Contains(msg, want) {
+		t.Errorf("condition %q does not say %q", msg, want)
+	}
+	bound := e.bound()
+	for _, m := range members {
+		if node, ok := bound[m]; ok {
+			t.Errorf("member %s bound to %s", m, node)
+		}
+	}
+	if diff := cmp.Diff(map[string][]string{"filler-node-1": devicesOn("node-1", 4), "filler-node-3": devicesOn("node-3", 4)}, e.allocatedDevices()); diff != "" {
+		t.Errorf("allocated devices by pod (-want +got):\n%s", diff)
 	}
 }

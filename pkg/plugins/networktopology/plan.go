@@ -227,6 +227,9 @@ func (p *NetworkTopologyAware) failed(pl *planning, unsat *placement.Unsatisfiab
 		}
 		possible = p.possibleDomains(v.Tree, v.Pod, pl.nodes, need, req.MaxTier, wholeCluster)
 	}
+	if figures := p.deviceFigures(v.Tree, v.Pod, len(pl.names), req.MaxTier); figures != "" {
+		unsat = &placement.Unsatisfiable{Message: unsat.Message + "; " + figures}
+	}
 	failures := 1
 	if old := v.Failure; old != nil {
 		failures = old.Failures + 1
