@@ -2,9 +2,11 @@ package devices
 
 import (
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -100,6 +102,29 @@ func fewest(mode resourceapi.DeviceAllocationMode, count int64) int64 {
 		return 1
 	}
 	return max(count, 1)
+}
+
+// ClassResource names a class's devices in a hold's need: the name Kubernetes gives every
+// class (deviceclass.resource.kubernetes.io/<class>).
+func ClassResource(class string) v1.ResourceName {
+	return v1.ResourceName(resourceapi.ResourceDeviceClassPrefix + class)
+}
+
+// ClassOf is the class a ClassResource name is of.
+func ClassOf(name v1.ResourceName) (string, bool) {
+	return strings.CutPrefix(string(name), resourceapi.ResourceDeviceClassPrefix)
+}
+
+// Requests returns the demand as resources named by ClassResource (nil when none).
+func (d Demand) Requests() v1.ResourceList {
+	if len(d.ByClass) == 0 {
+		return nil
+	}
+	out := v1.ResourceList{}
+	for class, n := range d.ByClass {
+		out[ClassResource(class)] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	return out
 }
 
 // Amounts returns the demand as the given resources (a class's devices count as

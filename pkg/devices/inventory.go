@@ -129,6 +129,17 @@ func (inv *Inventory) Counts(node string) map[string]ClassCount {
 	return out
 }
 
+// Free is how many devices of a class on a node no allocated claim holds.
+func (inv *Inventory) Free(node, class string) int64 {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	n := inv.nodes[node]
+	if n == nil {
+		return 0
+	}
+	return n.total[class] - n.used[class]
+}
+
 // Totals returns the devices of every node per class: [total, allocated].
 func (inv *Inventory) Totals() map[string][2]int64 {
 	inv.mu.RLock()

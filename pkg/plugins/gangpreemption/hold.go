@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
@@ -296,6 +297,18 @@ func holdOf(su *setup, sim *simulation, c *holdChoice, precedence podgroup.Prece
 			total := sum[r]
 			total.Add(q)
 			sum[r] = total
+		}
+		// The devices its own claims take: a pod whose claims take them is kept off too.
+		if len(m.Spec.ResourceClaims) > 0 && sim.pl.handle != nil {
+			d, err := devices.DemandOf(sim.pl.handle.SharedDRAManager(), m)
+			if err != nil {
+				klog.Background().V(4).Info("Cannot read a held member's device demand", "pod", klog.KObj(m), "err", err)
+			}
+			for r, q := range d.Requests() {
+				total := sum[r]
+				total.Add(q)
+				sum[r] = total
+			}
 		}
 	}
 	for name, node := range c.assign {

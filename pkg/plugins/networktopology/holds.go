@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -30,8 +31,11 @@ const (
 // as if it fit no node for good (gangstate.RefusedForGood).
 type holdState struct {
 	ahead *gangstate.HoldsAhead
-	req   v1.ResourceList
-	code  fwk.Code
+	// req is the pod's requests and the devices its claims take (devices.ClassResource).
+	req  v1.ResourceList
+	code fwk.Code
+	// inventory tells a node's free devices of a class.
+	inventory *devices.Inventory
 }
 
 func (s *holdState) Clone() fwk.StateData { return s }
@@ -71,7 +75,11 @@ func (p *NetworkTopologyAware) readHolds(state fwk.CycleState, pod *v1.Pod) bool
 	if inGang {
 		code = fwk.Unschedulable
 	}
-	state.Write(holdStateKey, &holdState{ahead: ahead, req: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), code: code})
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	for name, q := range p.deviceDemand(pod).Requests() {
+		req[name] = q // the devices its claims take, as a hold's need names them
+	}
+	state.Write(holdStateKey, &holdState{ahead: ahead, req: req, code: code, inventory: p.inventory})
 	return true
 }
 
@@ -94,6 +102,9 @@ func heldBy(state fwk.CycleState, ni fwk.NodeInfo) *fwk.Status {
 	}
 	allocatable, requested := ni.GetAllocatable(), ni.GetRequested()
 	free := func(name v1.ResourceName) int64 {
+		if class, ok := devices.ClassOf(name); ok && s.inventory != nil {
+			return s.inventory.Free(ni.Node().Name, class)
+		}
 		return podgroup.Amount(allocatable, name) - podgroup.Amount(requested, name)
 	}
 	if h := s.ahead.Keeps(ni.Node().Name, s.req, free); h != nil {
