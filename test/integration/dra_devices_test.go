@@ -423,3 +423,45 @@ func TestImpossibleDRAGang(t *testing.T) {
 		t.Errorf("allocated devices by pod (-want +got):\n%s", diff)
 	}
 }
+
+// TestGangSharingAnUnallocatedClaim: two members of a gang use one ResourceClaim directly,
+// not allocated yet. kube-scheduler allocates a claim when its first user binds, which a gang
+// never does alone: the members are refused at once with what to do, nothing is bound, and
+// the claim stays unallocated. Once a pod that uses the claim alone has bound (and the claim
+// is allocated on its node), the gang is requeued and both members bind next to it.
+func TestGangSharingAnUnallocatedClaim(t *testing.T) {
+	e := draLeaves(t)
+	shared := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "shared-gpu", Namespace: e.ns},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu",
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: draOnlyClass, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}}}}}}
+	if _, err := e.c.kube.ResourceV1().ResourceClaims(e.ns).Create(context.Background(), shared, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	useShared := func(p *v1.Pod) {
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, v1.PodResourceClaim{Name: "gpu", ResourceClaimName: ptr.To("shared-gpu")})
+		p.Spec.Containers[0].Resources.Claims = append(p.Spec.Containers[0].Resources.Claims, v1.ResourceClaim{Name: "gpu"})
+	}
+	members := e.gang("train", 2, `{"mode":"hard","highestTierAllowed":1}`, v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}, useShared)
+	msg := e.waitCondition(members[0], v1.PodReasonUnschedulable, "share ResourceClaim")
+	want := fmt.Sprintf("its members [train-0 train-1] share ResourceClaim %s/shared-gpu, which is not allocated", e.ns)
+	if !strings.Contains(msg, want) {
+		t.Errorf("condition %q does not say %q", msg, want)
+	}
+	if got := e.bound(); len(got) != 0 {
+		t.Errorf("bound while the claim is unallocated: %v", got)
+	}
+	if got := e.allocatedDevices(); len(got) != 0 {
+		t.Errorf("allocated while the gang waits: %v", got)
+	}
+
+	first := util.Pod(e.ns, "first-user", plugins.SchedulerName, "1", nil)
+	useShared(first)
+	if _, err := util.CreatePods(context.Background(), e.c.kube, first); err != nil {
+		t.Fatal(err)
+	}
+	node := e.waitBound([]string{"first-user"})["first-user"]
+	got := e.waitBound(members)
+	if !within(got, node) {
+		t.Errorf("members placed on %v, want next to the claim's first user on %s", got, node)
+	}
+}

@@ -36,6 +36,11 @@ func (g *Gang) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		gangstate.RefusedBeforeFilterMark.Set(state)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, b.Message(key))
 	}
+	if msg := g.sharedUnallocatedClaim(key, pod); msg != "" {
+		gangstate.RefusedBeforeFilterMark.Set(state)
+		g.events.Record(info.PodGroup, v1.EventTypeWarning, EventSharedClaimUnallocated, msg)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	if info.PodGroup != nil && !info.PlacedByTopology() {
 		state.Write(nodeChangesKey, nodeChangesState(g.gangs.NodeChanges()))
 		// Nothing of the gang's own is given back: while it is held its round is empty (the

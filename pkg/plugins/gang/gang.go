@@ -54,7 +54,10 @@ const (
 	EventInvalidSubGroupPolicy = "InvalidSubGroupPolicy"
 	// EventInvalidHoldAnnotation: the PodGroup's hold-after annotation is unusable.
 	EventInvalidHoldAnnotation = "InvalidHoldAnnotation"
-	eventAction                = "Schedule"
+	// EventSharedClaimUnallocated: members share a ResourceClaim that is not allocated,
+	// which a gang cannot wait for (sharedclaims.go).
+	EventSharedClaimUnallocated = "SharedClaimUnallocated"
+	eventAction                 = "Schedule"
 )
 
 // Gang is the plugin.
