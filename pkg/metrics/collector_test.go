@@ -25,7 +25,9 @@ func TestStateCollector(t *testing.T) {
 	c.add(t.Context(), &Source{
 		GatedGangs: func() map[string]int { return map[string]int{"PodGroupMissing": 0, "WaitingForMembers": 3} },
 		HeldNodes:  func() int { return 4 },
-		Devices:    func() map[string][2]int64 { return map[string][2]int64{"gpu.nvidia.com": {16, 16}, "gpu.amd.com": {8, 0}} },
+		Devices: func() map[string][2]int64 {
+			return map[string][2]int64{"gpu.nvidia.com": {16, 16}, "gpu.amd.com": {8, 0}}
+		},
 	})
 	const excludedHeader = `# HELP hypernode_excluded_hypernodes [ALPHA] HyperNodes that topology placement does not use, by reason: the reason of the HyperNode's own problem (as in its Events) or AncestorExcluded when it lies below an excluded HyperNode.
 # TYPE hypernode_excluded_hypernodes gauge
