@@ -8,11 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -145,6 +147,9 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodGroupChange(logger klog.Logg
 		return fwk.QueueSkip, nil
 	}
 	own := inGang && obj.GetNamespace() == key.Namespace && obj.GetName() == key.Name
+	if newObj == nil && podgroup.HoldFreedRoom(oldObj, newObj) {
+		p.endDeletedHold(podgroup.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, obj.GetUID())
+	}
 	switch {
 	case own && newObj != nil && podgroup.SchedulingChanged(oldObj, newObj):
 		return p.requeue(logger, pod, key, "PodGroup"), nil
@@ -158,6 +163,18 @@ func (p *NetworkTopologyAware) isSchedulableAfterPodGroupChange(logger klog.Logg
 	}
 	logger.V(5).Info("Pod requeued: a hold ended or moved", "pod", klog.KObj(pod), "podGroup", klog.KObj(obj))
 	return fwk.Queue, nil
+}
+
+// endDeletedHold ends the hold of a deleted PodGroup before the pods it kept off are
+// requeued for it: the registry hears of the deletion on an informer of its own, perhaps
+// after the pods' next cycle, which would find the hold still there and leave them waiting
+// for an event that already came. A PodGroup of the same name created since (another UID) is
+// another gang, whose hold stays.
+func (p *NetworkTopologyAware) endDeletedHold(key podgroup.Key, uid types.UID) {
+	if pg := p.registry.Info(key).PodGroup; pg != nil && pg.UID != uid {
+		return
+	}
+	p.gangs.ReleaseHold(key, gangstate.HoldDeleted)
 }
 
 // hyperNodeSpecChanged compares the spec and labels of two HyperNode event objects (typed, or

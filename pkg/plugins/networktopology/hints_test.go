@@ -282,9 +282,13 @@ func TestHoldHints(t *testing.T) {
 		old, new any
 		want     fwk.QueueingHint
 		stale    bool
+		// released: the hint itself ended the hold (a deleted PodGroup's); recreated: the
+		// registry has a PodGroup of the name with another UID.
+		released, recreated bool
 	}{
 		{name: "hold ended", pod: solo, podGroup: true, old: record(0, "node-0", "node-1"), new: record(0), want: fwk.Queue},
-		{name: "held PodGroup deleted", pod: solo, podGroup: true, old: record(0, "node-0"), want: fwk.Queue},
+		{name: "held PodGroup deleted", pod: solo, podGroup: true, old: record(0, "node-0"), want: fwk.Queue, released: true},
+		{name: "held PodGroup deleted, another of its name created since", pod: solo, podGroup: true, old: record(0, "node-0"), want: fwk.Queue, recreated: true},
 		{name: "hold left a node", pod: solo, podGroup: true, old: record(0, "node-0", "node-1"), new: record(0, "node-1"), want: fwk.Queue},
 		{name: "hold's gang priority fell", pod: solo, podGroup: true, old: record(5, "node-0"), new: record(1, "node-0"), want: fwk.Queue},
 		{name: "hold taken", pod: solo, podGroup: true, old: record(0), new: record(0, "node-0"), want: fwk.QueueSkip},
@@ -308,9 +312,15 @@ func TestHoldHints(t *testing.T) {
 			if tc.podGroup {
 				hint = p.isSchedulableAfterPodGroupChange
 			}
+			if tc.recreated {
+				registry.SetPodGroup(&schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "big", UID: "recreated"}})
+			}
 			got, err := hint(klog.Background(), tc.pod, tc.old, tc.new)
 			if err != nil || got != tc.want {
 				t.Fatalf("hint = %v, %v; want %v", got, err, tc.want)
+			}
+			if held := len(p.gangs.Holds().List()) > 0; held == tc.released {
+				t.Errorf("hold still held = %t, want %t", held, !tc.released)
 			}
 			if stale := p.failureOf(hard).Stale; stale != tc.stale {
 				t.Errorf("gang hard's failure stale = %t, want %t", stale, tc.stale)
