@@ -317,6 +317,17 @@ func (c *Cluster) deviceAmount(node string, res v1.ResourceName) (used, total in
 	return u[0], t[0]
 }
 
+// devicesOffer reports whether some node's DRA devices count as res: requests of it are
+// then counted against those devices (deviceAmount), as the scheduler's scores count them.
+func (c *Cluster) devicesOffer(res v1.ResourceName) bool {
+	for _, n := range c.Nodes {
+		if _, total := c.deviceAmount(n.Name, res); total > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // readDevices reads the ResourceSlices and ResourceClaims; a failed read is a warning (the
 // device figures are then missing, not wrong).
 func (cl *Cluster) readDevices(ctx context.Context, c Clients) {
@@ -379,7 +390,7 @@ func (c *Cluster) counted(request v1.ResourceList) (v1.ResourceList, []string) {
 	var dropped []string
 	out := v1.ResourceList{}
 	for r, q := range request {
-		if c.draOnly.Has(r) {
+		if c.draOnly.Has(r) && !c.devicesOffer(r) {
 			dropped = append(dropped, string(r))
 			continue
 		}
@@ -418,10 +429,8 @@ func (c *Cluster) warningsFor(res v1.ResourceName) []string {
 	if c.offered.Has(res) || len(c.Nodes) == 0 {
 		return c.Warnings
 	}
-	for _, n := range c.Nodes {
-		if _, total := c.deviceAmount(n.Name, res); total > 0 {
-			return c.Warnings
-		}
+	if c.devicesOffer(res) {
+		return c.Warnings
 	}
 	return append(slices.Clip(c.Warnings), fmt.Sprintf("no node has %s in its allocatable: every capacity figure for it is 0 (check --resource)", res))
 }

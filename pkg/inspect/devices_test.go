@@ -133,3 +133,33 @@ func TestExplainCountsClaimedDevices(t *testing.T) {
 		t.Errorf("fits %v, not counted %v; want no fit at tier 1 and everything counted", e.Search.Fits, e.Search.NotCounted)
 	}
 }
+
+// TestExplainCountsDRAExtendedResource: the NVIDIA class provides nvidia.com/gpu (its
+// extendedResourceName) and no node lists it: a gang of three members requesting 4 GPUs
+// each, hard at tier 1, is counted against the devices no claim holds instead of being left
+// out ("not counted"): hand-counted, leaf a holds 2 (a1; a0 cordoned), b 2 (b0; b1 full), the spine the 3 asked.
+func TestExplainCountsDRAExtendedResource(t *testing.T) {
+	c := draCluster(t)
+	c.DeviceClasses[0].Spec.ExtendedResourceName = ptr.To("nvidia.com/gpu")
+	for i := range 3 {
+		c.Pods = append(c.Pods, memberPod("team-a", fmt.Sprintf("train-%d", i), "train", "", nil))
+	}
+	c.PodGroups = append(c.PodGroups, podGroup("team-a", "train", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}))
+	c.index()
+	e, err := c.Explain("team-a", "train", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, tier := range e.Search.Tiers {
+		for _, cand := range tier.Candidates {
+			got[cand.Name] = cand.Holds
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"a": 2, "b": 2, "top": 3}, got); diff != "" {
+		t.Errorf("members each candidate holds (-want +got):\n%s", diff)
+	}
+	if len(e.Search.NotCounted) != 0 {
+		t.Errorf("not counted %v, want nothing: the devices count nvidia.com/gpu", e.Search.NotCounted)
+	}
+}

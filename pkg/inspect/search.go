@@ -224,6 +224,10 @@ func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
 			continue
 		}
 		free := n.free(r)
+		if used, total := c.deviceAmount(name, r); total > 0 {
+			// A resource DRA devices provide on this node: those no claim holds.
+			free = *resource.NewQuantity(total-used, resource.DecimalSI)
+		}
 		holds = min(holds, int(free.MilliValue()/q.MilliValue()))
 	}
 	if m, ok := c.devices.FreeFor(name, in.devices); ok {
