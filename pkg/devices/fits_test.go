@@ -25,14 +25,14 @@ const noRoomAlone = "cannot allocate all claims"
 func world(n int) (*fakeDRA, *v1.Node) {
 	dra := newFakeDRA()
 	node, slice := gpuNode("node-a", n)
-	dra.slices = append(dra.slices, slice)
+	dra.Slices = append(dra.Slices, slice)
 	return dra, node
 }
 
 // member is the gang member whose copies are counted: its own claim of n devices, unallocated.
 func member(dra *fakeDRA, n int) *v1.Pod {
 	pod, claim := claimPod("member", n)
-	dra.addClaims(claim)
+	dra.AddClaims(claim)
 	return pod
 }
 
@@ -41,7 +41,7 @@ func holder(dra *fakeDRA, name string, node *v1.Node, devs ...int) *v1.Pod {
 	pod, claim := claimPod(name, len(devs))
 	bound(pod, node.Name)
 	allocate(claim, node.Name, devs, pod)
-	dra.addClaims(claim)
+	dra.AddClaims(claim)
 	return pod
 }
 
@@ -198,7 +198,7 @@ func TestFits(t *testing.T) {
 			both := sharedClaim("both", 4)
 			allocate(both, node.Name, span(0, 4), gone, stays)
 			holder(dra, "victim", node, span(4, 8)...)
-			dra.addClaims(both)
+			dra.AddClaims(both)
 			return dra, nodeInfo(node, stays), member(dra, 8)
 		},
 		unfiltered: true,
@@ -211,7 +211,7 @@ func TestFits(t *testing.T) {
 			dra, node := world(8)
 			idle := sharedClaim("idle", 4)
 			allocate(idle, node.Name, span(0, 4))
-			dra.addClaims(idle)
+			dra.AddClaims(idle)
 			m := member(dra, 4)
 			return dra, nodeInfo(node, copyOf(m, node.Name, 1)), m
 		},
@@ -222,7 +222,7 @@ func TestFits(t *testing.T) {
 			dra, node := world(8)
 			idle := sharedClaim("idle", 4)
 			allocate(idle, node.Name, span(0, 4))
-			dra.addClaims(idle)
+			dra.AddClaims(idle)
 			holder(dra, "victim", node, span(4, 8)...)
 			return dra, nodeInfo(node), member(dra, 8)
 		},
@@ -235,8 +235,8 @@ func TestFits(t *testing.T) {
 		build: func() (*fakeDRA, *framework.NodeInfo, *v1.Pod) {
 			dra, node := world(8)
 			assumed, claim := claimPod("assumed", 4)
-			dra.addClaims(claim)
-			dra.pending[claim.UID] = allocation(node.Name, span(0, 4)...)
+			dra.AddClaims(claim)
+			dra.Pending[claim.UID] = allocation(node.Name, span(0, 4)...)
 			m := member(dra, 4)
 			return dra, nodeInfo(node, bound(assumed, node.Name), copyOf(m, node.Name, 1)), m
 		},
@@ -246,8 +246,8 @@ func TestFits(t *testing.T) {
 		build: func() (*fakeDRA, *framework.NodeInfo, *v1.Pod) {
 			dra, node := world(8)
 			assumed, claim := claimPod("assumed", 4)
-			dra.addClaims(claim)
-			dra.pending[claim.UID] = allocation(node.Name, span(0, 4)...)
+			dra.AddClaims(claim)
+			dra.Pending[claim.UID] = allocation(node.Name, span(0, 4)...)
 			m := member(dra, 2)
 			return dra, nodeInfo(node, bound(assumed, node.Name), copyOf(m, node.Name, 1)), m
 		},
@@ -257,7 +257,7 @@ func TestFits(t *testing.T) {
 		name: "shared claim allocated once",
 		build: func() (*fakeDRA, *framework.NodeInfo, *v1.Pod) {
 			dra, node := world(8)
-			dra.addClaims(sharedClaim("shared", 4))
+			dra.AddClaims(sharedClaim("shared", 4))
 			a, b := sharingPod("a", "shared"), sharingPod("b", "shared")
 			return dra, nodeInfo(node, a, b), member(dra, 4)
 		},
@@ -267,7 +267,7 @@ func TestFits(t *testing.T) {
 		name: "shared claim leaves 4, member asks 5",
 		build: func() (*fakeDRA, *framework.NodeInfo, *v1.Pod) {
 			dra, node := world(8)
-			dra.addClaims(sharedClaim("shared", 4))
+			dra.AddClaims(sharedClaim("shared", 4))
 			a, b := sharingPod("a", "shared"), sharingPod("b", "shared")
 			return dra, nodeInfo(node, a, b), member(dra, 5)
 		},

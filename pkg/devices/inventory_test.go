@@ -116,7 +116,7 @@ func TestDemandAndBound(t *testing.T) {
 	inv.SetSlice(slice)
 	holder, held := claimPod("holder", 3)
 	allocate(held, "node-a", span(0, 3), holder)
-	dra.addClaims(held)
+	dra.AddClaims(held)
 	inv.SetClaim(held)
 
 	exact := member(dra, 2)
@@ -156,7 +156,7 @@ func TestDemandAndBound(t *testing.T) {
 		{Name: "eight", DeviceClassName: className, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 8},
 		{Name: "four", DeviceClassName: className, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 4},
 	}}}
-	dra.addClaims(claim)
+	dra.AddClaims(claim)
 	if d, err := devices.DemandOf(dra, pod); err != nil || !cmp.Equal(devices.Demand{ByClass: map[string]int64{className: 4}, Bounded: true}, d) {
 		t.Errorf("demand of firstAvailable [8, 4] = %+v, %v; want 4 of %s, bounded", d, err, className)
 	}

@@ -20,18 +20,18 @@ func TestUnreleased(t *testing.T) {
 		{"claim allocated, reserved for the victim", func(dra *fakeDRA) []*v1.Pod {
 			v, c := claimPod("victim", 8)
 			allocate(c, "node-a", span(0, 8), v)
-			dra.addClaims(c)
+			dra.AddClaims(c)
 			return []*v1.Pod{v}
 		}, 1},
 		{"claim allocated, reservation already dropped", func(dra *fakeDRA) []*v1.Pod {
 			v, c := claimPod("victim", 8)
 			allocate(c, "node-a", span(0, 8))
-			dra.addClaims(c)
+			dra.AddClaims(c)
 			return []*v1.Pod{v}
 		}, 1},
 		{"claim deallocated", func(dra *fakeDRA) []*v1.Pod {
 			v, c := claimPod("victim", 8)
-			dra.addClaims(c)
+			dra.AddClaims(c)
 			return []*v1.Pod{v}
 		}, 0},
 		{"claim deleted", func(dra *fakeDRA) []*v1.Pod {
@@ -42,14 +42,14 @@ func TestUnreleased(t *testing.T) {
 			c := sharedClaim("shared", 4)
 			v, stays := sharingPod("victim", "shared"), sharingPod("stays", "shared")
 			allocate(c, "node-a", span(0, 4), v, stays)
-			dra.addClaims(c)
+			dra.AddClaims(c)
 			return []*v1.Pod{v}
 		}, 0},
 		{"shared claim of two victims, counted once", func(dra *fakeDRA) []*v1.Pod {
 			c := sharedClaim("shared", 4)
 			a, b := sharingPod("a", "shared"), sharingPod("b", "shared")
 			allocate(c, "node-a", span(0, 4), a, b)
-			dra.addClaims(c)
+			dra.AddClaims(c)
 			return []*v1.Pod{a, b}
 		}, 1},
 	} {

@@ -43,7 +43,7 @@ func TestFitsWithoutDevices(t *testing.T) {
 // manager's allocated state is asked again while a claim changes under it.
 func TestFitsSnapshotOnceWithRetries(t *testing.T) {
 	dra, node := world(8)
-	dra.gatherErrs = 2
+	dra.GatherErrs = 2
 	m := member(dra, 4)
 	state := stateFor(t, dra)
 	ni := nodeInfo(node, copyOf(m, node.Name, 1))
@@ -53,15 +53,15 @@ func TestFitsSnapshotOnceWithRetries(t *testing.T) {
 			t.Fatalf("Fits (-want +got):\n%s, err %v", diff, err)
 		}
 	}
-	if dra.gathers != 3 {
-		t.Errorf("GatherAllocatedState called %d times, want 3 (two failures, one snapshot)", dra.gathers)
+	if dra.Gathers != 3 {
+		t.Errorf("GatherAllocatedState called %d times, want 3 (two failures, one snapshot)", dra.Gathers)
 	}
 }
 
 // A manager that never gives a consistent state is an error, not an answer.
 func TestFitsGatherFails(t *testing.T) {
 	dra, node := world(8)
-	dra.gatherErrs = 1000
+	dra.GatherErrs = 1000
 	m := member(dra, 4)
 	_, _, err := devices.Fits(context.Background(), stateFor(t, dra), nodeInfo(node, copyOf(m, node.Name, 1)), m, true)
 	if err == nil || !strings.Contains(err.Error(), "reading the cluster's devices: allocated devices: claim changed while read") {
@@ -89,11 +89,11 @@ func TestFitsUnfilteredAllocatedClaim(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dra, node := world(8)
 			_, other := gpuNode("node-b", 8)
-			dra.slices = append(dra.slices, other)
+			dra.Slices = append(dra.Slices, other)
 			pod, claim := claimPod("placed", 2)
 			allocate(claim, tc.on, []int{0, 1}, pod)
 			claim.Status.Allocation.NodeSelector = onNode(tc.on)
-			dra.addClaims(claim)
+			dra.AddClaims(claim)
 			fits, reason, err := devices.Fits(context.Background(), stateFor(t, dra), nodeInfo(node), pod, false)
 			if err != nil {
 				t.Fatalf("Fits: %v", err)
@@ -114,7 +114,7 @@ func TestFitsClaimReservedForPodGroup(t *testing.T) {
 	gang.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{
 		APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "pg", UID: "uid-pg",
 	}}
-	dra.addClaims(gang)
+	dra.AddClaims(gang)
 	a, b := bound(sharingPod("a", "gang"), node.Name), bound(sharingPod("b", "gang"), node.Name)
 	m := member(dra, 8)
 	state, ni := stateFor(t, dra), nodeInfo(node, a, b)
@@ -134,7 +134,7 @@ func TestFitsOwnReservedClaim(t *testing.T) {
 	dra, node := world(8)
 	pod, claim := claimPod("member", 4)
 	allocate(claim, node.Name, span(0, 4), pod)
-	dra.addClaims(claim)
+	dra.AddClaims(claim)
 	state := stateFor(t, dra)
 	if frees, err := devices.Frees(context.Background(), state, nodeInfo(node), pod); frees || err != nil {
 		t.Errorf("Frees = %v, %v; want false", frees, err)
