@@ -9,9 +9,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
@@ -87,12 +89,16 @@ func (p *NetworkTopologyAware) relocate(ctx context.Context, state fwk.CycleStat
 	state.Write(preFilterStateKey, &preFilterState{leaf: planned.leaf, relocating: true})
 	defer state.Write(preFilterStateKey, planned)
 	nodeInfos := p.handle.SnapshotSharedLister().NodeInfos()
+	if len(pod.Spec.ResourceClaims) > 0 {
+		devices.Attach(state, p.devices)
+	}
 	for start := 0; start < len(candidates); start += relocationBatch {
 		batch := candidates[start:min(start+relocationBatch, len(candidates))]
 		fits := make([]bool, len(batch))
 		p.handle.Parallelizer().Until(ctx, len(batch), func(i int) {
 			if ni, err := nodeInfos.Get(batch[i]); err == nil {
-				fits[i] = p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni).IsSuccess()
+				fits[i] = p.handle.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni).IsSuccess() &&
+					p.devicesFitWithNominated(ctx, state, pod, ni)
 			}
 		}, "NetworkTopologyAwareRelocation")
 		for i, fit := range fits {
@@ -260,4 +266,34 @@ func (p *NetworkTopologyAware) relocated(ctx context.Context, pod *v1.Pod, key p
 	logger.V(3).Info("Gang member relocated inside its domain", "pod", klog.KObj(pod), "podGroup", key, "from", where, "node", r.node, "leaf", r.leaf, "domain", r.domain)
 	gangstate.Activate(logger, p.handle, pod)
 	return nil, fwk.NewStatus(fwk.Success, msg)
+}
+
+// devicesFitWithNominated reports whether pod's claims can be allocated on ni next to the
+// claims of the pods nominated there that the Filter run counts (priority at least pod's):
+// DynamicResources' Filter counts their resources, not their devices, so a sibling planned
+// on the node would otherwise lose its GPUs to the relocated member. state must have a
+// device source attached (devices.Attach).
+func (p *NetworkTopologyAware) devicesFitWithNominated(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) bool {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return true
+	}
+	priority := corev1helpers.PodPriority(pod)
+	var clone fwk.NodeInfo
+	for _, pi := range p.handle.NominatedPodsForNode(ni.Node().Name) {
+		if np := pi.GetPod(); np.UID != pod.UID && corev1helpers.PodPriority(np) >= priority {
+			if clone == nil {
+				clone = ni.Snapshot()
+			}
+			clone.AddPodInfo(pi)
+		}
+	}
+	if clone == nil {
+		return true // DynamicResources' Filter answered on the same devices
+	}
+	fits, reason, err := devices.Fits(ctx, state, clone, pod, true)
+	if err != nil || !fits {
+		klog.FromContext(ctx).V(5).Info("Relocation candidate lacks devices for the member next to the pods nominated there", "node", ni.Node().Name, "reason", reason, "err", err)
+		return false
+	}
+	return true
 }
