@@ -1,7 +1,10 @@
 package devices
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -54,4 +57,18 @@ func Unreleased(dra fwk.SharedDRAManager, pods []*v1.Pod) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// ReleasedClaim is the claim of a ResourceClaim event that released its devices (allocated
+// before, deallocated or deleted now), nil for any other event.
+func ReleasedClaim(oldObj, newObj any) (*resourceapi.ResourceClaim, error) {
+	old, okOld := oldObj.(*resourceapi.ResourceClaim)
+	claim, okNew := newObj.(*resourceapi.ResourceClaim)
+	if (oldObj != nil && !okOld) || (newObj != nil && !okNew) {
+		return nil, fmt.Errorf("a ResourceClaim event of %T, %T", oldObj, newObj)
+	}
+	if old == nil || old.Status.Allocation == nil || (claim != nil && claim.Status.Allocation != nil) {
+		return nil, nil
+	}
+	return old, nil
 }

@@ -134,37 +134,37 @@ func (s *Snapshot) localState(node string) structured.AllocatedState {
 // take records an allocation's devices in a node's local state (the allocator's own
 // bookkeeping: admin access takes nothing; a shared device takes a share and its capacity).
 func take(local structured.AllocatedState, results []resourceapi.DeviceRequestAllocationResult) {
-	for _, r := range results {
-		if ptr.Deref(r.AdminAccess, false) {
-			continue
-		}
-		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-		if r.ShareID != nil {
-			local.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
-			if r.ConsumedCapacity != nil {
-				local.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
-			}
-			continue
-		}
-		local.AllocatedDevices.Insert(id)
-	}
+	account(local, results, true)
 }
 
 // release removes an allocation's devices from a node's local state: its users left.
 func release(local structured.AllocatedState, results []resourceapi.DeviceRequestAllocationResult) {
+	account(local, results, false)
+}
+
+// account adds (taken) or removes an allocation's devices, shares and capacity.
+func account(local structured.AllocatedState, results []resourceapi.DeviceRequestAllocationResult, taken bool) {
 	for _, r := range results {
 		if ptr.Deref(r.AdminAccess, false) {
 			continue
 		}
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-		if r.ShareID != nil {
+		switch {
+		case r.ShareID == nil && taken:
+			local.AllocatedDevices.Insert(id)
+		case r.ShareID == nil:
+			local.AllocatedDevices.Delete(id)
+		case taken:
+			local.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
+			if r.ConsumedCapacity != nil {
+				local.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+			}
+		default:
 			local.AllocatedSharedDeviceIDs.Delete(structured.MakeSharedDeviceID(id, r.ShareID))
 			if r.ConsumedCapacity != nil {
 				local.AggregatedCapacity.Remove(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
 			}
-			continue
 		}
-		local.AllocatedDevices.Delete(id)
 	}
 }
 

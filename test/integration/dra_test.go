@@ -2,11 +2,9 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -19,47 +17,10 @@ const draGPUDriver = "gpu.hypernode.test"
 
 // publishDRAGPUs creates a DeviceClass that provides nvidia.com/gpu through DRA (Kubernetes
 // 1.37's extended resources backed by DRA, GA) and a ResourceSlice of gpus devices on each
-// node, and deletes them when the test ends.
+// node (publishDRADevices), and deletes them when the test ends.
 func publishDRAGPUs(t *testing.T, c clients, nodes []string, gpus int) {
 	t.Helper()
-	ctx := context.Background()
-	api := c.kube.ResourceV1()
-	class := &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: draGPUDriver},
-		Spec: resourcev1.DeviceClassSpec{
-			Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", draGPUDriver)}}},
-			ExtendedResourceName: ptr.To("nvidia.com/gpu"),
-		},
-	}
-	if _, err := api.DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := api.DeviceClasses().Delete(ctx, class.Name, metav1.DeleteOptions{}); err != nil {
-			t.Error(err)
-		}
-	})
-	for _, node := range nodes {
-		slice := &resourcev1.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
-			Spec: resourcev1.ResourceSliceSpec{
-				Driver:   draGPUDriver,
-				Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
-				NodeName: ptr.To(node),
-			},
-		}
-		for i := range gpus {
-			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i)})
-		}
-		if _, err := api.ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := api.ResourceSlices().Delete(ctx, slice.Name, metav1.DeleteOptions{}); err != nil {
-				t.Error(err)
-			}
-		})
-	}
+	publishDRADevices(t, c, draGPUDriver, draGPUDriver, ptr.To("nvidia.com/gpu"), nodes, gpus)
 }
 
 // TestTopologyDRAProvidedGPUsPackByCPU: the GPUs come through DRA, so no node lists

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
@@ -184,11 +183,11 @@ func (pl *GangPreemption) isSchedulableAfterClaimReleased(logger klog.Logger, po
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
-	old, claim, err := util.As[*resourceapi.ResourceClaim](oldObj, newObj)
+	old, err := devices.ReleasedClaim(oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if old == nil || old.Status.Allocation == nil || (claim != nil && claim.Status.Allocation != nil) {
+	if old == nil {
 		return fwk.QueueSkip, nil
 	}
 	pl.gangs.Lock()

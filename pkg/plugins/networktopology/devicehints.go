@@ -6,7 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 )
 
 // deviceEvents are the DRA changes that can make room for a gang whose members claim
@@ -29,11 +30,11 @@ func (p *NetworkTopologyAware) isSchedulableAfterClaimReleased(logger klog.Logge
 	if !ok || len(pod.Spec.ResourceClaims) == 0 {
 		return fwk.QueueSkip, nil
 	}
-	old, claim, err := util.As[*resourceapi.ResourceClaim](oldObj, newObj)
+	old, err := devices.ReleasedClaim(oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if old == nil || old.Status.Allocation == nil || (claim != nil && claim.Status.Allocation != nil) {
+	if old == nil {
 		return fwk.QueueSkip, nil
 	}
 	if p.gangs.Blocker(key) != nil || p.unplannable(key, info) {
