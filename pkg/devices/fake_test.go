@@ -23,8 +23,6 @@ type fakeDRA = devicestest.FakeDRA
 var (
 	newFakeDRA  = devicestest.NewFakeDRA
 	gpuNode     = devicestest.GPUNode
-	deviceName  = devicestest.DeviceName
-	gpuRequest  = devicestest.GPURequest
 	claimPod    = devicestest.ClaimPod
 	sharingPod  = devicestest.SharingPod
 	sharedClaim = devicestest.SharedClaim
