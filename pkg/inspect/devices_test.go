@@ -1,7 +1,9 @@
 package inspect
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -83,6 +85,22 @@ func TestTreeCountsDRADevices(t *testing.T) {
 	}
 	if len(report.Warnings) != 0 {
 		t.Errorf("warnings %v, want none: the resource is offered as devices", report.Warnings)
+	}
+	// The DRA column: per class, free/total devices below each HyperNode.
+	var buf bytes.Buffer
+	if err := WriteTree(&buf, report); err != nil {
+		t.Fatal(err)
+	}
+	var deviceLines []string
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(line, "devices: ") {
+			deviceLines = append(deviceLines, strings.TrimSpace(line))
+		}
+	}
+	// (The cluster's row is left out when one HyperNode spans it.)
+	want = []string{"devices: gpu.nvidia.com 16/32 free", "devices: gpu.nvidia.com 8/16 free", "devices: gpu.nvidia.com 8/16 free"}
+	if diff := cmp.Diff(want, deviceLines); diff != "" {
+		t.Errorf("devices lines of the tree (-want +got):\n%s", diff)
 	}
 	// A node that lists the resource as allocatable counts it from there, not from devices.
 	c.nodes["b0"].node.Status.Allocatable[v1.ResourceName(resourcev1.ResourceDeviceClassPrefix+"gpu.nvidia.com")] = resource.MustParse("2")

@@ -243,6 +243,13 @@ func WriteTree(w io.Writer, r TreeReport) error {
 			}
 			p.wrap(detail+"podgroups: ", detail+"  ", listWithMore(parts, 3))
 		}
+		if len(h.Devices) > 0 {
+			var parts []string
+			for _, d := range h.Devices {
+				parts = append(parts, fmt.Sprintf("%s %d/%d free", d.Class, d.Free, d.Total))
+			}
+			p.wrap(detail+"devices: ", detail+"  ", strings.Join(parts, ", "))
+		}
 		for _, hold := range h.Holds {
 			p.wrap(detail+"held for: ", detail+"  ", fmt.Sprintf("%s (%d nodes, for %s)", hold.PodGroup, len(hold.Nodes), hold.Age))
 		}

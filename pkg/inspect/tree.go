@@ -31,6 +31,13 @@ type TreeReport struct {
 	Warnings                  []string     `json:"warnings,omitempty"`
 }
 
+// DeviceCount is a DeviceClass's devices below a HyperNode.
+type DeviceCount struct {
+	Class string `json:"class"`
+	Free  int64  `json:"free"`
+	Total int64  `json:"total"`
+}
+
 // NodeLeaves is a node and the leaves that select it.
 type NodeLeaves struct {
 	Node   string   `json:"node"`
@@ -58,6 +65,9 @@ type HyperNodeReport struct {
 	Free        resource.Quantity `json:"free"`
 	// PodGroups have bound pods on nodes below, with their counts.
 	PodGroups []PodGroupCount `json:"podGroups,omitempty"`
+	// Devices are the DRA devices of the nodes below per DeviceClass: all of them, and the
+	// free ones (on usable nodes, held by no allocated claim).
+	Devices []DeviceCount `json:"devices,omitempty"`
 	// Holds are the holds of waiting gangs on this HyperNode (on the root: those on nodes of
 	// the whole cluster).
 	Holds []HoldReport `json:"holds,omitempty"`
@@ -286,10 +296,19 @@ func (c *Cluster) fillCapacity(r *HyperNodeReport, nodes []string, res v1.Resour
 	r.Allocatable = *resource.NewQuantity(0, resource.DecimalSI)
 	r.Free = *resource.NewQuantity(0, resource.DecimalSI)
 	groups := map[string]int{}
+	devices := map[string]DeviceCount{}
 	for _, name := range nodes {
 		n := c.nodes[name]
 		if n == nil {
 			continue
+		}
+		for class, count := range c.devices.Counts(name) {
+			d := devices[class]
+			d.Total += count.Total
+			if n.unusable == "" {
+				d.Free += count.Total - count.Used
+			}
+			devices[class] = d
 		}
 		r.Nodes++
 		r.Allocatable.Add(n.node.Status.Allocatable[res])
@@ -312,5 +331,10 @@ func (c *Cluster) fillCapacity(r *HyperNodeReport, nodes []string, res v1.Resour
 	}
 	for _, pg := range sortedNames(groups) {
 		r.PodGroups = append(r.PodGroups, PodGroupCount{PodGroup: pg, Pods: groups[pg]})
+	}
+	for _, class := range sortedNames(devices) {
+		d := devices[class]
+		d.Class = class
+		r.Devices = append(r.Devices, d)
 	}
 }
