@@ -2,6 +2,7 @@ package devices
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -156,20 +157,29 @@ func (inv *Inventory) FreeFor(node string, d Demand) (int, bool) {
 	}
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
+	return inv.membersLocked(node, d, func(n *nodeDevices, class string) int64 { return n.total[class] - n.used[class] })
+}
+
+// membersLocked is the rule both bounds share: per class the demand takes, the node's free
+// devices (free says how many) divided by what a pod takes, the least of them; false when
+// devices a node's own slices do not list may serve it, or a class's devices may be shared
+// between claims (consumable capacity): a count of free devices bounds neither. The
+// inventory's lock must be held.
+func (inv *Inventory) membersLocked(node string, d Demand, free func(n *nodeDevices, class string) int64) (int, bool) {
 	if inv.elsewhere.Len() > 0 {
 		return 0, false
 	}
 	n := inv.nodes[node]
 	bound := -1
 	for class, need := range d.ByClass {
-		free := int64(0)
+		var f int64
 		if n != nil {
 			if n.shared[class] > 0 {
 				return 0, false
 			}
-			free = n.total[class] - n.used[class]
+			f = free(n, class)
 		}
-		if m := int(max(free, 0) / need); bound < 0 || m < bound {
+		if m := int(max(f, 0) / need); bound < 0 || m < bound {
 			bound = m
 		}
 	}
@@ -203,39 +213,21 @@ func (inv *Inventory) NewBound(dra fwk.SharedDRAManager, d Demand) (*Bound, erro
 }
 
 // Members is an upper bound of the pods of the demand node can take (in-flight allocations
-// are counted; other plans' promises only lower the real number), and false when the node's
-// devices of a class may be shared between claims (consumable capacity), or devices of
-// slices for several nodes exist: a count of a node's own free devices bounds neither.
+// are counted; other plans' promises only lower the real number); false as membersLocked
+// says.
 func (b *Bound) Members(node string) (int, bool) {
 	if b == nil {
 		return 0, false
 	}
 	b.inv.mu.RLock()
 	defer b.inv.mu.RUnlock()
-	if b.inv.elsewhere.Len() > 0 {
-		return 0, false // devices a node's own slices do not list may serve it
-	}
-	n := b.inv.nodes[node]
-	if n == nil {
-		return 0, true
-	}
-	free := map[string]int64{}
-	for id, classes := range n.classesOf {
-		if b.allocated.Has(id) {
-			continue
+	return b.inv.membersLocked(node, b.demand, func(n *nodeDevices, class string) int64 {
+		var f int64
+		for id, classes := range n.classesOf {
+			if !b.allocated.Has(id) && slices.Contains(classes, class) {
+				f++
+			}
 		}
-		for _, class := range classes {
-			free[class]++
-		}
-	}
-	bound := -1
-	for class, need := range b.demand.ByClass {
-		if n.shared[class] > 0 {
-			return 0, false
-		}
-		if m := int(free[class] / need); bound < 0 || m < bound {
-			bound = m
-		}
-	}
-	return bound, true
+		return f
+	})
 }

@@ -17,36 +17,18 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// Fits reports whether pod's claims can be allocated on ni's node once every pod of ni whose
-// claims are not allocated yet (copies of a member, nominated or planned members) has taken
-// its devices, in ni's order, and once the devices of the allocated claims none of whose
-// users is on ni any more (victims a simulation removed) are free again. When filtered (the
-// DynamicResources Filter accepted pod on the node as the cluster is) and ni changes nothing
-// the cluster's devices already say, Fits does not allocate again.
-func (s *Snapshot) Fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod, filtered bool) (bool, string, error) {
+// fits reports whether pod's claims can be allocated on ni's node once takers (the claims of
+// ni's other pods that hold no devices yet: copies of a member, nominated or planned
+// members, in ni's order; Source.takers) have taken their devices, and once the devices of
+// the allocated claims none of whose users is on ni any more (victims a simulation removed)
+// are free again. When filtered (the DynamicResources Filter accepted pod on the node as the
+// cluster is) and ni changes nothing the cluster's devices already say, it does not allocate
+// again. shared are the shared claims takers already allocate.
+func (s *Snapshot) fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod, filtered bool, takers [][]*resourceapi.ResourceClaim, shared sets.Set[types.UID]) (bool, string, error) {
 	node := ni.Node()
 	present := podUIDs(ni)
 	present.Insert(pod.UID) // never on ni, and its own allocated claims are still its own
-	var before []*v1.Pod
-	for _, pi := range ni.GetPods() {
-		if p := pi.GetPod(); len(p.Spec.ResourceClaims) > 0 && p.UID != pod.UID {
-			before = append(before, p)
-		}
-	}
 	freed := s.freed(ni, present)
-	shared := sets.New[types.UID]()
-	var takers [][]*resourceapi.ResourceClaim
-	for _, p := range before {
-		claims, err := s.source.toAllocate(p, shared)
-		if err != nil {
-			// A pod the simulation placed whose claims cannot be read (not created
-			// yet): its devices cannot be counted, so no count may rely on them.
-			return false, fmt.Sprintf("the devices of pod %s on the node cannot be counted: %v", klog.KObj(p), err), nil
-		}
-		if len(claims) > 0 {
-			takers = append(takers, claims)
-		}
-	}
 	if filtered && len(takers) == 0 && len(freed) == 0 {
 		return true, "", nil
 	}
@@ -190,18 +172,23 @@ func (s *Source) toAllocate(p *v1.Pod, shared sets.Set[types.UID]) ([]*resourcea
 	return out, nil
 }
 
-// placesClaims reports whether ni holds a pod besides pod whose claims still need devices
-// (or cannot be read): only then can a simulation's answer differ from DynamicResources'.
-func (s *Source) placesClaims(ni fwk.NodeInfo, pod *v1.Pod) bool {
-	shared := sets.New[types.UID]()
+// takers returns the claims of ni's pods besides pod that still need devices (see
+// toAllocate), pod by pod in ni's order, and, when one's claims cannot be read (not created
+// yet), why its devices cannot be counted: no count may rely on them then.
+func (s *Source) takers(ni fwk.NodeInfo, pod *v1.Pod, shared sets.Set[types.UID]) ([][]*resourceapi.ResourceClaim, string) {
+	var out [][]*resourceapi.ResourceClaim
 	for _, pi := range ni.GetPods() {
 		p := pi.GetPod()
 		if len(p.Spec.ResourceClaims) == 0 || p.UID == pod.UID {
 			continue
 		}
-		if claims, err := s.toAllocate(p, shared); err != nil || len(claims) > 0 {
-			return true
+		claims, err := s.toAllocate(p, shared)
+		if err != nil {
+			return nil, fmt.Sprintf("the devices of pod %s on the node cannot be counted: %v", klog.KObj(p), err)
+		}
+		if len(claims) > 0 {
+			out = append(out, claims)
 		}
 	}
-	return false
+	return out, ""
 }

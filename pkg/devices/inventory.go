@@ -155,16 +155,16 @@ func (inv *Inventory) Totals() map[string][2]int64 {
 }
 
 // Amounts returns a node's devices as resources: per name in resources, the devices of the
-// classes counting as that resource, used and total. A device two classes select counts for
-// each.
+// classes counting as that resource, used and total (nil for a node without devices). A
+// device two classes select counts for each.
 func (inv *Inventory) Amounts(node string, resources []v1.ResourceName) (used, total []int64) {
-	used, total = make([]int64, len(resources)), make([]int64, len(resources))
 	inv.mu.RLock()
 	defer inv.mu.RUnlock()
 	n := inv.nodes[node]
 	if n == nil {
-		return used, total
+		return nil, nil // no devices: nothing allocated for the plans' nodes without any
 	}
+	used, total = make([]int64, len(resources)), make([]int64, len(resources))
 	for class, t := range n.total {
 		c := inv.classes[class]
 		if c == nil {

@@ -17,6 +17,8 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -103,14 +105,23 @@ func Attached(state fwk.CycleState) bool {
 // cluster is; otherwise Fits allocates pod's claims itself. A pod without claims, or a state
 // no device source was attached to (DRA off), fits. The reason says why not.
 func Fits(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.Pod, filtered bool) (bool, string, error) {
-	if s := stateOf(state); filtered && s != nil && !s.source.victims && len(pod.Spec.ResourceClaims) > 0 && !s.source.placesClaims(ni, pod) {
+	s := stateOf(state)
+	if s == nil || len(pod.Spec.ResourceClaims) == 0 || ni.Node() == nil {
+		return true, "", nil
+	}
+	shared := sets.New[types.UID]()
+	takers, uncounted := s.source.takers(ni, pod, shared)
+	if uncounted != "" {
+		return false, uncounted, nil
+	}
+	if filtered && !s.source.victims && len(takers) == 0 {
 		return true, "", nil // DynamicResources answered on the same devices: no snapshot needed
 	}
 	snap, err := snapshotFor(ctx, state, ni, pod)
-	if snap == nil || err != nil {
-		return err == nil, "", err
+	if err != nil {
+		return false, "", err
 	}
-	return snap.Fits(ctx, ni, pod, filtered)
+	return snap.fits(ctx, ni, pod, filtered, takers, shared)
 }
 
 // Frees reports whether the simulation took away from ni every user of an allocated claim

@@ -314,6 +314,9 @@ func (c *Cluster) deviceAmount(node string, res v1.ResourceName) (used, total in
 		}
 	}
 	u, t := c.devices.Amounts(node, []v1.ResourceName{res})
+	if t == nil {
+		return 0, 0
+	}
 	return u[0], t[0]
 }
 

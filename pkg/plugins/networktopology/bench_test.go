@@ -32,7 +32,6 @@ import (
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
-	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/plugintesting"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -100,24 +99,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		nodes = append(nodes, n)
 		cache.SetNode(n)
 	}
-	leaves := (benchNodes + benchPerLeaf - 1) / benchPerLeaf
-	var spines []string
-	for s := 0; s*benchLeavesPerSpine < leaves; s++ {
-		var children []string
-		for l := s * benchLeavesPerSpine; l < min((s+1)*benchLeavesPerSpine, leaves); l++ {
-			var members []string
-			for i := l * benchPerLeaf; i < min((l+1)*benchPerLeaf, benchNodes); i++ {
-				members = append(members, benchNodeName(i))
-			}
-			name := fmt.Sprintf("leaf-%d", l)
-			cache.SetHyperNode(hntesting.MakeHyperNode(name).Tier(1).Nodes(members...).Obj())
-			children = append(children, name)
-		}
-		name := fmt.Sprintf("spine-%d", s)
-		cache.SetHyperNode(hntesting.MakeHyperNode(name).Tier(2).Children(children...).Obj())
-		spines = append(spines, name)
-	}
-	cache.SetHyperNode(hntesting.MakeHyperNode("core").Tier(3).Children(spines...).Obj())
+	setBenchTree(cache, benchNodes, benchLeavesPerSpine)
 
 	gangs := gangstate.New()
 	registry := gangs.Registry()

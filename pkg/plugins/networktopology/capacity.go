@@ -360,7 +360,7 @@ func (p *NetworkTopologyAware) usage(ni fwk.NodeInfo) (used, alloc []float64) {
 	if p.inventory != nil && ni.Node() != nil {
 		// A resource only DRA provides on the node: its devices are its allocatable and use.
 		devUsed, devTotal := p.inventory.Amounts(ni.Node().Name, p.resources)
-		for i := range alloc {
+		for i := range devTotal {
 			if alloc[i] == 0 && devTotal[i] > 0 {
 				used[i], alloc[i] = float64(devUsed[i]), float64(devTotal[i])
 			}
