@@ -61,6 +61,10 @@ type Plan struct {
 	Revision     int
 	// TreeWoken says a newer tree has retried the gang since this plan.
 	TreeWoken bool
+	// AfterRefusal says the plan was made at once after the gang's previous plan was refused
+	// at a member's planned place (DropRefusedPlanLocked): if this one is refused too, the
+	// gang waits for its hints and back-off, so that a refusal never loops.
+	AfterRefusal bool
 }
 
 // Pending returns the promised slots that are still open.
@@ -147,6 +151,7 @@ func (t *Tracker) SetPlanLocked(key Key, plan *Plan) (old *Plan) {
 	t.step(key, PlanMade, func() {
 		old = s.plan
 		s.plan = plan
+		plan.AfterRefusal, s.planRefused = s.planRefused, false
 		s.forgetPlanFailureLocked()
 		s.refused = false
 	})
@@ -167,6 +172,21 @@ func (t *Tracker) DropPlanLocked(key Key) *Plan {
 	old := s.plan
 	t.step(key, PlanDropped, func() { s.plan = nil })
 	return old
+}
+
+// DropRefusedPlanLocked forgets the gang's plan, which a member found no room in at its
+// planned place, and reports whether the gang plans again at once: the refusal is in the
+// state the next plan reads (the allocated devices, the pods bound since), so planning at
+// once serves it; a plan made at once after a refusal is not retried at once again. The
+// lock must be held.
+func (t *Tracker) DropRefusedPlanLocked(key Key) (old *Plan, again bool) {
+	s := t.gangs[key]
+	if s == nil || s.plan == nil {
+		return nil, false
+	}
+	old, again = s.plan, !s.plan.AfterRefusal
+	t.step(key, PlanDropped, func() { s.plan, s.planRefused = nil, again })
+	return old, again
 }
 
 // HasPodGroupLocked reports whether the gang's PodGroup exists. The lock must be held.
@@ -209,6 +229,7 @@ func (t *Tracker) RecordPlanFailureLocked(key Key, scout *v1.Pod, f *PlanFailure
 	old.StopWake()
 	t.step(key, PlanFailed, func() {
 		s.planFailure = f
+		s.planRefused = false
 		s.retryHeld, s.scout = true, scout.UID
 	})
 	t.failuresRecorded++

@@ -91,6 +91,9 @@ type Gang struct {
 	// refusedOn.
 	plan        *Plan
 	planFailure *PlanFailure
+	// planRefused says the gang's plan was refused at a member's planned place and the
+	// next plan is made at once (DropRefusedPlanLocked).
+	planRefused bool
 	refused     bool
 	refusedOn   uint64
 	// round is the gang's current round of members waiting in Permit, openBatches its

@@ -180,6 +180,8 @@ func TestTransitions(t *testing.T) {
 			}, before: HeldAtGate, after: Planned, activated: []string{"a", "b", "c"}},
 		{name: "PlanDropped", setup: func(e *gangEnv) { e.locked(func() { e.tr.SetPlanLocked(e.key, plan("a", "b", "c")) }) },
 			event: func(e *gangEnv) { e.locked(func() { e.tr.DropPlanLocked(e.key) }) }, before: Planned, after: Pending},
+		{name: "PlanDropped: refused at a member's planned place", setup: func(e *gangEnv) { e.locked(func() { e.tr.SetPlanLocked(e.key, plan("a", "b", "c")) }) },
+			event: func(e *gangEnv) { e.locked(func() { e.tr.DropRefusedPlanLocked(e.key) }) }, before: Planned, after: Pending},
 		{name: "PlanFailed: the scout retries for the gang",
 			event: func(e *gangEnv) {
 				e.tr.Settle(klog.Background(), e.h, &View{Key: e.key, Pod: e.pods["a"]}, Settlement{Failure: &PlanFailure{},

@@ -159,22 +159,42 @@ func (p *NetworkTopologyAware) PostFilter(ctx context.Context, state fwk.CycleSt
 	case noRoom:
 		metrics.MemberRelocationsTotal.WithLabelValues(metrics.ResultNoRoom).Inc()
 	}
-	p.invalidate(logger, key)
-	if resolvable, err := statuses.NodesForStatusCode(p.handle.SnapshotSharedLister().NodeInfos(), fwk.Unschedulable); err != nil || len(resolvable) > 0 {
+	again := p.dropRefusedPlan(logger, key)
+	if resolvable, err := statuses.NodesForStatusCode(p.handle.SnapshotSharedLister().NodeInfos(), fwk.Unschedulable); err == nil && len(resolvable) == 0 && p.blockIfFitsNowhere(ctx, pod, key, info) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	p.blockIfFitsNowhere(ctx, pod, key, info)
+	if again {
+		// What refused the member (devices allocated, pods bound since the plan) is in the
+		// state the next plan reads, and nothing else may change to wake the gang: it comes
+		// back at once (in flight: kube-scheduler requeues it on return).
+		logger.V(2).Info("Gang member found no room at its planned place; the gang plans again at once", "pod", klog.KObj(pod), "podGroup", key, "leaf", planned.leaf, "node", planned.node)
+		gangstate.Activate(logger, p.handle, pod)
+	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }
 
+// dropRefusedPlan drops the plan of a member's gang that has no room for the member at its
+// planned place nor anywhere else in its domain, and reports whether the gang plans again at
+// once (gangstate.Tracker.DropRefusedPlanLocked).
+func (p *NetworkTopologyAware) dropRefusedPlan(logger klog.Logger, key podgroup.Key) bool {
+	p.gangs.Lock()
+	old, again := p.gangs.DropRefusedPlanLocked(key)
+	p.gangs.Unlock()
+	p.dropped(logger, old)
+	return again
+}
+
 // blockIfFitsNowhere makes the member its gang's blocker when no node of the cluster can ever
-// take it and the job cannot do without it (see gangstate.Tracker.SetBlocked).
-func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info) {
-	for _, c := range p.fitsNowhere(ctx, pod) {
+// take it and the job cannot do without it (see gangstate.Tracker.SetBlocked). It reports
+// whether the member fits no node.
+func (p *NetworkTopologyAware) blockIfFitsNowhere(ctx context.Context, pod *v1.Pod, key podgroup.Key, info podgroup.Info) bool {
+	candidates := p.fitsNowhere(ctx, pod)
+	for _, c := range candidates {
 		if blocked, reported := p.gangs.SetBlocked(key, c.blocker); blocked && reported && info.PodGroup != nil {
 			p.blockReported(klog.FromContext(ctx), key, info, c)
 		}
 	}
+	return len(candidates) > 0
 }
 
 // fitsNowhere is a member that no node of the cluster can ever take, and why.
