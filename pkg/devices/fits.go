@@ -38,7 +38,7 @@ func (s *Snapshot) fits(ctx context.Context, ni fwk.NodeInfo, pod *v1.Pod, filte
 			return false, reason, err
 		}
 	}
-	own, err := s.source.toAllocate(pod, shared)
+	own, err := s.source.toAllocate(pod, ni, shared)
 	if err != nil {
 		return false, err.Error(), nil
 	}
@@ -128,12 +128,20 @@ func podUIDs(ni fwk.NodeInfo) sets.Set[types.UID] {
 	return out
 }
 
-// toAllocate returns the claims of p that need devices the snapshot does not count as taken:
-// a member's own claim (from a template) not allocated and not in flight; for a copy of a
-// member, which owns no claim, a claim like its original's, unallocated; a claim shared by
-// several pods once per simulation (shared collects them).
-func (s *Source) toAllocate(p *v1.Pod, shared sets.Set[types.UID]) ([]*resourceapi.ResourceClaim, error) {
+// toAllocate returns the claims of p that need devices the snapshot does not count as taken
+// on ni's node: a member's own claim (from a template) not allocated and not in flight; for a
+// copy of a member, which owns no claim, a claim like its original's, unallocated; a claim
+// shared by several pods once per simulation (shared collects them); the claim of its
+// extended resources that DRA provides there (extendedClaim).
+func (s *Source) toAllocate(p *v1.Pod, ni fwk.NodeInfo, shared sets.Set[types.UID]) ([]*resourceapi.ResourceClaim, error) {
 	var out []*resourceapi.ResourceClaim
+	extended, err := s.extendedClaim(p, ni)
+	if err != nil {
+		return nil, err
+	}
+	if extended != nil {
+		out = append(out, extended)
+	}
 	for i := range p.Spec.ResourceClaims {
 		pc := &p.Spec.ResourceClaims[i]
 		name, _, err := resourceclaim.Name(p, pc)
@@ -179,10 +187,10 @@ func (s *Source) takers(ni fwk.NodeInfo, pod *v1.Pod, shared sets.Set[types.UID]
 	var out [][]*resourceapi.ResourceClaim
 	for _, pi := range ni.GetPods() {
 		p := pi.GetPod()
-		if len(p.Spec.ResourceClaims) == 0 || p.UID == pod.UID {
+		if p.UID == pod.UID || !s.TakesDevices(p) {
 			continue
 		}
-		claims, err := s.toAllocate(p, shared)
+		claims, err := s.toAllocate(p, ni, shared)
 		if err != nil {
 			return nil, fmt.Sprintf("the devices of pod %s on the node cannot be counted: %v", klog.KObj(p), err)
 		}

@@ -99,6 +99,13 @@ func Attached(state fwk.CycleState) bool {
 	return err == nil
 }
 
+// TakesDevices reports whether state has a device source (Attach) that counts devices pod
+// asks for (Source.TakesDevices).
+func TakesDevices(state fwk.CycleState, pod *v1.Pod) bool {
+	s := stateOf(state)
+	return s != nil && s.source.TakesDevices(pod)
+}
+
 // Fits reports whether pod's claims can be allocated on ni's node next to the claims of every
 // pod the simulation put on ni, and without the devices of the claims whose every user it
 // took away. filtered says that DynamicResources' Filter accepted pod on the node as the
@@ -106,7 +113,7 @@ func Attached(state fwk.CycleState) bool {
 // no device source was attached to (DRA off), fits. The reason says why not.
 func Fits(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.Pod, filtered bool) (bool, string, error) {
 	s := stateOf(state)
-	if s == nil || len(pod.Spec.ResourceClaims) == 0 || ni.Node() == nil {
+	if s == nil || ni.Node() == nil || !s.source.TakesDevices(pod) {
 		return true, "", nil
 	}
 	shared := sets.New[types.UID]()
@@ -140,11 +147,8 @@ func Frees(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.P
 // snapshotFor is the simulation's snapshot when pod has claims and state a device source;
 // nil otherwise.
 func snapshotFor(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.Pod) (*Snapshot, error) {
-	if len(pod.Spec.ResourceClaims) == 0 || ni.Node() == nil {
-		return nil, nil
-	}
 	s := stateOf(state)
-	if s == nil {
+	if s == nil || ni.Node() == nil || !s.source.TakesDevices(pod) {
 		return nil, nil
 	}
 	snap, err := s.once.get(func() (*Snapshot, error) { return s.source.Snapshot(ctx) })

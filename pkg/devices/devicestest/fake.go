@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -37,6 +38,9 @@ type FakeDRA struct {
 	// while read); gathers counts its calls.
 	GatherErrs int
 	Gathers    int
+	// Extended maps the extended resources DRA provides to the name of their class
+	// (DeviceClassSpec.ExtendedResourceName); none: no resolver, as with the feature off.
+	Extended map[v1.ResourceName]string
 }
 
 func NewFakeDRA() *FakeDRA {
@@ -62,7 +66,18 @@ func (f *FakeDRA) AddClaims(claims ...*resourceapi.ResourceClaim) {
 func (f *FakeDRA) ResourceClaims() fwk.ResourceClaimTracker     { return fakeClaims{f} }
 func (f *FakeDRA) ResourceSlices() fwk.ResourceSliceLister      { return fakeSlices{f} }
 func (f *FakeDRA) DeviceClasses() fwk.DeviceClassLister         { return fakeClasses{f} }
-func (f *FakeDRA) DeviceClassResolver() fwk.DeviceClassResolver { return nil }
+func (f *FakeDRA) DeviceClassResolver() fwk.DeviceClassResolver {
+	if len(f.Extended) == 0 {
+		return nil
+	}
+	return fakeResolver{f}
+}
+
+type fakeResolver struct{ f *FakeDRA }
+
+func (r fakeResolver) GetDeviceClass(name v1.ResourceName) *resourceapi.DeviceClass {
+	return r.f.Classes[r.f.Extended[name]]
+}
 
 type fakeSlices struct{ f *FakeDRA }
 type fakeClasses struct{ f *FakeDRA }
@@ -208,6 +223,17 @@ func ClaimPod(name string, n int) (*v1.Pod, *resourceapi.ResourceClaim) {
 		Spec: resourceapi.ResourceClaimSpec{Devices: GPURequest(n)},
 	}
 	return pod, claim
+}
+
+// ExtendedPod is a pod whose container asks for n of the extended resource name (a class
+// may provide it through DRA: FakeDRA.Extended).
+func ExtendedPod(name string, extended v1.ResourceName, n int) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, UID: types.UID("uid-" + name)},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{extended: *resource.NewQuantity(int64(n), resource.DecimalSI)},
+		}}}},
+	}
 }
 
 // SharingPod is a pod using the claim named claim directly (PodResourceClaim.ResourceClaimName).

@@ -261,7 +261,7 @@ func CountFits(ctx context.Context, handle fwk.Handle, filter Filter, state fwk.
 		}
 		if !owned {
 			ni, state, owned = ni.Snapshot(), state.Clone(), true
-			if devices.Attached(state) && len(pod.Spec.ResourceClaims) > 0 {
+			if devices.TakesDevices(state, pod) {
 				// The next copies' devices are devices.Fits' to allocate (FilterWithDevices):
 				// DynamicResources' Filter, blind to the copies, would only repeat its answer.
 				state.SetSkipFilterPlugins(sets.New(dynamicresources.Name).Union(state.GetSkipFilterPlugins()))

@@ -27,7 +27,7 @@ func (p *NetworkTopologyAware) deviceEvents() []fwk.ClusterEventWithHint {
 // those devices.
 func (p *NetworkTopologyAware) isSchedulableAfterClaimReleased(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	key, info, ok := p.constraint(pod)
-	if !ok || len(pod.Spec.ResourceClaims) == 0 {
+	if !ok || (len(pod.Spec.ResourceClaims) == 0 && !p.devices.TakesDevices(pod)) {
 		return fwk.QueueSkip, nil
 	}
 	old, err := devices.ReleasedClaim(oldObj, newObj)
@@ -60,7 +60,7 @@ func (p *NetworkTopologyAware) isSchedulableAfterClaimReleased(logger klog.Logge
 // selects: like a node added, they can make room anywhere.
 func (p *NetworkTopologyAware) isSchedulableAfterDevicesChanged(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
 	key, info, ok := p.constraint(pod)
-	if !ok || len(pod.Spec.ResourceClaims) == 0 {
+	if !ok || (len(pod.Spec.ResourceClaims) == 0 && !p.devices.TakesDevices(pod)) {
 		return fwk.QueueSkip, nil
 	}
 	p.markAllStale()

@@ -89,7 +89,7 @@ func (p *NetworkTopologyAware) relocate(ctx context.Context, state fwk.CycleStat
 	state.Write(preFilterStateKey, &preFilterState{leaf: planned.leaf, relocating: true})
 	defer state.Write(preFilterStateKey, planned)
 	nodeInfos := p.handle.SnapshotSharedLister().NodeInfos()
-	if len(pod.Spec.ResourceClaims) > 0 {
+	if p.devices.TakesDevices(pod) {
 		devices.Attach(state, p.devices)
 	}
 	for start := 0; start < len(candidates); start += relocationBatch {
@@ -274,7 +274,7 @@ func (p *NetworkTopologyAware) relocated(ctx context.Context, pod *v1.Pod, key p
 // on the node would otherwise lose its GPUs to the relocated member. state must have a
 // device source attached (devices.Attach).
 func (p *NetworkTopologyAware) devicesFitWithNominated(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) bool {
-	if len(pod.Spec.ResourceClaims) == 0 {
+	if !p.devices.TakesDevices(pod) {
 		return true
 	}
 	priority := corev1helpers.PodPriority(pod)
