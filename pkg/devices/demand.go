@@ -25,6 +25,12 @@ type Demand struct {
 	// class than ByClass asks holds no such pod. A firstAvailable request whose
 	// alternatives are of several classes leaves the pod unbounded.
 	Bounded bool
+	// Exact says that ByClass is all the pod asks for and any devices of the class serve
+	// it: its own claims, unallocated and not being allocated, ask only for counts of a
+	// class (ExactCount, no selectors, capacity, admin access or tolerations, no
+	// constraints, no alternatives), and it has no shared claim and no extended resource a
+	// class provides. See Bound.Exact.
+	Exact bool
 }
 
 // DemandOf reads a pod's demand from its claims (their specs, through the scheduler's DRA
@@ -33,16 +39,28 @@ func DemandOf(dra fwk.SharedDRAManager, pod *v1.Pod) (Demand, error) {
 	if dra == nil {
 		return Demand{Bounded: true}, nil
 	}
-	return DemandOfClaims(pod, dra.ResourceClaims().Get)
+	pending := false
+	d, err := DemandOfClaims(pod, func(namespace, name string) (*resourceapi.ResourceClaim, error) {
+		claim, err := dra.ResourceClaims().Get(namespace, name)
+		if err == nil && dra.ResourceClaims().GetPendingAllocation(claim.UID) != nil {
+			pending = true
+		}
+		return claim, err
+	})
+	if resolver := dra.DeviceClassResolver(); pending || (resolver != nil && asksForExtended(pod, resolver)) {
+		d.Exact = false
+	}
+	return d, err
 }
 
 // DemandOfClaims is DemandOf with the claims read by get (kubectl hypernode reads them from
 // its lists).
 func DemandOfClaims(pod *v1.Pod, get func(namespace, name string) (*resourceapi.ResourceClaim, error)) (Demand, error) {
-	d := Demand{Bounded: true}
+	d := Demand{Bounded: true, Exact: true}
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
 		if pc.ResourceClaimTemplateName == nil {
+			d.Exact = false // a shared claim: allocated once, for every user
 			continue
 		}
 		name, _, err := resourceclaim.Name(pod, pc)
@@ -56,6 +74,9 @@ func DemandOfClaims(pod *v1.Pod, get func(namespace, name string) (*resourceapi.
 		if err != nil {
 			return Demand{}, fmt.Errorf("resourceclaim %s/%s: %w", pod.Namespace, *name, err)
 		}
+		if claim.Status.Allocation != nil || len(claim.Spec.Devices.Constraints) > 0 {
+			d.Exact = false
+		}
 		for _, r := range claim.Spec.Devices.Requests {
 			d.add(r)
 		}
@@ -65,6 +86,10 @@ func DemandOfClaims(pod *v1.Pod, get func(namespace, name string) (*resourceapi.
 
 // add counts one request.
 func (d *Demand) add(r resourceapi.DeviceRequest) {
+	if e := r.Exactly; e == nil || e.AllocationMode != resourceapi.DeviceAllocationModeExactCount || len(e.Selectors) > 0 ||
+		e.Capacity != nil || ptr.Deref(e.AdminAccess, false) || len(e.Tolerations) > 0 {
+		d.Exact = false
+	}
 	if r.Exactly != nil {
 		if !ptr.Deref(r.Exactly.AdminAccess, false) {
 			d.take(r.Exactly.DeviceClassName, fewest(r.Exactly.AllocationMode, r.Exactly.Count))

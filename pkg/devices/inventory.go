@@ -42,6 +42,9 @@ type Inventory struct {
 	held   map[structured.DeviceID]int
 	// onChange hears of each node whose counts changed, after the lock is released.
 	onChange []func(node string)
+	// taintRules are the DeviceTaintRules by name: they may taint any device, so while one
+	// exists no count is exact.
+	taintRules sets.Set[string]
 }
 
 // nodeDevices are one node's devices: the classes selecting each, the allocated ones, and
@@ -54,6 +57,9 @@ type nodeDevices struct {
 	// shared counts the devices of each class that several claims may share (consumable
 	// capacity): a count of free devices says nothing of them.
 	shared map[string]int64
+	// plain says that the allocator takes any free device of a class here as well as any
+	// other (plainDevice): counts of free devices are then exact (Bound.Exact).
+	plain bool
 }
 
 // ClassCount is a class's devices on a node: Total published, Used held by allocated claims.
@@ -64,15 +70,16 @@ type ClassCount struct {
 // NewInventory returns an empty inventory; Run feeds it.
 func NewInventory() *Inventory {
 	return &Inventory{
-		cel:       cel.NewCache(celCacheSize, cel.Features{}),
-		classes:   map[string]*resourceapi.DeviceClass{},
-		slices:    map[string]*resourceapi.ResourceSlice{},
-		slicesOn:  map[string]map[string]*resourceapi.ResourceSlice{},
-		elsewhere: sets.New[string](),
-		nodes:     map[string]*nodeDevices{},
-		held:      map[structured.DeviceID]int{},
-		nodeOf:    map[structured.DeviceID]string{},
-		claims:    map[types.UID][]structured.DeviceID{},
+		cel:        cel.NewCache(celCacheSize, cel.Features{}),
+		classes:    map[string]*resourceapi.DeviceClass{},
+		slices:     map[string]*resourceapi.ResourceSlice{},
+		slicesOn:   map[string]map[string]*resourceapi.ResourceSlice{},
+		elsewhere:  sets.New[string](),
+		nodes:      map[string]*nodeDevices{},
+		taintRules: sets.New[string](),
+		held:       map[structured.DeviceID]int{},
+		nodeOf:     map[structured.DeviceID]string{},
+		claims:     map[types.UID][]structured.DeviceID{},
 	}
 }
 
@@ -347,18 +354,28 @@ func (inv *Inventory) recountLocked(node string) string {
 		return node
 	}
 	n := &nodeDevices{classesOf: map[structured.DeviceID][]string{}, allocated: sets.New[structured.DeviceID](),
-		total: map[string]int64{}, used: map[string]int64{}, shared: map[string]int64{}}
+		total: map[string]int64{}, used: map[string]int64{}, shared: map[string]int64{}, plain: true}
+	current := map[[2]string]int64{}
 	for _, s := range own {
-		if s.Spec.Pool.Generation < newest[[2]string{s.Spec.Driver, s.Spec.Pool.Name}] {
+		pool := [2]string{s.Spec.Driver, s.Spec.Pool.Name}
+		if s.Spec.Pool.Generation < newest[pool] {
 			continue
 		}
+		current[pool]++
+		n.plain = n.plain && plainSlice(s)
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
 			id := structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)
+			if _, twice := n.classesOf[id]; twice {
+				n.plain = false // an invalid pool: the allocator takes nothing from it
+			}
 			inv.nodeOf[id] = node
+			n.plain = n.plain && plainDevice(d)
 			var classes []string
 			for name, c := range inv.classes {
-				if inv.selects(c, s.Spec.Driver, d) {
+				selected, failed := inv.selects(c, s.Spec.Driver, d)
+				n.plain = n.plain && !failed
+				if selected {
 					classes = append(classes, name)
 					n.total[name]++
 					if ptr.Deref(d.AllowMultipleAllocations, false) {
@@ -368,6 +385,11 @@ func (inv *Inventory) recountLocked(node string) string {
 			}
 			n.classesOf[id] = classes
 		}
+	}
+	for _, s := range own {
+		// An incomplete pool (slices of its generation missing) is one the allocator skips.
+		pool := [2]string{s.Spec.Driver, s.Spec.Pool.Name}
+		n.plain = n.plain && (s.Spec.Pool.Generation < newest[pool] || current[pool] == s.Spec.Pool.ResourceSliceCount)
 	}
 	for id := range n.classesOf {
 		if inv.held[id] > 0 {
@@ -380,22 +402,26 @@ func (inv *Inventory) recountLocked(node string) string {
 }
 
 // selects reports whether every CEL selector of class matches the device; a selector that
-// does not compile or fails selects nothing (the allocator refuses such a class).
-func (inv *Inventory) selects(class *resourceapi.DeviceClass, driver string, d *resourceapi.Device) bool {
+// does not compile or fails selects nothing (the allocator refuses such a class), and says
+// so (failed: this inventory may judge differently from the allocator).
+func (inv *Inventory) selects(class *resourceapi.DeviceClass, driver string, d *resourceapi.Device) (selected, failed bool) {
 	for _, sel := range class.Spec.Selectors {
 		if sel.CEL == nil {
 			continue
 		}
 		result := inv.cel.GetOrCompile(sel.CEL.Expression)
 		if result.Error != nil {
-			return false
+			return false, true
 		}
 		ok, _, err := result.DeviceMatches(context.Background(), cel.Device{Driver: driver, AllowMultipleAllocations: d.AllowMultipleAllocations, Attributes: d.Attributes, Capacity: d.Capacity})
-		if err != nil || !ok {
-			return false
+		if err != nil {
+			return false, true
+		}
+		if !ok {
+			return false, false
 		}
 	}
-	return true
+	return true, false
 }
 
 // notify tells the listeners of the changed nodes.

@@ -124,7 +124,7 @@ func TestDemandAndBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(devices.Demand{ByClass: map[string]int64{className: 2}, Bounded: true}, d); diff != "" {
+	if diff := cmp.Diff(devices.Demand{ByClass: map[string]int64{className: 2}, Bounded: true, Exact: true}, d); diff != "" {
 		t.Errorf("demand of an ExactCount 2 claim (-want +got):\n%s", diff)
 	}
 	b, err := inv.NewBound(dra, d)

@@ -116,8 +116,41 @@ func TestFitsCountsCopies(t *testing.T) {
 			t.Errorf("case %d: %d devices, %d held by %d pods (%d by %d victims), member asks %d: counted %d copies, want %d",
 				c, n, taken, holders, taken-kept, victims, request, got, want)
 		}
+		// Without victims (a plan's simulation), the bound counts the same, exactly.
+		if victims == 0 {
+			exact, members := boundOf(t, dra, m, node.Name)
+			if !exact || min(members, countLimit) != got {
+				t.Errorf("case %d: bound counts %d members (exact %v), the allocator %d", c, members, exact, got)
+			}
+		}
 	}
 	if mix.none < 10 || mix.several < 10 || mix.withVictims < 10 {
 		t.Errorf("the cases drawn miss a kind: %+v", mix)
 	}
+}
+
+// boundOf is the bound of pod's demand on node from an inventory of dra's classes, slices and
+// allocated claims: whether it is exact there, and the members it counts.
+func boundOf(t *testing.T, dra *fakeDRA, pod *v1.Pod, node string) (bool, int) {
+	t.Helper()
+	inv := devices.NewInventory()
+	for _, c := range dra.Classes {
+		inv.SetClass(c)
+	}
+	for _, s := range dra.Slices {
+		inv.SetSlice(s)
+	}
+	for _, c := range dra.Claims {
+		inv.SetClaim(c)
+	}
+	d, err := devices.DemandOf(dra, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := inv.NewBound(dra, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, _ := b.Members(node)
+	return b.Exact(node), members
 }

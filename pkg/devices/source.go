@@ -78,6 +78,8 @@ const stateKey fwk.StateKey = "hypernode.dev/devices"
 type simulationState struct {
 	source *Source
 	once   onceValue[*Snapshot]
+	// counted: a bound counted the devices of this simulation's pods (CountedByBound).
+	counted bool
 }
 
 // Clone shares the state: the snapshot is immutable, and every copy of the simulation's
@@ -113,7 +115,7 @@ func TakesDevices(state fwk.CycleState, pod *v1.Pod) bool {
 // no device source was attached to (DRA off), fits. The reason says why not.
 func Fits(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo, pod *v1.Pod, filtered bool) (bool, string, error) {
 	s := stateOf(state)
-	if s == nil || ni.Node() == nil || !s.source.TakesDevices(pod) {
+	if s == nil || s.counted || ni.Node() == nil || !s.source.TakesDevices(pod) {
 		return true, "", nil
 	}
 	shared := sets.New[types.UID]()

@@ -8,10 +8,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
@@ -62,6 +64,12 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 	inventory := devices.NewInventory()
 	if err := inventory.Run(factory); err != nil {
 		return nil, nil, err
+	}
+	if utilfeature.DefaultFeatureGate.Enabled(features.DRADeviceTaintRules) {
+		// The DRA manager applies them (scheduler.go): so must the inventory's exact counts.
+		if err := inventory.RunTaintRules(factory); err != nil {
+			return nil, nil, err
+		}
 	}
 	metrics.Register()
 	metrics.AddSource(ctx, &metrics.Source{

@@ -211,6 +211,7 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 	}
 	out := make([]placement.Node, len(nodes))
 	devBound := p.deviceBound(pod)
+	exact := exactState(state, devBound)
 	p.handle.Parallelizer().Until(ctx, len(nodes), func(i int) {
 		ni := nodes[i]
 		node := placement.Node{}
@@ -220,7 +221,11 @@ func (p *NetworkTopologyAware) nodeCapacities(ctx context.Context, state fwk.Cyc
 			return
 		}
 		if limit := deviceLimit(devBound, ni.Node().Name, demand); limit > 0 {
-			node.Capacity = p.countFits(ctx, state, pod, ni, limit, false)
+			st := state
+			if exact != nil && devBound.Exact(ni.Node().Name) && !p.othersNominatedTakeDevices(ni, pod) {
+				st = exact
+			}
+			node.Capacity = p.countFits(ctx, st, pod, ni, limit, false)
 		}
 		out[i] = node
 	}, Name)
@@ -286,6 +291,23 @@ func CountFits(ctx context.Context, handle fwk.Handle, filter Filter, state fwk.
 // kube-scheduler restores on every update of the pod) hold room for the gang being planned,
 // not against it.
 func (p *NetworkTopologyAware) filterWithOthersNominated(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	others := p.othersNominated(ni, pod)
+	if len(others) == 0 {
+		return FilterWithDevices(ctx, p.handle, state, pod, ni)
+	}
+	ni, state = ni.Snapshot(), state.Clone()
+	for _, pi := range others {
+		ni.AddPodInfo(pi)
+		if st := p.handle.RunPreFilterExtensionAddPod(ctx, state, pod, pi, ni); !st.IsSuccess() {
+			return st
+		}
+	}
+	return FilterWithDevices(ctx, p.handle, state, pod, ni)
+}
+
+// othersNominated are the pods nominated on ni that Filter counts for pod (priority at least
+// pod's), except pod's own gang's members (filterWithOthersNominated).
+func (p *NetworkTopologyAware) othersNominated(ni fwk.NodeInfo, pod *v1.Pod) []fwk.PodInfo {
 	key, inGang := podgroup.KeyOf(pod)
 	priority := corev1helpers.PodPriority(pod)
 	var others []fwk.PodInfo
@@ -299,17 +321,31 @@ func (p *NetworkTopologyAware) filterWithOthersNominated(ctx context.Context, st
 		}
 		others = append(others, pi)
 	}
-	if len(others) == 0 {
-		return FilterWithDevices(ctx, p.handle, state, pod, ni)
-	}
-	ni, state = ni.Snapshot(), state.Clone()
-	for _, pi := range others {
-		ni.AddPodInfo(pi)
-		if st := p.handle.RunPreFilterExtensionAddPod(ctx, state, pod, pi, ni); !st.IsSuccess() {
-			return st
+	return others
+}
+
+// othersNominatedTakeDevices reports whether a pod nominated on ni that Filter counts for pod
+// asks for devices: a bound of free devices does not see them, the simulation does.
+func (p *NetworkTopologyAware) othersNominatedTakeDevices(ni fwk.NodeInfo, pod *v1.Pod) bool {
+	for _, pi := range p.othersNominated(ni, pod) {
+		if p.devices.TakesDevices(pi.GetPod()) {
+			return true
 		}
 	}
-	return FilterWithDevices(ctx, p.handle, state, pod, ni)
+	return false
+}
+
+// exactState is state for the nodes whose devices b counts exactly (devices.Bound.Exact):
+// DynamicResources' Filter is skipped and the bound answers for the devices, which it caps
+// the copies by; nil when b counts no node exactly.
+func exactState(state fwk.CycleState, b *devices.Bound) fwk.CycleState {
+	if !b.ExactDemand() {
+		return nil
+	}
+	exact := state.Clone()
+	exact.SetSkipFilterPlugins(sets.New(dynamicresources.Name).Union(state.GetSkipFilterPlugins()))
+	devices.CountedByBound(exact)
+	return exact
 }
 
 // FilterWithDevices runs the Filter plugins for pod on ni, then allocates its claims next to
