@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -316,6 +318,14 @@ func newDRABenchEnv(b *testing.B, dra bool) *draBenchEnv {
 		}
 		if e.draPlugin == nil {
 			b.Fatal("the vanilla profile has no DynamicResources plugin")
+		}
+		// The inventory's handlers run after the informers' sync: every device counted
+		// before the clock starts, so that no run times the inventory being built.
+		want := [2]int64{draBenchNodes * draBenchGPUs, 0}
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return e.plugin.inventory.Totals()[draBenchClass] == want, nil
+		}); err != nil {
+			b.Fatalf("the device inventory counts %v, want %v", e.plugin.inventory.Totals(), want)
 		}
 	}
 	return e
