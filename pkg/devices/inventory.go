@@ -191,10 +191,14 @@ func (inv *Inventory) Amounts(node string, resources []v1.ResourceName) (used, t
 // SetClass adds or updates a class: every node is recounted.
 func (inv *Inventory) SetClass(c *resourceapi.DeviceClass) {
 	inv.mu.Lock()
-	inv.classes[c.Name] = c
-	changed := inv.recountAllLocked()
+	changed := inv.setClassLocked(c)
 	inv.mu.Unlock()
 	inv.notify(changed)
+}
+
+func (inv *Inventory) setClassLocked(c *resourceapi.DeviceClass) []string {
+	inv.classes[c.Name] = c
+	return inv.recountAllLocked()
 }
 
 // RemoveClass removes a class: every node is recounted.
@@ -209,8 +213,14 @@ func (inv *Inventory) RemoveClass(name string) {
 // SetSlice adds or updates a slice; only a node's own slices (NodeName set) are counted, as
 // devices reachable from several nodes belong to none of them.
 func (inv *Inventory) SetSlice(s *resourceapi.ResourceSlice) {
-	node := ptr.Deref(s.Spec.NodeName, "")
 	inv.mu.Lock()
+	changed := inv.setSliceLocked(s)
+	inv.mu.Unlock()
+	inv.notify(changed)
+}
+
+func (inv *Inventory) setSliceLocked(s *resourceapi.ResourceSlice) []string {
+	node := ptr.Deref(s.Spec.NodeName, "")
 	if node == "" {
 		inv.elsewhere.Insert(s.Name)
 	} else {
@@ -228,8 +238,7 @@ func (inv *Inventory) SetSlice(s *resourceapi.ResourceSlice) {
 		inv.slicesOn[node][s.Name] = s
 		changed = append(changed, inv.recountLocked(node))
 	}
-	inv.mu.Unlock()
-	inv.notify(changed)
+	return changed
 }
 
 // RemoveSlice removes a slice and recounts its node.

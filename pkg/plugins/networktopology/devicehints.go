@@ -58,11 +58,13 @@ func (p *NetworkTopologyAware) isSchedulableAfterClaimReleased(logger klog.Logge
 
 // isSchedulableAfterDevicesChanged: devices published or changed, or a class changed what it
 // selects: like a node added, they can make room anywhere.
-func (p *NetworkTopologyAware) isSchedulableAfterDevicesChanged(logger klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+func (p *NetworkTopologyAware) isSchedulableAfterDevicesChanged(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	key, info, ok := p.constraint(pod)
 	if !ok || (len(pod.Spec.ResourceClaims) == 0 && !p.devices.TakesDevices(pod)) {
 		return fwk.QueueSkip, nil
 	}
+	// The plan this requeue leads to bounds nodes by the inventory: it must have the change.
+	p.inventory.CatchUp(oldObj, newObj)
 	p.markAllStale()
 	if p.unplannable(key, info) || p.leftOutWaits(key, info, pod.Name) || p.waitsForBackoff(logger, key) {
 		return fwk.QueueSkip, nil
