@@ -63,9 +63,9 @@ func (f *FakeDRA) AddClaims(claims ...*resourceapi.ResourceClaim) {
 	}
 }
 
-func (f *FakeDRA) ResourceClaims() fwk.ResourceClaimTracker     { return fakeClaims{f} }
-func (f *FakeDRA) ResourceSlices() fwk.ResourceSliceLister      { return fakeSlices{f} }
-func (f *FakeDRA) DeviceClasses() fwk.DeviceClassLister         { return fakeClasses{f} }
+func (f *FakeDRA) ResourceClaims() fwk.ResourceClaimTracker { return fakeClaims{f} }
+func (f *FakeDRA) ResourceSlices() fwk.ResourceSliceLister  { return fakeSlices{f} }
+func (f *FakeDRA) DeviceClasses() fwk.DeviceClassLister     { return fakeClasses{f} }
 func (f *FakeDRA) DeviceClassResolver() fwk.DeviceClassResolver {
 	if len(f.Extended) == 0 {
 		return nil
