@@ -114,27 +114,7 @@ func TestTreeCountsDRADevices(t *testing.T) {
 // one (a1; a0 is cordoned), leaf b one (b0; b1's 8 are held), so no leaf holds the gang;
 // the spine top holds it. Without the devices, every leaf "held" both (by CPUs).
 func TestExplainCountsClaimedDevices(t *testing.T) {
-	kube := []runtime.Object{}
-	for i := range 2 {
-		name := fmt.Sprintf("train-%d", i)
-		pod := memberPod("team-a", name, "train", "", nil)
-		pod.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}
-		pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
-		pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To(name + "-gpus")}}
-		claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name + "-gpus", UID: types.UID(name + "-gpus")},
-			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpus",
-				Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 8}}}}}}
-		kube = append(kube, pod, claim)
-	}
-	c := draCluster(t)
-	c.Pods = append(c.Pods, kube[0].(*v1.Pod), kube[2].(*v1.Pod))
-	c.ResourceClaims = append(c.ResourceClaims, kube[1].(*resourcev1.ResourceClaim), kube[3].(*resourcev1.ResourceClaim))
-	c.PodGroups = append(c.PodGroups, podGroup("team-a", "train", 2, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}))
-	c.index()
-	e, err := c.Explain("team-a", "train", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := explainClaimingGang(t, nil)
 	if e.Search == nil {
 		t.Fatalf("no search in %+v", e)
 	}
@@ -150,6 +130,47 @@ func TestExplainCountsClaimedDevices(t *testing.T) {
 	if e.Search.Fits || len(e.Search.NotCounted) != 0 {
 		t.Errorf("fits %v, not counted %v; want no fit at tier 1 and everything counted", e.Search.Fits, e.Search.NotCounted)
 	}
+}
+
+// TestExplainSaysWhatDevicesItCountsByClass: a request with a selector is counted by its
+// class's free devices, an upper bound; explain says the selector is the scheduler's to judge.
+func TestExplainSaysWhatDevicesItCountsByClass(t *testing.T) {
+	e := explainClaimingGang(t, func(r *resourcev1.ExactDeviceRequest) {
+		r.Selectors = []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.attributes["gpu.nvidia.com"].memory > 40`}}}
+	})
+	want := []string{"device requests beyond a count of one class (selectors, constraints, alternatives)"}
+	if diff := cmp.Diff(want, e.Search.NotCounted); diff != "" {
+		t.Errorf("not counted (-want +got):\n%s", diff)
+	}
+}
+
+// explainClaimingGang explains gang team-a/train on draCluster: two members of 1 CPU, each
+// claiming 8 gpu.nvidia.com devices from a template (edit changes the request), hard at tier 1.
+func explainClaimingGang(t *testing.T, edit func(*resourcev1.ExactDeviceRequest)) Explanation {
+	t.Helper()
+	c := draCluster(t)
+	for i := range 2 {
+		name := fmt.Sprintf("train-%d", i)
+		pod := memberPod("team-a", name, "train", "", nil)
+		pod.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}
+		pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
+		pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To(name + "-gpus")}}
+		request := &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 8}
+		if edit != nil {
+			edit(request)
+		}
+		claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name + "-gpus", UID: types.UID(name + "-gpus")},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpus", Exactly: request}}}}}
+		c.Pods = append(c.Pods, pod)
+		c.ResourceClaims = append(c.ResourceClaims, claim)
+	}
+	c.PodGroups = append(c.PodGroups, podGroup("team-a", "train", 2, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}))
+	c.index()
+	e, err := c.Explain("team-a", "train", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 // TestExplainCountsDRAExtendedResource: the NVIDIA class provides nvidia.com/gpu (its

@@ -68,6 +68,9 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 		if in.devices, err = devices.DemandOfClaims(shape, c.claim); err != nil || (!in.devices.Bounded && len(shape.Spec.ResourceClaims) > 0) {
 			// Devices the count cannot read: named, as a resource only DRA provides is.
 			notCounted = append(notCounted, "resource claims")
+		} else if !in.devices.Exact && len(in.devices.ByClass) > 0 {
+			// Counted per class, an upper bound: what else the claims ask is the allocator's.
+			notCounted = append(notCounted, "device requests beyond a count of one class (selectors, constraints, alternatives)")
 		}
 	}
 	// The scheduler's own request: a plain gang is not placed by topology, but the question
