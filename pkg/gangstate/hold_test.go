@@ -333,3 +333,23 @@ func TestDeletedPodGroupIsForgottenAfterItsPlugins(t *testing.T) {
 		t.Errorf("the group was not forgotten after its plugins: %d groups", r.Len())
 	}
 }
+
+// TestProfilesMustAgreeOnHoldArgs: the holds are the process's, so a second profile's Gang
+// with other hold args is refused; the same args are not.
+func TestProfilesMustAgreeOnHoldArgs(t *testing.T) {
+	tr := New()
+	first := HoldPolicy{Wait: time.Minute, Timeout: time.Hour, MaxNodesPercent: 50}
+	if err := tr.SetHoldPolicy(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.SetHoldPolicy(first); err != nil {
+		t.Errorf("the same args refused: %v", err)
+	}
+	other := first
+	other.MaxNodesPercent = 30
+	err := tr.SetHoldPolicy(other)
+	want := "two profiles set different hold args ({Wait:1m0s Timeout:1h0m0s MaxNodesPercent:50} and {Wait:1m0s Timeout:1h0m0s MaxNodesPercent:30}): the gang state serves every profile, so they must agree"
+	if err == nil || err.Error() != want {
+		t.Errorf("other args: %v, want %q", err, want)
+	}
+}

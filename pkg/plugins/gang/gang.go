@@ -26,11 +26,12 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config/validation"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/eventlog"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/names"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // Name is the name of the plugin used in the plugin registry and configurations.
-const Name = "Gang"
+const Name = names.Gang
 
 // Event reasons recorded on PodGroups. Each situation has its own reason: the events API
 // folds Events of one object with the same reason into one series that keeps the first note.

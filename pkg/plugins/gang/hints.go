@@ -14,6 +14,7 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/composition"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -22,6 +23,9 @@ import (
 // when it becomes ready, a rejected gang once per event that can make room (one member, whose
 // Permit then activates the others).
 func (g *Gang) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	if err := composition.Check(g.handle); err != nil {
+		return nil, err // an unsafe profile: the scheduler does not start
+	}
 	return []fwk.ClusterEventWithHint{
 		// A new member can complete the group's member count.
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: g.isSchedulableAfterMemberAdded},

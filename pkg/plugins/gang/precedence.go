@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/names"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -288,15 +289,12 @@ func (g *Gang) fitsNowhere(statuses fwk.NodeToStatusReader) bool {
 			return false
 		}
 		// No plugin: the node was left out by a PreFilter result (a plan), not tried.
-		if p := st.Plugin(); p == "" || p == Name || p == topologyPluginName {
+		if p := st.Plugin(); p == "" || p == Name || p == names.NetworkTopologyAware {
 			return false
 		}
 	}
 	return true
 }
-
-// topologyPluginName is NetworkTopologyAware's name (not imported: the plugins are peers).
-const topologyPluginName = "NetworkTopologyAware"
 
 // block records that the member fits no node, so that the gang's other members wait for it
 // instead of reserving and being rejected again and again, and reports it once. It returns

@@ -7,11 +7,12 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/names"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // QueueSortName is the name of the queue sort plugin.
-const QueueSortName = "GangQueueSort"
+const QueueSortName = names.GangQueueSort
 
 // QueueSort is the queue sort plugin. It is a plugin of its own rather than an extension point
 // of Gang because kube-scheduler allows one queue sort per profile and multiPoint enables

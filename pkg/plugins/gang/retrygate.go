@@ -8,12 +8,14 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/composition"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/names"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // RetryGateName is the name of the plugin that holds the members of a gang that cannot be
 // placed now while one member retries for the whole gang.
-const RetryGateName = "GangRetryGate"
+const RetryGateName = names.GangRetryGate
 
 // RetryGate is that plugin (podgroup/retry.go). It is a plugin of its own because
 // kube-scheduler skips a gated pod for every cluster event that its gating plugin did not
@@ -22,7 +24,8 @@ const RetryGateName = "GangRetryGate"
 // when their gang's hold ends (the retried member planned, or the blocker went away): the
 // plugin that ends it activates them.
 type RetryGate struct {
-	gangs *gangstate.Tracker
+	handle fwk.Handle
+	gangs  *gangstate.Tracker
 }
 
 var (
@@ -33,7 +36,7 @@ var (
 // NewRetryGate builds the plugin and tells the gang state that the profile runs it.
 func NewRetryGate(handle fwk.Handle, gangs *gangstate.Tracker) *RetryGate {
 	gangs.EnableRetryGate(handle.ProfileName())
-	return &RetryGate{gangs: gangs}
+	return &RetryGate{handle: handle, gangs: gangs}
 }
 
 // Name returns the name of the plugin.
@@ -51,7 +54,10 @@ func (r *RetryGate) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 }
 
 // EventsToRegister registers no event: a held member is activated when its gang's hold ends,
-// never requeued by a cluster event.
+// never requeued by a cluster event. It refuses an unsafe profile (composition.Check).
 func (r *RetryGate) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	if err := composition.Check(r.handle); err != nil {
+		return nil, err
+	}
 	return []fwk.ClusterEventWithHint{}, nil
 }

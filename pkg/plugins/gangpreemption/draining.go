@@ -12,6 +12,7 @@ import (
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/composition"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -169,6 +170,9 @@ func (pl *GangPreemption) PreFilterExtensions() fwk.PreFilterExtensions { return
 // EventsToRegister: a deleted pod ends the wait of a member held back by PreEnqueue or
 // PreFilter. kube-scheduler calls the hint after its cache has dropped the pod.
 func (pl *GangPreemption) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	if err := composition.Check(pl.handle); err != nil {
+		return nil, err // an unsafe profile: the scheduler does not start
+	}
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodDeleted},
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterClaimReleased},

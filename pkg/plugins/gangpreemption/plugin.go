@@ -37,12 +37,13 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/eventlog"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/names"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
 
 // Name is the name of the plugin used in the plugin registry and configurations.
-const Name = "GangPreemption"
+const Name = names.GangPreemption
 
 // Event reasons recorded on PodGroups.
 const (

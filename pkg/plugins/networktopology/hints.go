@@ -16,6 +16,7 @@ import (
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/composition"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -23,6 +24,9 @@ import (
 // Each hint requeues a gang only when the event can change its answer, and then only one of
 // its members (registry.ClaimRequeue): a gang is retried once per event, not once per member.
 func (p *NetworkTopologyAware) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	if err := composition.Check(p.handle); err != nil {
+		return nil, err // an unsafe profile: the scheduler does not start
+	}
 	return append([]fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeDeclaredFeature}, QueueingHintFn: p.isSchedulableAfterNodeChange},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodDeleted},

@@ -31,12 +31,13 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/eventlog"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/names"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podstatus"
 )
 
 // Name is the name of the plugin used in the plugin registry and configurations.
-const Name = "NetworkTopologyAware"
+const Name = names.NetworkTopologyAware
 
 // Event reasons recorded on PodGroups.
 const (
