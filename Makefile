@@ -14,8 +14,11 @@ TEST_TIMEOUT ?= 25m
 
 all: build
 
-## build: every binary of the project, plus the control-plane binaries, into bin/
-build: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok bin/kubectl bin/mpi-operator bin/mpijob-crd.yaml
+## build: every binary of the project, plus the control-plane binaries and the tools, into bin/
+build: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok bin/kubectl bin/mpi-operator bin/mpijob-crd.yaml bin/helm
+
+# What the demo starts (pkg/localcluster): nothing else is built for it.
+DEMO_BINS := bin/kube-scheduler bin/hypernode-controller bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok
 
 # The project's own binaries are always rebuilt (go build is incremental).
 .PHONY: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode
@@ -58,6 +61,12 @@ MPI_OPERATOR_MODULE := $(CURDIR)/hack/tools/mpi-operator
 bin/mpi-operator: $(MPI_OPERATOR_MODULE)/go.mod $(MPI_OPERATOR_MODULE)/go.sum
 	cd $(MPI_OPERATOR_MODULE) && $(GO) build -o $(BIN)/mpi-operator github.com/kubeflow/mpi-operator/cmd/mpi-operator
 
+# helm, for the chart's tests (charts/hypernode-scheduler), from the module pinned in
+# hack/tools/helm/go.mod: a tool module of its own, as helm brings its own k8s.io versions.
+HELM_MODULE := $(CURDIR)/hack/tools/helm
+bin/helm: $(HELM_MODULE)/go.mod $(HELM_MODULE)/go.sum
+	cd $(HELM_MODULE) && $(GO) build -o $(BIN)/helm helm.sh/helm/v4/cmd/helm
+
 bin/mpijob-crd.yaml: $(MPI_OPERATOR_MODULE)/go.mod
 	@mkdir -p $(BIN)
 	dir=$$(cd $(MPI_OPERATOR_MODULE) && $(GO) list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator) && \
@@ -69,7 +78,8 @@ test: test-unit test-integration test-bench-short test-e2e
 test-unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/)
 
-test-integration:
+# The chart's tests run helm, and the scheduler binary as the chart's Deployment runs it.
+test-integration: bin/helm bin/kube-scheduler
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/integration/...
 
 ## test-e2e: the real binaries as processes (etcd, kube-apiserver with RBAC, kwok, our scheduler)
@@ -91,11 +101,11 @@ bench-instructions:
 	./hack/bench-instructions.sh
 
 ## demo: a local control plane with simulated nodes; the seed examples scheduled and shown
-demo: build
+demo: $(DEMO_BINS)
 	$(GO) run ./hack/demo
 
 ## local-up: the same local control plane, left running until Ctrl-C
-local-up: build
+local-up: $(DEMO_BINS) bin/kubectl bin/kubectl-hypernode
 	$(GO) run ./hack/local-up
 
 ## generate: deepcopy, defaults, conversions, clients, CRDs; and the k8s.io replace block

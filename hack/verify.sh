@@ -26,7 +26,7 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 git ls-files -z | xargs -0 -I{} cp --parents {} "$scratch"
 (cd "$scratch" && ./hack/update-replaces.sh >/dev/null && ./hack/update-codegen.sh >/dev/null 2>&1)
-for path in go.mod apis pkg/client manifests/crds manifests/install; do
+for path in go.mod apis pkg/client manifests/crds manifests/install charts/hypernode-scheduler/files; do
   if ! diff -r "$path" "$scratch/$path" >/dev/null; then
     echo "out of date: $path (run 'make generate' or hack/update-replaces.sh)"
     diff -r "$path" "$scratch/$path" | head -20

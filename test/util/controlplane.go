@@ -55,7 +55,17 @@ type ControlPlane struct {
 // StartControlPlane starts etcd and kube-apiserver and installs the CRDs of manifests/crds.
 // tb receives the servers' test logs; Stop releases everything. extraFlags are appended to
 // the apiserver's flags (list flags such as --disable-admission-plugins add to the defaults).
-func StartControlPlane(ctx context.Context, tb ktesting.TB, extraFlags ...string) (_ *ControlPlane, err error) {
+func StartControlPlane(ctx context.Context, tb ktesting.TB, extraFlags ...string) (*ControlPlane, error) {
+	return startControlPlane(ctx, tb, true, extraFlags...)
+}
+
+// StartBareControlPlane starts etcd and kube-apiserver without this project's CRDs (for an
+// installer that brings them, such as the Helm chart).
+func StartBareControlPlane(ctx context.Context, tb ktesting.TB) (*ControlPlane, error) {
+	return startControlPlane(ctx, tb, false)
+}
+
+func startControlPlane(ctx context.Context, tb ktesting.TB, crds bool, extraFlags ...string) (_ *ControlPlane, err error) {
 	cp := &ControlPlane{}
 	defer func() {
 		if err != nil {
@@ -87,8 +97,10 @@ func StartControlPlane(ctx context.Context, tb ktesting.TB, extraFlags ...string
 	if cp.Kubeconfig, err = writeKubeconfig(cp.dir, cp.Config); err != nil {
 		return nil, err
 	}
-	if err := InstallCRDs(ctx, cp.Config, filepath.Join(RepoRoot(), "manifests", "crds")); err != nil {
-		return nil, err
+	if crds {
+		if err := InstallCRDs(ctx, cp.Config, filepath.Join(RepoRoot(), "manifests", "crds")); err != nil {
+			return nil, err
+		}
 	}
 	return cp, nil
 }
@@ -196,21 +208,47 @@ func InstallCRDs(ctx context.Context, cfg *restclient.Config, dir string) error 
 		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
 		}
-		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+		if err := waitEstablished(ctx, client, crd.Name); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// WaitCRDsEstablished waits until the apiserver serves each named CRD (created by someone
+// else: an installer).
+func WaitCRDsEstablished(ctx context.Context, cfg *restclient.Config, names ...string) error {
+	client, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := waitEstablished(ctx, client, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitEstablished waits until the CRD exists and is established.
+func waitEstablished(ctx context.Context, client apiextensionsclient.Interface, name string) error {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CRD %s not established: %w", name, err)
 	}
 	return nil
 }
