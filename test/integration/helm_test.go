@@ -229,6 +229,41 @@ controller:
 	if diff := cmp.Diff(wantPod, gotPod); diff != "" {
 		t.Errorf("the scheduler's Deployment (-want +got):\n%s", diff)
 	}
+
+	// The controller's discovery configuration and credentials Secret.
+	discovery := "networkTopologyDiscovery:\n- source: label\n  enabled: true\n  config:\n    presets: [gke]\n"
+	if err := os.WriteFile(values, []byte("controller:\n  ufmCredentialsSecret: fabric-ufm\n  discovery: |\n"+indent(discovery, "    ")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs = objects(t, helm(t, "template", "hns", chartDir, "--namespace", ns, "--values", values))
+	conf, _, _ := unstructured.NestedString(objs["ConfigMap "+ns+"/hypernode-controller"].Object, "data", "hypernode-controller.conf")
+	if conf != discovery {
+		t.Errorf("discovery configuration %q, want %q", conf, discovery)
+	}
+	var secrets []any
+	for _, rule := range objs["Role "+ns+"/hypernode-controller"].Object["rules"].([]any) {
+		if r := rule.(map[string]any); slices.Contains(r["resources"].([]any), any("secrets")) {
+			secrets = r["resourceNames"].([]any)
+		}
+	}
+	if diff := cmp.Diff([]any{"fabric-ufm"}, secrets); diff != "" {
+		t.Errorf("Secrets the controller may read (-want +got):\n%s", diff)
+	}
+	containers, _, _ := unstructured.NestedSlice(objs["Deployment "+ns+"/hypernode-controller"].Object, "spec", "template", "spec", "containers")
+	if cmd := containers[0].(map[string]any)["command"].([]any); !slices.Contains(cmd, any("--namespace="+ns)) {
+		t.Errorf("controller command %v does not name the release's namespace", cmd)
+	}
+}
+
+// indent prefixes every line of s.
+func indent(s, prefix string) string {
+	lines := strings.SplitAfter(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
 }
 
 // TestHelmInstallUpgradeUninstall: on a cluster without this project's CRDs, `helm install`
