@@ -120,14 +120,7 @@ func TestBoundExact(t *testing.T) {
 				tc.edit(inv, slice)
 			}
 			inv.SetSlice(slice)
-			d, err := devices.DemandOf(dra, member(dra, 2))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := inv.NewBound(dra, d)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := boundFor(t, inv, dra, member(dra, 2))
 			if got := b.Exact("node-a"); got != tc.want {
 				t.Errorf("Exact(node-a) = %v, want %v", got, tc.want)
 			}
@@ -146,14 +139,7 @@ func TestBoundNotExactWhileATaintRuleExists(t *testing.T) {
 	_, slice := gpuNode("node-a", 8)
 	inv.SetSlice(slice)
 	rule := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "maintenance", UID: types.UID("rule")}}
-	d, err := devices.DemandOf(dra, member(dra, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := inv.NewBound(dra, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := boundFor(t, inv, dra, member(dra, 2))
 	inv.SetTaintRule(rule)
 	if b.Exact("node-a") {
 		t.Error("exact with a DeviceTaintRule")
@@ -162,4 +148,18 @@ func TestBoundNotExactWhileATaintRuleExists(t *testing.T) {
 	if !b.Exact("node-a") {
 		t.Error("not exact after the DeviceTaintRule went")
 	}
+}
+
+// boundFor is inv's bound of pod's demand (its claims read from dra).
+func boundFor(t *testing.T, inv *devices.Inventory, dra *fakeDRA, pod *v1.Pod) *devices.Bound {
+	t.Helper()
+	d, err := devices.DemandOf(dra, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := inv.NewBound(dra, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -143,14 +143,7 @@ func boundOf(t *testing.T, dra *fakeDRA, pod *v1.Pod, node string) (bool, int) {
 	for _, c := range dra.Claims {
 		inv.SetClaim(c)
 	}
-	d, err := devices.DemandOf(dra, pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := inv.NewBound(dra, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := boundFor(t, inv, dra, pod)
 	members, _ := b.Members(node)
 	return b.Exact(node), members
 }
