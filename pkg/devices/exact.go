@@ -19,17 +19,19 @@ import (
 // simulated (Fits).
 
 // plainSlice reports whether a slice shares no counters between its devices (partitionable
-// devices: one device's allocation can use up another's).
+// devices: one device's allocation can use up another's) and skips no node operations (the
+// allocator refuses those devices on nodes without the feature).
 func plainSlice(s *resourceapi.ResourceSlice) bool {
-	return len(s.Spec.SharedCounters) == 0 && !ptr.Deref(s.Spec.PerDeviceNodeSelection, false)
+	return len(s.Spec.SharedCounters) == 0 && !ptr.Deref(s.Spec.PerDeviceNodeSelection, false) && len(s.Spec.SkipNodeOperations) == 0
 }
 
 // plainDevice reports whether the allocator gives the device to any request of a class that
 // selects it, once it is free: no taint (a request may not tolerate it), no counters it
 // consumes, no binding conditions (allocation waits on the driver), not shared between claims
-// (consumable capacity), and reachable from its slice's node only.
+// (consumable capacity), no node resources it takes too (DynamicResources checks the node's
+// CPU and memory for them), and reachable from its slice's node only.
 func plainDevice(d *resourceapi.Device) bool {
-	return len(d.Taints) == 0 && len(d.ConsumesCounters) == 0 && len(d.BindingConditions) == 0 &&
+	return len(d.Taints) == 0 && len(d.ConsumesCounters) == 0 && len(d.BindingConditions) == 0 && len(d.NodeAllocatableResources) == 0 &&
 		len(d.BindingFailureConditions) == 0 && !ptr.Deref(d.AllowMultipleAllocations, false) &&
 		d.NodeName == nil && d.NodeSelector == nil && !ptr.Deref(d.AllNodes, false)
 }

@@ -99,6 +99,12 @@ func TestBoundExact(t *testing.T) {
 		{name: "binding conditions", edit: func(_ *devices.Inventory, s *resourceapi.ResourceSlice) {
 			s.Spec.Devices[0].BindingConditions = []string{"attached"}
 		}},
+		{name: "a device taking node resources", edit: func(_ *devices.Inventory, s *resourceapi.ResourceSlice) {
+			s.Spec.Devices[0].NodeAllocatableResources = map[v1.ResourceName]resourceapi.NodeAllocatableResource{v1.ResourceMemory: {}}
+		}},
+		{name: "skipped node operations", edit: func(_ *devices.Inventory, s *resourceapi.ResourceSlice) {
+			s.Spec.SkipNodeOperations = []resourceapi.SkipNodeOperation{"Prepare"}
+		}},
 		{name: "an incomplete pool", edit: func(_ *devices.Inventory, s *resourceapi.ResourceSlice) {
 			s.Spec.Pool.ResourceSliceCount = 2
 		}},

@@ -64,6 +64,18 @@ func asksForExtended(pod *v1.Pod, resolver fwk.DeviceClassResolver) bool {
 	return false
 }
 
+// CopyAnnotation marks a pod a simulation made (a copy of a member, a planned sibling): it
+// has a node, and no claim yet (MarkCopy).
+const CopyAnnotation = "hypernode.dev/simulated-copy"
+
+// MarkCopy marks pod, a simulation's copy of a pod that it placed on a node.
+func MarkCopy(pod *v1.Pod) {
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[CopyAnnotation] = "true"
+}
+
 // extendedClaim is the claim DynamicResources allocates for pod's extended resources on ni's
 // node (nil: none to allocate): for each resource the node does not advertise, as many
 // devices of its class as the pod's effective request (init containers included, as
@@ -74,6 +86,12 @@ func asksForExtended(pod *v1.Pod, resolver fwk.DeviceClassResolver) bool {
 func (s *Source) extendedClaim(pod *v1.Pod, ni fwk.NodeInfo) (*resourceapi.ResourceClaim, error) {
 	reqs := s.extendedRequests(pod)
 	if len(reqs) == 0 {
+		return nil, nil
+	}
+	if pod.Spec.NodeName != "" && pod.Annotations[CopyAnnotation] == "" {
+		// Reserved (assumed) or bound: its claim is allocated, or in flight under a UID of
+		// DynamicResources' own until PreBind names it in the pod's status; either way the
+		// allocated state holds its devices.
 		return nil, nil
 	}
 	if made := pod.Status.ExtendedResourceClaimStatus; made != nil {

@@ -92,6 +92,18 @@ func TestFitsExtendedResources(t *testing.T) {
 		},
 		want: verdict{Fits: true},
 	}, {
+		// A member reserved on the node (waiting in Permit): its claim is in flight under
+		// DynamicResources' own UID, in the allocated state already (devices 0-3), and its
+		// status does not name it yet. It takes no more (it took 4 twice).
+		name: "unfiltered: a reserved member's claim in flight holds 4, member asks 4",
+		build: func() (*fakeDRA, *framework.NodeInfo, *v1.Pod) {
+			dra, node := extendedWorld(8)
+			dra.Pending["in-flight"] = allocation(node.Name, span(0, 4)...)
+			return dra, nodeInfo(node, bound(extended("reserved", 4), node.Name)), extended("member", 4)
+		},
+		unfiltered: true,
+		want:       verdict{Fits: true},
+	}, {
 		// A bound pod's claim for its extended resources holds devices 0-3: the allocated
 		// state counts them, the pod takes no more.
 		name: "unfiltered: a pod's made claim holds 4, member asks 4",

@@ -45,6 +45,9 @@ type Inventory struct {
 	// taintRules are the DeviceTaintRules by name: they may taint any device, so while one
 	// exists no count is exact.
 	taintRules sets.Set[string]
+	// informed says which version of a slice or class the informer's store holds now (Run
+	// sets it; CatchUp applies only what the store still holds).
+	informed func(obj any) (resourceVersion string, ok bool)
 }
 
 // nodeDevices are one node's devices: the classes selecting each, the allocated ones, and
@@ -94,6 +97,20 @@ func (inv *Inventory) OnChange(f func(node string)) {
 // informers (the scheduler's own: no extra watch).
 func (inv *Inventory) Run(factory informers.SharedInformerFactory) error {
 	api := factory.Resource().V1()
+	slices, classes := api.ResourceSlices().Lister(), api.DeviceClasses().Lister()
+	inv.informed = func(obj any) (string, bool) {
+		switch o := obj.(type) {
+		case *resourceapi.ResourceSlice:
+			if cur, err := slices.Get(o.Name); err == nil {
+				return cur.ResourceVersion, true
+			}
+		case *resourceapi.DeviceClass:
+			if cur, err := classes.Get(o.Name); err == nil {
+				return cur.ResourceVersion, true
+			}
+		}
+		return "", false
+	}
 	if _, err := api.DeviceClasses().Informer().AddEventHandler(informerutil.Handlers(
 		func(_, c *resourceapi.DeviceClass) { inv.SetClass(c) },
 		func(c *resourceapi.DeviceClass) { inv.RemoveClass(c.Name) })); err != nil {

@@ -41,3 +41,33 @@ func TestCatchUp(t *testing.T) {
 	var nilInv *devices.Inventory
 	nilInv.CatchUp(nil, v1) // no inventory: nothing to do
 }
+
+// TestCatchUpNeverBringsBackADeletedSlice: a hint for a slice's add that comes after the
+// slice was deleted (the informer's store no longer holds it) applies nothing.
+func TestCatchUpNeverBringsBackADeletedSlice(t *testing.T) {
+	inv := devices.NewInventory()
+	inv.SetClass(selecting(className, driver, ""))
+	_, slice := gpuNode("node-a", 4)
+	slice.ResourceVersion = "7"
+	store := map[string]string{slice.Name: "7"}
+	inv.SetInformed(func(obj any) (string, bool) {
+		s, ok := obj.(interface{ GetName() string })
+		if !ok {
+			return "", false
+		}
+		rv, held := store[s.GetName()]
+		return rv, held
+	})
+	inv.SetSlice(slice)
+	inv.RemoveSlice(slice) // the inventory's handler saw the delete
+	delete(store, slice.Name)
+	inv.CatchUp(nil, slice) // the queue's hint for the add, late
+	if got := inv.Counts("node-a"); got != nil {
+		t.Errorf("node-a after a late add of its deleted slice: %v, want no devices", got)
+	}
+	store[slice.Name] = "7"
+	inv.CatchUp(nil, slice) // the store holds it: the add is applied
+	if got := inv.Counts("node-a")[className].Total; got != 4 {
+		t.Errorf("node-a: %d devices, want 4", got)
+	}
+}

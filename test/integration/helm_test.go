@@ -173,7 +173,9 @@ scheduler:
   leaderElection: {enabled: false}
   pluginArgs:
     Gang: {defaultScheduleTimeoutSeconds: 30}
-    NetworkTopologyAware: {defaultNetworkTopology: {mode: soft, highestTierAllowed: 1}}
+    NetworkTopologyAware:
+      defaultNetworkTopology: {mode: soft, highestTierAllowed: 1}
+      hyperNodeBinPack: {cpu: 1, memory: 1, resources: {}}
   nodeSelector: {node-role.kubernetes.io/control-plane: ""}
   tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
   resources: {requests: {cpu: "2", memory: 2Gi}}
@@ -203,11 +205,13 @@ controller:
 		"holdWait":            args["Gang"].(map[string]any)["hold"].(map[string]any)["waitSeconds"], // kept from config.yaml
 		"defaultTopology":     args["NetworkTopologyAware"].(map[string]any)["defaultNetworkTopology"],
 		"candidateStrategy":   args["NetworkTopologyAware"].(map[string]any)["candidateScoringStrategy"],
+		"binPack":             args["NetworkTopologyAware"].(map[string]any)["hyperNodeBinPack"], // replaced whole: no GPU weights
 		"bindingSubjectSpace": objs["RoleBinding "+ns+"/hypernode-scheduler-leader-election"].Object["subjects"].([]any)[0].(map[string]any)["namespace"],
 	}
 	want := map[string]any{
 		"schedulerName": "ml-scheduler", "leaderElection": false, "leaseNamespace": ns, "timeout": float64(30), "holdWait": float64(120),
 		"defaultTopology": map[string]any{"mode": "soft", "highestTierAllowed": float64(1)}, "candidateStrategy": "BinPack", "bindingSubjectSpace": ns,
+		"binPack": map[string]any{"cpu": float64(1), "memory": float64(1), "resources": map[string]any{}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("configuration (-want +got):\n%s", diff)

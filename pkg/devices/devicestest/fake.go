@@ -17,6 +17,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 )
 
 // The driver of the fake devices, the class selecting them, and the namespace of the pods
@@ -288,6 +290,7 @@ func CopyOf(pod *v1.Pod, node string, i int) *v1.Pod {
 	c.Name += suffix
 	c.UID += types.UID(suffix)
 	c.Spec.NodeName = node
+	devices.MarkCopy(c)
 	return c
 }
 

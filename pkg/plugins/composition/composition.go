@@ -95,7 +95,7 @@ func Problems(p *config.Plugins) []string {
 		return slices.ContainsFunc(set.Enabled, func(pl config.Plugin) bool { return pl.Name == name })
 	}
 	anywhere := func(name string) bool {
-		for _, set := range []config.PluginSet{p.PreEnqueue, p.PreFilter, p.Filter, p.PostFilter, p.Reserve, p.Score, p.Permit} {
+		for _, set := range []config.PluginSet{p.PreEnqueue, p.PreFilter, p.Filter, p.PostFilter, p.Reserve, p.PreScore, p.Score, p.Permit, p.PreBind, p.PostBind} {
 			if enabled(set, name) {
 				return true
 			}
@@ -104,6 +104,31 @@ func Problems(p *config.Plugins) []string {
 	}
 	gang := anywhere(names.Gang)
 	var out []string
+	// A plugin enabled at some of its extension points is enabled at all of them: each one
+	// is half of a protocol with the others (Gang's Reserve and Permit, NTA's PreFilter and
+	// Filter), and a single disabled line would break it silently.
+	for _, w := range []struct {
+		name   string
+		points []string
+	}{
+		{names.Gang, []string{"PreEnqueue", "PreFilter", "PostFilter", "Reserve", "Permit", "PreBind", "PostBind"}},
+		{names.NetworkTopologyAware, []string{"PreFilter", "Filter", "PostFilter", "Reserve", "PreScore", "Score"}},
+		{names.GangPreemption, []string{"PreEnqueue", "PreFilter", "PostFilter"}},
+	} {
+		if !anywhere(w.name) {
+			continue
+		}
+		var missing []string
+		for _, point := range w.points {
+			if !enabled(pointSet(p, point), w.name) {
+				missing = append(missing, point)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, fmt.Sprintf("%s is disabled at %s: each of its extension points (%s) relies on the others; "+
+				"enable it at all of them (multiPoint does)", w.name, strings.Join(missing, ", "), strings.Join(w.points, ", ")))
+		}
+	}
 	for _, dep := range []struct{ name, without string }{
 		{names.NetworkTopologyAware, "its gangs' members would bind one by one as they are placed, not all or nothing"},
 		{names.GangPreemption, "it would evict pods for gangs whose members then bind one by one"},
@@ -149,6 +174,14 @@ func Problems(p *config.Plugins) []string {
 		}
 	}
 	return out
+}
+
+// pointSet is the profile's plugins at the extension point named point.
+func pointSet(p *config.Plugins, point string) config.PluginSet {
+	return map[string]config.PluginSet{
+		"PreEnqueue": p.PreEnqueue, "PreFilter": p.PreFilter, "Filter": p.Filter, "PostFilter": p.PostFilter,
+		"Reserve": p.Reserve, "PreScore": p.PreScore, "Score": p.Score, "Permit": p.Permit, "PreBind": p.PreBind, "PostBind": p.PostBind,
+	}[point]
 }
 
 // lowerFirst is the YAML key of an extension point (PreFilter: preFilter).

@@ -28,9 +28,14 @@ func shipped() *config.Plugins {
 		QueueSort:  set("GangQueueSort"),
 		PreEnqueue: set("SchedulingGates", "Gang", "GangRetryGate", "GangPreemption"),
 		PreFilter:  set("Gang", "GangPreemption", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NetworkTopologyAware"),
-		Filter:     set("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NetworkTopologyAware", "GangPreemption"),
+		Filter:     set("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NetworkTopologyAware"),
 		PostFilter: set("NetworkTopologyAware", "GangPreemption", "Gang"),
+		Reserve:    set("VolumeBinding", "DynamicResources", "Gang", "NetworkTopologyAware"),
+		PreScore:   set("TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "NetworkTopologyAware"),
+		Score:      set("TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "ImageLocality", "NetworkTopologyAware"),
 		Permit:     set("Gang"),
+		PreBind:    set("VolumeBinding", "DynamicResources", "Gang"),
+		PostBind:   set("Gang"),
 	}
 }
 
@@ -79,13 +84,26 @@ func TestProblems(t *testing.T) {
 			"GangRetryGate is enabled without Gang: it holds back the members of gangs that Gang schedules, and nothing would release them; enable Gang",
 		}},
 		{name: "NetworkTopologyAware and GangPreemption without Gang", edit: func(p *config.Plugins) {
-			*p = config.Plugins{QueueSort: set("PrioritySort"), PreFilter: set("GangPreemption", "NetworkTopologyAware"), PostFilter: set("NetworkTopologyAware", "GangPreemption")}
+			*p = config.Plugins{QueueSort: set("PrioritySort"), PreEnqueue: set("GangPreemption"), PreFilter: set("GangPreemption", "NetworkTopologyAware"),
+				Filter: set("NetworkTopologyAware"), PostFilter: set("NetworkTopologyAware", "GangPreemption"),
+				Reserve: set("NetworkTopologyAware"), PreScore: set("NetworkTopologyAware"), Score: set("NetworkTopologyAware")}
 		}, want: []string{
 			"NetworkTopologyAware is enabled without Gang: its gangs' members would bind one by one as they are placed, not all or nothing; enable Gang",
 			"GangPreemption is enabled without Gang: it would evict pods for gangs whose members then bind one by one; enable Gang",
 		}},
 		{name: "Gang alone, without preemption: safe", edit: func(p *config.Plugins) {
-			*p = config.Plugins{QueueSort: set("GangQueueSort"), PreEnqueue: set("Gang"), PreFilter: set("Gang"), PostFilter: set("Gang"), Permit: set("Gang")}
+			*p = config.Plugins{QueueSort: set("GangQueueSort"), PreEnqueue: set("Gang"), PreFilter: set("Gang"), PostFilter: set("Gang"),
+				Reserve: set("Gang"), Permit: set("Gang"), PreBind: set("Gang"), PostBind: set("Gang")}
+		}},
+		{name: "Gang disabled at Permit alone", edit: func(p *config.Plugins) {
+			p.Permit = config.PluginSet{}
+		}, want: []string{
+			"Gang is disabled at Permit: each of its extension points (PreEnqueue, PreFilter, PostFilter, Reserve, Permit, PreBind, PostBind) relies on the others; enable it at all of them (multiPoint does)",
+		}},
+		{name: "NetworkTopologyAware disabled at Filter alone", edit: func(p *config.Plugins) {
+			p.Filter = set("NodeResourcesFit")
+		}, want: []string{
+			"NetworkTopologyAware is disabled at Filter: each of its extension points (PreFilter, Filter, PostFilter, Reserve, PreScore, Score) relies on the others; enable it at all of them (multiPoint does)",
 		}},
 		{name: "none of this project's gang plugins", edit: func(p *config.Plugins) {
 			*p = config.Plugins{QueueSort: set("PrioritySort"), PreFilter: set("NodeResourcesFit"), PostFilter: set("DefaultPreemption")}

@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -152,6 +153,7 @@ func SimulatedPod(pod *v1.Pod, node, suffix string) (fwk.PodInfo, error) {
 	c.Name = pod.Name + "-" + suffix
 	c.UID = k8stypes.UID(string(pod.UID) + "-" + suffix)
 	c.Spec.NodeName = node
+	devices.MarkCopy(c)
 	return framework.NewPodInfo(c)
 }
 
