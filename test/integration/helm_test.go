@@ -37,6 +37,16 @@ var chartDir = filepath.Join(util.RepoRoot(), "charts", "hypernode-scheduler")
 // helm runs bin/helm and returns its standard output.
 func helm(t *testing.T, args ...string) []byte {
 	t.Helper()
+	stdout, stderr, err := runHelm(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stdout, stderr)
+	}
+	return stdout
+}
+
+// runHelm runs bin/helm with a home of its own: its standard output and error.
+func runHelm(t *testing.T, args ...string) ([]byte, string, error) {
+	t.Helper()
 	bin := filepath.Join(util.RepoRoot(), "bin", "helm")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%s: %v (make bin/helm builds it)", bin, err)
@@ -45,10 +55,25 @@ func helm(t *testing.T, args ...string) []byte {
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	err := cmd.Run()
+	return stdout.Bytes(), stderr.String(), err
+}
+
+// TestHelmChartRefusesBadValues: a value the chart does not know, of the wrong type, or args
+// for a plugin it does not configure is refused by the chart's schema, naming it; nothing is
+// rendered.
+func TestHelmChartRefusesBadValues(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{
+		{"scheduler.replica=3", "at '/scheduler': additional properties 'replica' not allowed"},
+		{"scheduler.replicas=two", "at '/scheduler/replicas': got string, want integer"},
+		{"scheduler.pluginArgs.Gnag.x=1", "value must be one of 'Gang', 'NetworkTopologyAware'"},
+		{"image.pullPolicy=Sometimes", "at '/image/pullPolicy': value must be one of"},
+	} {
+		stdout, stderr, err := runHelm(t, "template", "hns", chartDir, "--set", tc.set)
+		if err == nil || !strings.Contains(stderr, tc.want) || len(stdout) != 0 {
+			t.Errorf("--set %s: %v, rendered %d bytes, stderr %q; want a refusal saying %q", tc.set, err, len(stdout), stderr, tc.want)
+		}
 	}
-	return stdout.Bytes()
 }
 
 // objects parses a stream of YAML documents, by "Kind namespace/name".
