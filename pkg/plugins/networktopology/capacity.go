@@ -269,7 +269,7 @@ func CountFits(ctx context.Context, handle fwk.Handle, filter Filter, state fwk.
 			if devices.TakesDevices(state, pod) {
 				// The next copies' devices are devices.Fits' to allocate (FilterWithDevices):
 				// DynamicResources' Filter, blind to the copies, would only repeat its answer.
-				state.SetSkipFilterPlugins(sets.New(dynamicresources.Name).Union(state.GetSkipFilterPlugins()))
+				skipDynamicResources(state)
 			}
 		}
 		pi, err := SimulatedPod(pod, ni.Node().Name, fmt.Sprintf("capacity-%d", fits))
@@ -343,9 +343,15 @@ func exactState(state fwk.CycleState, b *devices.Bound) fwk.CycleState {
 		return nil
 	}
 	exact := state.Clone()
-	exact.SetSkipFilterPlugins(sets.New(dynamicresources.Name).Union(state.GetSkipFilterPlugins()))
+	skipDynamicResources(exact)
 	devices.CountedByBound(exact)
 	return exact
+}
+
+// skipDynamicResources makes the Filter runs of state, the caller's own copy, skip
+// DynamicResources' Filter: the devices are counted otherwise there.
+func skipDynamicResources(state fwk.CycleState) {
+	state.SetSkipFilterPlugins(sets.New(dynamicresources.Name).Union(state.GetSkipFilterPlugins()))
 }
 
 // FilterWithDevices runs the Filter plugins for pod on ni, then allocates its claims next to
@@ -368,8 +374,7 @@ func FilterWithDevices(ctx context.Context, handle fwk.Handle, state fwk.CycleSt
 			return st
 		}
 		without := state.Clone()
-		skip := sets.New(dynamicresources.Name).Union(state.GetSkipFilterPlugins())
-		without.SetSkipFilterPlugins(skip)
+		skipDynamicResources(without)
 		if st := handle.RunFilterPlugins(ctx, without, pod, ni); !st.IsSuccess() {
 			return st
 		}
