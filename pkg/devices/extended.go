@@ -25,7 +25,11 @@ func (s *Source) TakesDevices(pod *v1.Pod) bool {
 	if s == nil {
 		return false
 	}
-	return len(pod.Spec.ResourceClaims) > 0 || len(s.extendedRequests(pod)) > 0
+	if len(pod.Spec.ResourceClaims) > 0 {
+		return true
+	}
+	resolver := s.dra.DeviceClassResolver()
+	return resolver != nil && asksForExtended(pod, resolver)
 }
 
 // extendedRequests are pod's requests of extended resources that a DeviceClass provides,
