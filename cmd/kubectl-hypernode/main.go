@@ -26,11 +26,10 @@ import (
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // Exit codes: 1 for a failure (cluster unreachable, CRD missing, PodGroup not found), 2 for
-// a command line that cannot be run.
+// a command line or an input that cannot be run; plan's 3 is exitPending.
 const (
 	exitFailure = 1
 	exitUsage   = 2
@@ -59,6 +58,10 @@ func run(args []string, streams genericiooptions.IOStreams, newClients clientsFu
 		return 0
 	}
 	fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+	var pending pendingError
+	if errors.As(err, &pending) {
+		return exitPending
+	}
 	var usage usageError
 	if errors.As(err, &usage) {
 		fmt.Fprintf(streams.ErrOut, "See '%s --help'.\n", cmd.DisplayName())
@@ -80,9 +83,10 @@ func newRootCommand(streams genericiooptions.IOStreams, newClients clientsFunc) 
 	o := &options{config: genericclioptions.NewConfigFlags(true)}
 	root := &cobra.Command{
 		Use:   "kubectl-hypernode",
-		Short: "Show the HyperNode tree and explain where PodGroups go",
-		Long: `Show the HyperNode network tree with capacity and occupants, and explain where a
-PodGroup (gang) is placed or why it is pending.
+		Short: "Show the HyperNode tree, explain where PodGroups go, plan jobs before they are submitted",
+		Long: `Show the HyperNode network tree with capacity and occupants, explain where a
+PodGroup (gang) is placed or why it is pending, say where a job would go before it is
+submitted (plan), and how large a gang could start now (capacity).
 
 The capacity figures are for one resource (--resource): by default nvidia.com/gpu
 (or amd.com/gpu) when a node offers it, otherwise cpu.`,
@@ -149,11 +153,9 @@ The capacity figures are for one resource (--resource): by default nvidia.com/gp
 			if err != nil {
 				return fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
 			}
-			var defaultTopology *podgroup.NetworkTopology
-			if o.defaultTopology != "" {
-				if defaultTopology, err = podgroup.ParseTopology(o.defaultTopology); err != nil {
-					return usageError{fmt.Errorf("--default-network-topology %s", err)}
-				}
+			defaultTopology, err := o.parseDefaultTopology()
+			if err != nil {
+				return err
 			}
 			cluster, err := o.load(cmd.Context(), newClients, inspect.LoadOptions{EventNamespace: namespace,
 				PodGroup: &types.NamespacedName{Namespace: namespace, Name: args[0]}})
@@ -171,9 +173,9 @@ The capacity figures are for one resource (--resource): by default nvidia.com/gp
 			return inspect.WriteExplanation(streams.Out, e)
 		},
 	}
-	explain.Flags().StringVar(&o.defaultTopology, "default-network-topology", "",
-		`the scheduler's defaultNetworkTopology arg, if it sets one, in the annotation's shape (e.g. '{"mode":"soft","highestTierAllowed":1}'): the constraint of PodGroups that say nothing of topology`)
+	addDefaultTopologyFlag(explain, o)
 	root.AddCommand(tree, explain)
+	root.AddCommand(newPlanCommands(o, streams, newClients)...)
 	return root
 }
 

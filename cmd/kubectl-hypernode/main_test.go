@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -23,6 +24,7 @@ import (
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/jobspec"
 )
 
 // fakeClients serves one leaf of one node and a PodGroup team-a/job with a pending member.
@@ -68,7 +70,9 @@ func TestCommandLine(t *testing.T) {
 		name       string
 		args       []string
 		crdMissing bool
-		wantCode   int
+		// stdin is what plan -f - reads.
+		stdin    string
+		wantCode int
 		// wantOut is a prefix of the standard output, wantInOut a part of it; wantErr the whole
 		// standard error.
 		wantOut, wantInOut string
@@ -104,6 +108,29 @@ func TestCommandLine(t *testing.T) {
 			wantErr: "error: unknown command \"tre\" for \"kubectl hypernode\"; did you mean tree?\nSee 'kubectl hypernode --help'.\n"},
 		// Not nil: cobra would read os.Args, the test binary's flags.
 		{name: "no command", args: []string{}, wantCode: 0, wantOut: "Show the HyperNode network tree"},
+		{name: "plan a job that fits", args: []string{"plan", "-f", "-", "-n", "team-b"}, stdin: planInput(2, "1"), wantCode: 0,
+			wantOut:   "PodGroup team-b/train: would start now (nothing was created or evicted)\n",
+			wantInOut: "Placement: leaf, tier 1; 1 leaf (the fewest that could hold them: 1)\n  leaf: train-0, train-1\n"},
+		{name: "plan as JSON", args: []string{"plan", "-f", "-", "-n", "team-b", "-o", "json"}, stdin: planInput(2, "1"), wantCode: 0,
+			wantOut: "{\n  \"kind\": \"PodGroup\",\n  \"job\": \"team-b/train\",", wantInOut: `"placed": true,`},
+		{name: "plan a job that does not fit", args: []string{"plan", "-f", "-", "-n", "team-b"}, stdin: planInput(2, "3"), wantCode: 0,
+			wantOut: "PodGroup team-b/train: would NOT start now (nothing was created or evicted)\n"},
+		{name: "plan fails if pending", args: []string{"plan", "-f", "-", "-n", "team-b", "--fail-if-pending", "-o", "json"}, stdin: planInput(2, "3"), wantCode: 3,
+			wantInOut: `"placed": false,`, wantErr: "error: PodGroup team-b/train would not start now\n"},
+		{name: "plan without a file", args: []string{"plan"}, wantCode: 2,
+			wantErr: "error: plan needs -f FILE (or -f - for stdin)\nSee 'kubectl hypernode --help'.\n"},
+		{name: "plan of a file that is not there", args: []string{"plan", "-f", "/nonexistent/job.yaml"}, wantCode: 1,
+			wantErr: "error: open /nonexistent/job.yaml: no such file or directory\n"},
+		{name: "plan of an unknown kind", args: []string{"plan", "-f", "-"}, stdin: "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\n", wantCode: 2,
+			wantErr: "error: unknown kind StatefulSet (apps/v1) of \"db\": plan knows " + jobspec.Known + "\nSee 'kubectl hypernode --help'.\n"},
+		{name: "plan of a malformed file", args: []string{"plan", "-f", "-"}, stdin: "apiVersion: v1\nkind: Pod\n  metadata: x\n", wantCode: 2,
+			wantErr: "error: reading -: document 1: error converting YAML to JSON: yaml: line 3: mapping values are not allowed in this context\nSee 'kubectl hypernode --help'.\n"},
+		{name: "capacity of a shape", args: []string{"capacity", "--cpu", "1"}, wantCode: 0,
+			wantOut: "Largest gang that could start now in one domain, pods of cpu 1:\n  tier 1: 4 pods in leaf\n  tier 2 (the whole cluster): 4 pods in <cluster>\n"},
+		{name: "capacity without a shape", args: []string{"capacity"}, wantCode: 2,
+			wantErr: "error: capacity needs a pod shape: --cpu, --memory and/or --gpu, or -f POD\nSee 'kubectl hypernode --help'.\n"},
+		{name: "capacity of a bad quantity", args: []string{"capacity", "--memory", "lots"}, wantCode: 2,
+			wantErr: "error: --memory \"lots\" is not a positive quantity\nSee 'kubectl hypernode --help'.\n"},
 		{name: "mistyped resource", args: []string{"tree", "--resource", "gpu", "-o", "json"}, wantCode: 0,
 			wantOut:   "{\n  \"resource\": \"gpu\",",
 			wantInOut: `"no node has gpu in its allocatable: every capacity figure for it is 0 (check --resource)"`},
@@ -111,7 +138,7 @@ func TestCommandLine(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+			streams := genericiooptions.IOStreams{In: strings.NewReader(tc.stdin), Out: &out, ErrOut: &errOut}
 			code := run(tc.args, streams, fakeClients(!tc.crdMissing))
 			if code != tc.wantCode {
 				t.Errorf("exit code = %d, want %d; stderr: %s", code, tc.wantCode, errOut.String())
@@ -133,4 +160,14 @@ func TestCommandLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// planInput is a PodGroup team-b/train of n pods of cpu each.
+func planInput(n int, cpu string) string {
+	out := fmt.Sprintf("apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: train}\nspec: {minMember: %d}\n", n)
+	for i := range n {
+		out += fmt.Sprintf("---\napiVersion: v1\nkind: Pod\nmetadata: {name: train-%d, labels: {scheduling.x-k8s.io/pod-group: train}}\n"+
+			"spec: {containers: [{name: c, image: x, resources: {requests: {cpu: %q}}}]}\n", i, cpu)
+	}
+	return out
 }

@@ -17,6 +17,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +63,8 @@ type LoadOptions struct {
 	// groups pods by their label and needs none).
 	PodGroup      *types.NamespacedName
 	SkipPodGroups bool
+	// PriorityClasses reads the PriorityClasses (plan resolves its members' priorities).
+	PriorityClasses bool
 }
 
 // Cluster is one read of everything the reports need. Tree and Explain never call the API:
@@ -82,6 +85,8 @@ type Cluster struct {
 	// counts them).
 	ResourceSlices []*resourcev1.ResourceSlice
 	ResourceClaims []*resourcev1.ResourceClaim
+	// PriorityClasses give the priority of pods not yet admitted (read for plan only).
+	PriorityClasses []*schedulingv1.PriorityClass
 	// Warnings are problems of the read that do not stop the reports (e.g. the PodGroup CRD
 	// is not installed, so no gang can be explained).
 	Warnings []string
@@ -159,6 +164,14 @@ func LoadWith(ctx context.Context, c Clients, opts LoadOptions) (*Cluster, error
 	}
 	if cl.deviceClassErr == nil {
 		cl.readDevices(ctx, c)
+	}
+	if opts.PriorityClasses {
+		err := eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+			return c.Kube.SchedulingV1().PriorityClasses().List(ctx, o)
+		}, func(pc *schedulingv1.PriorityClass) { cl.PriorityClasses = append(cl.PriorityClasses, pc) })
+		if err != nil {
+			return nil, fmt.Errorf("listing PriorityClasses: %w", err)
+		}
 	}
 	if !opts.SkipEvents {
 		err := eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {

@@ -31,15 +31,25 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 		}
 		return Explanation{}, err
 	}
+	var counts MemberCounts
+	members := c.liveMembers(namespace, name, &counts)
+	e, gang := c.explainGang(pg, members, counts, res)
+	e.Scheduler = c.schedulerView(namespace, name, gang)
+	return e, nil
+}
+
+// explainGang explains the gang of pg with these live members (counted in counts), without
+// what the scheduler said of it; it returns the gang as the scheduler's registry reads it.
+func (c *Cluster) explainGang(pg *schedulingv1alpha1.PodGroup, members []*v1.Pod, counts MemberCounts, res v1.ResourceName) (Explanation, podgroup.Gang) {
 	if res == "" {
 		res = c.DefaultResource()
 	}
-	key := namespace + "/" + name
+	key := pg.Namespace + "/" + pg.Name
 	e := Explanation{PodGroup: key, Resource: string(res), Phase: string(pg.Status.Phase),
-		MinMember: pg.Spec.MinMember, Warnings: c.warningsFor(res)}
+		MinMember: pg.Spec.MinMember, Members: counts, Warnings: c.warningsFor(res)}
 
 	// The gang and its constraints, read exactly as the scheduler's registry reads them.
-	gang := podgroup.NewGang(pg, c.liveMembers(namespace, name, &e.Members), c.DefaultTopology)
+	gang := podgroup.NewGang(pg, members, c.DefaultTopology)
 	topology, topologyErr := gang.Info.Topology, gang.Info.TopologyErr
 	if raw, ok := pg.Annotations[podgroup.NetworkTopologyAnnotation]; ok {
 		e.NetworkTopology = &ConstraintReport{Annotation: raw, Parsed: topology}
@@ -139,8 +149,7 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 	} else if gang.Info.HoldErr != nil {
 		e.HoldError = gang.Info.HoldErr.Error()
 	}
-	e.Scheduler = c.schedulerView(namespace, name, gang)
-	return e, nil
+	return e, gang
 }
 
 // heldBack is why Gang's PreEnqueue keeps the gang's pending members out of scheduling, in

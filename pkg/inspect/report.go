@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -190,6 +191,14 @@ type SearchReport struct {
 	// Deferred counts the pending members that place leaves out to wait for room, because
 	// the job can run without them (an elastic gang, sub-groups beyond minSubGroups).
 	Deferred int `json:"deferred,omitempty"`
+
+	// plan is the planner's plan (nil when it places nothing), capacity the members each
+	// HyperNode holds and in the input they were counted from: what plan reports from.
+	plan     *placement.Plan
+	capacity map[string]int
+	in       searchInput
+	// heldBack: the scheduler holds the members back before it plans.
+	heldBack bool
 }
 
 // TierReport is the best candidates of one tier.

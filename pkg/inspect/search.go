@@ -116,6 +116,8 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 		plan, fallbackReq, deferred, planErr = placement.Fallback(req, planErr, gang.Info, gang.SubGroups, len(req.Placed))
 		outcome.plan, outcome.planned = plan, in.demand-len(deferred)
 	}
+	report.capacity, report.in, report.heldBack = capacity, in, held != ""
+	defer func() { report.plan = outcome.plan }()
 	switch {
 	case held != "":
 		// The planner's answer holds only once the scheduler lets the members in.
@@ -214,6 +216,12 @@ func (c *Cluster) shapeCapacities(shapes []podgroup.Shape) ([]placement.Shape, p
 // nodeCapacity returns how many members fit on a node by their requests, capped at the
 // demand, or 0 and why none fits for reasons other than room.
 func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
+	return c.nodeCapacityFreed(name, in, nil)
+}
+
+// nodeCapacityFreed is nodeCapacity once the pods holding freed (their requests) have left.
+// Devices their claims hold are counted as held still.
+func (c *Cluster) nodeCapacityFreed(name string, in searchInput, freed v1.ResourceList) (int, string) {
 	n := c.nodes[name]
 	if why := refusedBy(n.node, in.shape.Spec.Tolerations); why != "" {
 		return 0, why
@@ -227,6 +235,9 @@ func (c *Cluster) nodeCapacity(name string, in searchInput) (int, string) {
 			continue
 		}
 		free := n.free(r)
+		if q, ok := freed[r]; ok {
+			free.Add(q)
+		}
 		if used, total := c.deviceAmount(name, r); total > 0 {
 			// A resource DRA devices provide on this node: those no claim holds.
 			free = *resource.NewQuantity(total-used, resource.DecimalSI)

@@ -329,49 +329,7 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 		members += fmt.Sprintf(", %d terminating", m.Terminating)
 	}
 	p.wrap("  ", "    ", members)
-	if len(e.Shapes) > 0 {
-		var parts []string
-		for _, sh := range e.Shapes {
-			parts = append(parts, fmt.Sprintf("%d x %s (as %s)", sh.Pods, sh.Name, sh.Example))
-		}
-		p.wrap("  pending pod shapes: ", "    ", strings.Join(parts, ", "))
-	} else if len(e.Request) > 0 {
-		var parts []string
-		for _, ra := range e.Request {
-			parts = append(parts, ra.Resource+" "+ra.Amount.String())
-		}
-		p.wrap("  each pod requests: ", "    ", fmt.Sprintf("%s (as %s)", strings.Join(parts, ", "), e.RequestFrom))
-	}
-	switch nt := e.NetworkTopology; {
-	case nt == nil && subGroupConstrained(e.SubGroups):
-		p.wrap("  network topology: ", "    ", "none for the whole job (its sub-groups' constraints are placed by topology, the job anywhere)")
-	case nt == nil:
-		p.wrap("  network topology: ", "    ", "none (a plain gang: the scheduler does not place it by topology)")
-	case nt.Error != "":
-		p.wrap("  network topology: ", "    ", "INVALID, the members stay pending: "+nt.Error)
-	default:
-		p.wrap("  network topology: ", "    ", nt.Description)
-	}
-	if sg := e.SubGroups; sg == nil {
-		p.line("  sub-groups: none")
-	} else if sg.Error != "" {
-		p.wrap("  sub-groups: ", "    ", "INVALID, the members stay pending: "+sg.Error)
-	} else {
-		p.line("  sub-groups:")
-		for _, pol := range sg.Policies {
-			text := fmt.Sprintf("subGroupSize %d, minSubGroups %d", pol.SubGroupSize, pol.MinSubGroups)
-			if pol.Constraint != "" {
-				text += ", " + pol.Constraint
-			}
-			p.wrap(fmt.Sprintf("    policy %s: ", pol.Name), "      ", text)
-		}
-		for _, g := range sg.Groups {
-			p.wrap(fmt.Sprintf("    %s: ", g.ID), "      ", fmt.Sprintf("%d of %d members (%d bound, %d pending)", g.Members, g.Size, g.Bound, g.Pending))
-		}
-		if sg.Ungrouped > 0 {
-			p.wrap("    ", "      ", fmt.Sprintf("%d %s in no sub-group", sg.Ungrouped, plural(sg.Ungrouped, "member", "members")))
-		}
-	}
+	writeGang(p, e)
 
 	if pl := e.Placement; pl != nil {
 		p.line("")
@@ -401,63 +359,7 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 
 	if s := e.Search; s != nil {
 		p.line("")
-		mode := "hard"
-		if s.Soft {
-			mode = "soft"
-		}
-		p.wrap("", "  ", fmt.Sprintf("Where the %d pending %s could go (%s, up to tier %d; capacity from requests on usable nodes):",
-			s.Demand, plural(s.Demand, "pod", "pods"), mode, s.MaxTier))
-		if s.PlacedIn != "" {
-			p.wrap("  ", "    ", fmt.Sprintf("every candidate must contain the bound members (%s)", domainLabel(s.PlacedIn)))
-		}
-		for _, t := range s.Tiers {
-			label := tierLabel(t.Tier, t.TierName)
-			if len(t.Candidates) == 1 && t.Candidates[0].Name == hypernode.VirtualRootName {
-				label = fmt.Sprintf("tier %d (the whole cluster)", t.Tier)
-			}
-			switch {
-			case !t.Allowed:
-				label += fmt.Sprintf(", above the allowed tier %d, not used:", s.MaxTier)
-			case t.Tier > s.MaxTier:
-				label += ", above the preferred tier: a soft fallback:"
-			default:
-				label += ", allowed:"
-			}
-			p.wrap("  ", "    ", label)
-			if len(t.Candidates) == 0 {
-				p.line("    no usable HyperNode")
-			}
-			nameWidth, holdsWidth := 0, 0
-			for _, c := range t.Candidates {
-				nameWidth = max(nameWidth, utf8.RuneCountInString(c.Name))
-				holdsWidth = max(holdsWidth, len(fmt.Sprintf("%d/%d", c.Holds, c.Needs)))
-			}
-			nameWidth = min(nameWidth, 24)
-			for _, c := range t.Candidates {
-				holds := fmt.Sprintf("%d/%d", c.Holds, c.Needs)
-				first := "    " + pad(c.Name, nameWidth) + "  " + padLeft(holds, holdsWidth) + "  "
-				if utf8.RuneCountInString(c.Name) > nameWidth {
-					p.wrap("    ", "      ", c.Name)
-					first = "    " + pad("", nameWidth) + "  " + padLeft(holds, holdsWidth) + "  "
-				}
-				p.wrap(first, strings.Repeat(" ", utf8.RuneCountInString(first)), c.Reason)
-			}
-			if t.More > 0 {
-				p.line(fmt.Sprintf("    (+%d more)", t.More))
-			}
-		}
-		if len(s.UnusableNodes) > 0 {
-			var parts []string
-			for _, n := range s.UnusableNodes {
-				parts = append(parts, fmt.Sprintf("%s (%s)", n.Node, n.Reason))
-			}
-			p.wrap("  nodes that take no member: ", "    ", listWithMore(parts, 5))
-		}
-		if len(s.NotCounted) > 0 {
-			p.wrap("  not counted: ", "    ", strings.Join(s.NotCounted, ", ")+" (provided through DRA: only the scheduler's simulation knows where it fits)")
-		}
-		p.wrap("  planner on this data: ", "    ", s.Verdict)
-		p.wrap("  ", "    ", "(the scheduler also runs its other filters and keeps slots promised to other gangs; its own words follow)")
+		writeSearch(p, s)
 	}
 
 	if e.Hold != nil || e.HoldError != "" {
@@ -519,4 +421,112 @@ func subGroupConstrained(sg *SubGroupsReport) bool {
 		}
 	}
 	return false
+}
+
+// writeGang writes what the gang's members request and its constraints.
+func writeGang(p *printer, e Explanation) {
+	if len(e.Shapes) > 0 {
+		var parts []string
+		for _, sh := range e.Shapes {
+			parts = append(parts, fmt.Sprintf("%d x %s (as %s)", sh.Pods, sh.Name, sh.Example))
+		}
+		p.wrap("  pending pod shapes: ", "    ", strings.Join(parts, ", "))
+	} else if len(e.Request) > 0 {
+		var parts []string
+		for _, ra := range e.Request {
+			parts = append(parts, ra.Resource+" "+ra.Amount.String())
+		}
+		p.wrap("  each pod requests: ", "    ", fmt.Sprintf("%s (as %s)", strings.Join(parts, ", "), e.RequestFrom))
+	}
+	switch nt := e.NetworkTopology; {
+	case nt == nil && subGroupConstrained(e.SubGroups):
+		p.wrap("  network topology: ", "    ", "none for the whole job (its sub-groups' constraints are placed by topology, the job anywhere)")
+	case nt == nil:
+		p.wrap("  network topology: ", "    ", "none (a plain gang: the scheduler does not place it by topology)")
+	case nt.Error != "":
+		p.wrap("  network topology: ", "    ", "INVALID, the members stay pending: "+nt.Error)
+	default:
+		p.wrap("  network topology: ", "    ", nt.Description)
+	}
+	if sg := e.SubGroups; sg == nil {
+		p.line("  sub-groups: none")
+	} else if sg.Error != "" {
+		p.wrap("  sub-groups: ", "    ", "INVALID, the members stay pending: "+sg.Error)
+	} else {
+		p.line("  sub-groups:")
+		for _, pol := range sg.Policies {
+			text := fmt.Sprintf("subGroupSize %d, minSubGroups %d", pol.SubGroupSize, pol.MinSubGroups)
+			if pol.Constraint != "" {
+				text += ", " + pol.Constraint
+			}
+			p.wrap(fmt.Sprintf("    policy %s: ", pol.Name), "      ", text)
+		}
+		for _, g := range sg.Groups {
+			p.wrap(fmt.Sprintf("    %s: ", g.ID), "      ", fmt.Sprintf("%d of %d members (%d bound, %d pending)", g.Members, g.Size, g.Bound, g.Pending))
+		}
+		if sg.Ungrouped > 0 {
+			p.wrap("    ", "      ", fmt.Sprintf("%d %s in no sub-group", sg.Ungrouped, plural(sg.Ungrouped, "member", "members")))
+		}
+	}
+}
+
+// writeSearch writes where the pending members could go.
+func writeSearch(p *printer, s *SearchReport) {
+	mode := "hard"
+	if s.Soft {
+		mode = "soft"
+	}
+	p.wrap("", "  ", fmt.Sprintf("Where the %d pending %s could go (%s, up to tier %d; capacity from requests on usable nodes):",
+		s.Demand, plural(s.Demand, "pod", "pods"), mode, s.MaxTier))
+	if s.PlacedIn != "" {
+		p.wrap("  ", "    ", fmt.Sprintf("every candidate must contain the bound members (%s)", domainLabel(s.PlacedIn)))
+	}
+	for _, t := range s.Tiers {
+		label := tierLabel(t.Tier, t.TierName)
+		if len(t.Candidates) == 1 && t.Candidates[0].Name == hypernode.VirtualRootName {
+			label = fmt.Sprintf("tier %d (the whole cluster)", t.Tier)
+		}
+		switch {
+		case !t.Allowed:
+			label += fmt.Sprintf(", above the allowed tier %d, not used:", s.MaxTier)
+		case t.Tier > s.MaxTier:
+			label += ", above the preferred tier: a soft fallback:"
+		default:
+			label += ", allowed:"
+		}
+		p.wrap("  ", "    ", label)
+		if len(t.Candidates) == 0 {
+			p.line("    no usable HyperNode")
+		}
+		nameWidth, holdsWidth := 0, 0
+		for _, c := range t.Candidates {
+			nameWidth = max(nameWidth, utf8.RuneCountInString(c.Name))
+			holdsWidth = max(holdsWidth, len(fmt.Sprintf("%d/%d", c.Holds, c.Needs)))
+		}
+		nameWidth = min(nameWidth, 24)
+		for _, c := range t.Candidates {
+			holds := fmt.Sprintf("%d/%d", c.Holds, c.Needs)
+			first := "    " + pad(c.Name, nameWidth) + "  " + padLeft(holds, holdsWidth) + "  "
+			if utf8.RuneCountInString(c.Name) > nameWidth {
+				p.wrap("    ", "      ", c.Name)
+				first = "    " + pad("", nameWidth) + "  " + padLeft(holds, holdsWidth) + "  "
+			}
+			p.wrap(first, strings.Repeat(" ", utf8.RuneCountInString(first)), c.Reason)
+		}
+		if t.More > 0 {
+			p.line(fmt.Sprintf("    (+%d more)", t.More))
+		}
+	}
+	if len(s.UnusableNodes) > 0 {
+		var parts []string
+		for _, n := range s.UnusableNodes {
+			parts = append(parts, fmt.Sprintf("%s (%s)", n.Node, n.Reason))
+		}
+		p.wrap("  nodes that take no member: ", "    ", listWithMore(parts, 5))
+	}
+	if len(s.NotCounted) > 0 {
+		p.wrap("  not counted: ", "    ", strings.Join(s.NotCounted, ", ")+" (provided through DRA: only the scheduler's simulation knows where it fits)")
+	}
+	p.wrap("  planner on this data: ", "    ", s.Verdict)
+	p.wrap("  ", "    ", "(the scheduler also runs its other filters and keeps slots promised to other gangs; its own words follow)")
 }

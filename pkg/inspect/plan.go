@@ -1,0 +1,231 @@
+package inspect
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/jobspec"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// NothingChanged is the note every plan carries.
+const NothingChanged = "nothing was created or evicted"
+
+// PlanReport says where a job not yet submitted would go now, or what stands in its way.
+type PlanReport struct {
+	// Kind, Job (namespace/name) and PodGroup are the job as submitted and the PodGroup the
+	// scheduler will read, from PodGroupFrom (file, cluster or controller).
+	Kind         string `json:"kind"`
+	Job          string `json:"job"`
+	PodGroup     string `json:"podGroup"`
+	PodGroupFrom string `json:"podGroupFrom"`
+	MinMember    int32  `json:"minMember"`
+	// Members counts the pods the job's controller creates at once; Priority is theirs.
+	Members  int   `json:"members"`
+	Priority int32 `json:"priority"`
+	Resource string `json:"resource"`
+	// Placed is true when the planner places the job now; Placement says where.
+	Placed          bool              `json:"placed"`
+	Request         []ResourceAmount  `json:"request,omitempty"`
+	RequestFrom     string            `json:"requestFrom,omitempty"`
+	Shapes          []ShapeReport     `json:"shapes,omitempty"`
+	NetworkTopology *ConstraintReport `json:"networkTopology,omitempty"`
+	SubGroups       *SubGroupsReport  `json:"subGroups,omitempty"`
+	Placement       *PlannedPlacement `json:"placement,omitempty"`
+	// Search is every tier's best candidates and what they miss.
+	Search *SearchReport `json:"search,omitempty"`
+	// WaitsFor is, for a job that does not fit, what would have to finish first.
+	WaitsFor *WaitsForReport `json:"waitsFor,omitempty"`
+	Warnings []string        `json:"warnings,omitempty"`
+	Note     string          `json:"note"`
+}
+
+// PlannedPlacement is where the planner would put the members.
+type PlannedPlacement struct {
+	Domain   string `json:"domain"`
+	Tier     int    `json:"tier"`
+	TierName string `json:"tierName,omitempty"`
+	// Leaves counts the leaves the members go to; MinLeaves the fewest that could hold them,
+	// counted by room alone.
+	Leaves    int `json:"leaves"`
+	MinLeaves int `json:"minLeaves"`
+	// Members are the members placed, in rank order.
+	Members []PlannedMember `json:"members"`
+	// Deferred counts the members left to wait for room (the job runs without them).
+	Deferred int `json:"deferred,omitempty"`
+}
+
+// PlannedMember is one member and its leaf (and node, where the planner picks nodes: for
+// members of several shapes; otherwise the scheduler's scores pick a node in the leaf).
+type PlannedMember struct {
+	Pod  string `json:"pod"`
+	Rank *int   `json:"rank,omitempty"`
+	Leaf string `json:"leaf"`
+	Node string `json:"node,omitempty"`
+}
+
+// WaitsForReport is the domain where the job would start soonest and what runs there.
+type WaitsForReport struct {
+	// Domain is the candidate needing the fewest occupants to finish (at Tier), Holds the
+	// members it holds now of the Needs.
+	Domain   string `json:"domain,omitempty"`
+	Tier     int    `json:"tier,omitempty"`
+	TierName string `json:"tierName,omitempty"`
+	Holds    int    `json:"holds"`
+	Needs    int    `json:"needs"`
+	// Occupants are the running gangs and pods that would have to finish, those freeing the
+	// most room first; Running counts every gang and pod running in the domain.
+	Occupants []OccupantReport `json:"occupants,omitempty"`
+	Running   int              `json:"running"`
+	// Reason says why no domain is named (no allowed domain holds the job even empty).
+	Reason string `json:"reason,omitempty"`
+}
+
+// OccupantReport is a gang (PodGroup) or a pod running in a domain.
+type OccupantReport struct {
+	Kind     string    `json:"kind"`
+	Name     string    `json:"name"`
+	Pods     int       `json:"pods"`
+	Priority int32     `json:"priority"`
+	Since    time.Time `json:"since"`
+	Age      string    `json:"age"`
+	// Frees counts the members its end alone makes room for in the domain.
+	Frees int `json:"frees"`
+}
+
+// PlanOptions are plan's choices.
+type PlanOptions struct {
+	// Resource is the resource of the capacity figures ("" for the default).
+	Resource v1.ResourceName
+	// Priority, when set, is the members' priority instead of their priority class's.
+	Priority *int32
+}
+
+// Plan says where job would go now, with the scheduler's planner on this read of the cluster.
+func (c *Cluster) Plan(job *jobspec.Job, opts PlanOptions) (PlanReport, error) {
+	members, priority, err := c.withPriority(job.Members, opts.Priority)
+	if err != nil {
+		return PlanReport{}, err
+	}
+	pg := job.PodGroup
+	counts := MemberCounts{Seen: len(members)}
+	e, gang := c.explainGang(pg, members, counts, opts.Resource)
+	r := PlanReport{Kind: job.Kind, Job: job.Namespace + "/" + job.Name, PodGroup: pg.Namespace + "/" + pg.Name,
+		PodGroupFrom: job.PodGroupFrom, MinMember: pg.Spec.MinMember, Members: len(members), Priority: priority,
+		Resource: e.Resource, Request: e.Request, RequestFrom: e.RequestFrom, Shapes: e.Shapes,
+		NetworkTopology: e.NetworkTopology, SubGroups: e.SubGroups, Search: e.Search, Warnings: e.Warnings, Note: NothingChanged}
+	var live MemberCounts
+	if existing := c.liveMembers(pg.Namespace, pg.Name, &live); len(existing) > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("PodGroup %s already has %d live pods in the cluster; the plan is for the job alone, as if they were gone", r.PodGroup, len(existing)))
+	}
+	s := e.Search
+	if s == nil {
+		return r, nil // an invalid constraint: NetworkTopology or SubGroups says why
+	}
+	if s.Fits && s.plan != nil {
+		r.Placed = true
+		r.Placement = c.plannedPlacement(s, gang)
+		return r, nil
+	}
+	if s.plan == nil && s.in.shape != nil && !s.heldBack {
+		r.WaitsFor = c.waitsFor(s, gang)
+	}
+	return r, nil
+}
+
+// withPriority returns the members with their priority set as admission sets it: from their
+// priority class (the global default when they name none), or override.
+func (c *Cluster) withPriority(pods []*v1.Pod, override *int32) ([]*v1.Pod, int32, error) {
+	out := make([]*v1.Pod, len(pods))
+	var priority int32
+	for i, p := range pods {
+		p = p.DeepCopy()
+		switch {
+		case override != nil:
+			p.Spec.Priority = override
+		case p.Spec.PriorityClassName != "":
+			pc := c.priorityClass(p.Spec.PriorityClassName)
+			if pc == nil {
+				return nil, 0, fmt.Errorf("pod %s: no PriorityClass with name %s was found (the API server would refuse the pod)", p.Name, p.Spec.PriorityClassName)
+			}
+			p.Spec.Priority = &pc.Value
+		case p.Spec.Priority == nil:
+			var value int32
+			for _, pc := range c.PriorityClasses {
+				if pc.GlobalDefault {
+					value = pc.Value
+				}
+			}
+			p.Spec.Priority = &value
+		}
+		if i == 0 || *p.Spec.Priority > priority {
+			priority = *p.Spec.Priority
+		}
+		out[i] = p
+	}
+	return out, priority, nil
+}
+
+// plannedPlacement describes the planner's plan of the search.
+func (c *Cluster) plannedPlacement(s *SearchReport, gang podgroup.Gang) *PlannedPlacement {
+	plan := s.plan
+	info, _ := c.snap.HyperNode(plan.Domain)
+	out := &PlannedPlacement{Domain: plan.Domain, Tier: plan.Tier, Deferred: s.Deferred}
+	if info != nil {
+		out.TierName = info.TierName
+	}
+	for _, pods := range plan.LeafPods {
+		if len(pods) > 0 {
+			out.Leaves++
+		}
+	}
+	for _, m := range gang.Pending {
+		leaf, ok := plan.PodLeaf[m.Pod.Name]
+		if !ok {
+			continue // deferred
+		}
+		pm := PlannedMember{Pod: m.Pod.Name, Leaf: leaf, Node: plan.PodNode[m.Pod.Name]}
+		if rank, ok := podgroup.Rank(m.Pod); ok {
+			pm.Rank = &rank
+		}
+		out.Members = append(out.Members, pm)
+	}
+	out.MinLeaves = c.fewestLeaves(plan.Domain, s.capacity, len(out.Members))
+	return out
+}
+
+// fewestLeaves is the fewest leaves of domain whose room (capacity) adds up to n members.
+func (c *Cluster) fewestLeaves(domain string, capacity map[string]int, n int) int {
+	leaves := c.snap.Leaves(domain)
+	if domain == hypernode.VirtualRootName {
+		leaves = append(leaves, placement.LooseLeaf)
+	}
+	holds := make([]int, 0, len(leaves))
+	for _, l := range leaves {
+		holds = append(holds, capacity[l])
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(holds)))
+	sum := 0
+	for i, h := range holds {
+		if sum += h; sum >= n {
+			return i + 1
+		}
+	}
+	return len(holds)
+}
+
+// priorityClass is the PriorityClass of the read by name (nil when there is none).
+func (c *Cluster) priorityClass(name string) *schedulingv1.PriorityClass {
+	for _, pc := range c.PriorityClasses {
+		if pc.Name == name {
+			return pc
+		}
+	}
+	return nil
+}

@@ -1,0 +1,333 @@
+package jobspec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// derived is what a test compares of a Job: the PodGroup's name, source, minMember and
+// annotations, and per member its name, rank, CPU request and the labels the controllers set.
+type derived struct {
+	Kind, Job, PodGroup, From string
+	MinMember                 int32
+	Annotations               map[string]string
+	Members                   []member
+}
+
+type member struct {
+	Name   string
+	Rank   int // -1: none
+	CPU    string
+	Labels map[string]string
+}
+
+// shownLabels are the member labels the tests compare.
+var shownLabels = []string{schedulingv1alpha1.PodGroupLabel, "batch.kubernetes.io/job-completion-index", "job-name",
+	trainingReplica, trainingIndex, trainingJobRole, "ray.io/group", "ray.io/node-type", "team"}
+
+func summarize(j *Job) derived {
+	d := derived{Kind: j.Kind, Job: j.Namespace + "/" + j.Name, PodGroup: j.PodGroup.Namespace + "/" + j.PodGroup.Name,
+		From: j.PodGroupFrom, MinMember: j.PodGroup.Spec.MinMember, Annotations: j.PodGroup.Annotations}
+	for _, p := range j.Members {
+		m := member{Name: p.Namespace + "/" + p.Name, Rank: -1, Labels: map[string]string{}}
+		if r, ok := podgroup.Rank(p); ok {
+			m.Rank = r
+		}
+		cpu := p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]
+		m.CPU = cpu.String()
+		for _, k := range shownLabels {
+			if v, ok := p.Labels[k]; ok {
+				m.Labels[k] = v
+			}
+		}
+		d.Members = append(d.Members, m)
+	}
+	return d
+}
+
+const podSpec = `
+    spec:
+      containers:
+      - name: c
+        image: example
+        resources:
+          requests:
+            cpu: "%s"`
+
+func tmpl(cpu string) string { return strings.ReplaceAll(podSpec, "%s", cpu) }
+
+func TestDerive(t *testing.T) {
+	clusterPG := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "existing",
+		Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 7}}
+	lookup := func(ns, name string) (*schedulingv1alpha1.PodGroup, error) {
+		if ns == clusterPG.Namespace && name == clusterPG.Name {
+			return clusterPG, nil
+		}
+		return nil, nil
+	}
+	lbl := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name string
+		yaml string
+		want derived
+	}{{
+		name: "PodGroup with its pods",
+		yaml: `apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: pg, annotations: {hypernode.dev/network-topology: '{"mode":"soft"}'}}
+spec: {minMember: 2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w-1, labels: {scheduling.x-k8s.io/pod-group: pg}}
+spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "2"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w-0, labels: {scheduling.x-k8s.io/pod-group: pg}, annotations: {hypernode.dev/rank: "0"}}
+spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}
+`,
+		want: derived{Kind: "PodGroup", Job: "team-a/pg", PodGroup: "team-a/pg", From: FromFile, MinMember: 2,
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"soft"}`},
+			Members: []member{
+				{Name: "team-a/w-1", Rank: -1, CPU: "2", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pg")},
+				{Name: "team-a/w-0", Rank: 0, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pg")},
+			}},
+	}, {
+		name: "PodGroup with a PodTemplate: minMember copies",
+		yaml: `apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: pg, namespace: other}
+spec: {minMember: 3}
+---
+apiVersion: v1
+kind: PodTemplate
+metadata: {name: worker, namespace: other}
+template:
+  metadata: {labels: {team: x}}` + strings.ReplaceAll(tmpl("4"), "\n    ", "\n  ") + "\n",
+		want: derived{Kind: "PodGroup", Job: "other/pg", PodGroup: "other/pg", From: FromFile, MinMember: 3,
+			Members: []member{
+				{Name: "other/worker-0", Rank: -1, CPU: "4", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pg", "team", "x")},
+				{Name: "other/worker-1", Rank: -1, CPU: "4", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pg", "team", "x")},
+				{Name: "other/worker-2", Rank: -1, CPU: "4", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pg", "team", "x")},
+			}},
+	}, {
+		name: "Indexed Job: min(parallelism, completions) pods with their completion index, PodGroup of the cluster",
+		yaml: `apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  parallelism: 4
+  completions: 3
+  completionMode: Indexed
+  template:
+    metadata: {labels: {scheduling.x-k8s.io/pod-group: existing}}` + tmpl("1") + "\n",
+		want: derived{Kind: "Job", Job: "team-a/train", PodGroup: "team-a/existing", From: FromCluster, MinMember: 7,
+			Annotations: clusterPG.Annotations,
+			Members: []member{
+				{Name: "team-a/train-0", Rank: 0, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "existing", "batch.kubernetes.io/job-completion-index", "0", "job-name", "train")},
+				{Name: "team-a/train-1", Rank: 1, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "existing", "batch.kubernetes.io/job-completion-index", "1", "job-name", "train")},
+				{Name: "team-a/train-2", Rank: 2, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "existing", "batch.kubernetes.io/job-completion-index", "2", "job-name", "train")},
+			}},
+	}, {
+		name: "NonIndexed Job with its PodGroup in the file, parallelism defaulted to 1",
+		yaml: `apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: one}
+spec: {minMember: 1}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: single}
+spec:
+  template:
+    metadata: {labels: {scheduling.x-k8s.io/pod-group: one}}` + tmpl("1") + "\n",
+		want: derived{Kind: "Job", Job: "team-a/single", PodGroup: "team-a/one", From: FromFile, MinMember: 1,
+			Members: []member{{Name: "team-a/single-0", Rank: -1, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "one", "job-name", "single")}}},
+	}, {
+		name: "PyTorchJob: master and workers named as training-operator names them, the job's annotations on its PodGroup",
+		yaml: `apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: pt, annotations: {hypernode.dev/network-topology: '{"mode":"hard","highestTierAllowed":2}'}}
+spec:
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:` + strings.ReplaceAll(tmpl("8"), "\n    ", "\n        ") + `
+    Master:
+      replicas: 1
+      template:` + strings.ReplaceAll(tmpl("2"), "\n    ", "\n        ") + "\n",
+		want: derived{Kind: "PyTorchJob", Job: "team-a/pt", PodGroup: "team-a/pt", From: FromController, MinMember: 3,
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`},
+			Members: []member{
+				{Name: "team-a/pt-master-0", Rank: -1, CPU: "2", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pt", trainingReplica, "master", trainingIndex, "0", trainingJobRole, "master")},
+				{Name: "team-a/pt-worker-0", Rank: -1, CPU: "8", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pt", trainingReplica, "worker", trainingIndex, "0")},
+				{Name: "team-a/pt-worker-1", Rank: -1, CPU: "8", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pt", trainingReplica, "worker", trainingIndex, "1")},
+			}},
+	}, {
+		name: "MPIJob: launcher and workers, minAvailable, the file's PodGroup keeps its annotations and takes the operator's minMember",
+		yaml: `apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: pi, annotations: {hypernode.dev/network-topology: '{"mode":"hard","highestTierAllowed":1}'}}
+spec: {minMember: 99}
+---
+apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {name: pi}
+spec:
+  runPolicy: {schedulingPolicy: {minAvailable: 2}}
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:` + strings.ReplaceAll(tmpl("1"), "\n    ", "\n        ") + `
+    Worker:
+      replicas: 2
+      template:` + strings.ReplaceAll(tmpl("16"), "\n    ", "\n        ") + "\n",
+		want: derived{Kind: "MPIJob", Job: "team-a/pi", PodGroup: "team-a/pi", From: FromFile, MinMember: 2,
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`},
+			Members: []member{
+				{Name: "team-a/pi-launcher", Rank: -1, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pi", trainingJobRole, "launcher")},
+				{Name: "team-a/pi-worker-0", Rank: -1, CPU: "16", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pi", trainingJobRole, "worker", trainingIndex, "0")},
+				{Name: "team-a/pi-worker-1", Rank: -1, CPU: "16", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pi", trainingJobRole, "worker", trainingIndex, "1")},
+			}},
+	}, {
+		name: "RayCluster: head and workers within min and max, times numOfHosts; a suspended group adds none",
+		yaml: `apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: ray, labels: {ray.io/gang-scheduling-enabled: "true"}}
+spec:
+  headGroupSpec:
+    template:` + strings.ReplaceAll(tmpl("2"), "\n    ", "\n      ") + `
+  workerGroupSpecs:
+  - groupName: gpu
+    replicas: 5
+    minReplicas: 1
+    maxReplicas: 1
+    numOfHosts: 2
+    template:` + strings.ReplaceAll(tmpl("8"), "\n    ", "\n      ") + `
+  - groupName: idle
+    replicas: 3
+    suspend: true
+    template:` + strings.ReplaceAll(tmpl("1"), "\n    ", "\n      ") + "\n",
+		want: derived{Kind: "RayCluster", Job: "team-a/ray", PodGroup: "team-a/ray", From: FromController, MinMember: 3,
+			Members: []member{
+				{Name: "team-a/ray-head", Rank: -1, CPU: "2", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "ray", "ray.io/group", "headgroup", "ray.io/node-type", "head")},
+				{Name: "team-a/ray-gpu-worker-0", Rank: -1, CPU: "8", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "ray", "ray.io/group", "gpu", "ray.io/node-type", "worker")},
+				{Name: "team-a/ray-gpu-worker-1", Rank: -1, CPU: "8", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "ray", "ray.io/group", "gpu", "ray.io/node-type", "worker")},
+			}},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := ReadBytes([]byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			job, err := Derive(objs, "team-a", lookup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, summarize(job)); diff != "" {
+				t.Errorf("derived job (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDeriveRefuses(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr string
+		unknown bool
+	}{{
+		name:    "an unknown kind names the kinds plan knows",
+		yaml:    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
+		wantErr: `unknown kind Deployment (apps/v1) of "web": plan knows ` + Known,
+		unknown: true,
+	}, {
+		name: "a Job without a PodGroup label",
+		yaml: "apiVersion: batch/v1\nkind: Job\nmetadata: {name: lone}\nspec:\n  template:" + strings.ReplaceAll(tmpl("1"), "\n    ", "\n      ") + "\n",
+		wantErr: "Job lone: its pod template has no scheduling.x-k8s.io/pod-group label, so the scheduler places its pods one at a time, not as a gang; " +
+			"label the template with the name of its PodGroup",
+	}, {
+		name:    "a Job whose PodGroup exists nowhere",
+		yaml:    "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    metadata: {labels: {scheduling.x-k8s.io/pod-group: nowhere}}" + tmpl("1") + "\n",
+		wantErr: "Job j: its pods' PodGroup team-a/nowhere is neither in the input nor in the cluster",
+	}, {
+		name:    "a RayCluster without gang scheduling",
+		yaml:    "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: r}\nspec: {}\n",
+		wantErr: "RayCluster r: it has no ray.io/gang-scheduling-enabled label, so KubeRay creates no PodGroup and its pods are placed one at a time; add the label",
+	}, {
+		name:    "a PodGroup without members",
+		yaml:    "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: pg}\nspec: {minMember: 2}\n",
+		wantErr: "PodGroup pg: the input has no member: add its Pods, or a PodTemplate of which it runs minMember copies",
+	}, {
+		name:    "a pod of another PodGroup",
+		yaml:    "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: pg}\nspec: {minMember: 1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {scheduling.x-k8s.io/pod-group: other}}\nspec: {containers: [{name: c, image: x}]}\n",
+		wantErr: `pod p is not a member of PodGroup team-a/pg (its label scheduling.x-k8s.io/pod-group is "other")`,
+	}, {
+		name:    "two jobs",
+		yaml:    "apiVersion: batch/v1\nkind: Job\nmetadata: {name: a}\n---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: b}\n",
+		wantErr: "the input has two jobs (Job a and Job b): plan one at a time",
+	}, {
+		name:    "a field of the wrong type",
+		yaml:    "apiVersion: batch/v1\nkind: Job\nmetadata: {name: a}\nspec: {parallelism: many}\n",
+		wantErr: "Job a: ",
+	}, {
+		name:    "a PodGroup of another API version",
+		yaml:    "apiVersion: scheduling.x-k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: pg}\n",
+		wantErr: "PodGroup pg: apiVersion scheduling.x-k8s.io/v1beta1; the scheduler reads scheduling.x-k8s.io/v1alpha1",
+	}, {
+		name:    "training-operator's MPIJob",
+		yaml:    "apiVersion: kubeflow.org/v1\nkind: MPIJob\nmetadata: {name: m}\n",
+		wantErr: `unknown kind MPIJob (kubeflow.org/v1) of "m": plan knows MPIJob as kubeflow.org/v2beta1`,
+		unknown: true,
+	}, {
+		name:    "only objects that make no pod",
+		yaml:    "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n",
+		wantErr: "the input has no job: plan knows " + Known,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := ReadBytes([]byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Derive(objs, "team-a", func(string, string) (*schedulingv1alpha1.PodGroup, error) { return nil, nil })
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) || (!strings.HasSuffix(tc.wantErr, ": ") && err.Error() != tc.wantErr) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			if got := errors.Is(err, ErrUnknownKind); got != tc.unknown {
+				t.Errorf("errors.Is(ErrUnknownKind) = %v, want %v", got, tc.unknown)
+			}
+		})
+	}
+}
+
+func TestReadRefusesMalformedInput(t *testing.T) {
+	for input, want := range map[string]string{
+		"kind: Job\nmetadata: {name: a}\n": "document 1: an object needs apiVersion and kind",
+		"":                                 "no object in the input",
+		"apiVersion: v1\nkind: Pod\n---\n{[": "document 2: ",
+	} {
+		_, err := ReadBytes([]byte(input))
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Read(%q) = %v, want %q", input, err, want)
+		}
+	}
+}
