@@ -27,8 +27,8 @@ type PlanReport struct {
 	PodGroupFrom string `json:"podGroupFrom"`
 	MinMember    int32  `json:"minMember"`
 	// Members counts the pods the job's controller creates at once; Priority is theirs.
-	Members  int   `json:"members"`
-	Priority int32 `json:"priority"`
+	Members  int    `json:"members"`
+	Priority int32  `json:"priority"`
 	Resource string `json:"resource"`
 	// Placed is true when the planner places the job now; Placement says where.
 	Placed          bool              `json:"placed"`

@@ -321,8 +321,8 @@ func TestDeriveRefuses(t *testing.T) {
 
 func TestReadRefusesMalformedInput(t *testing.T) {
 	for input, want := range map[string]string{
-		"kind: Job\nmetadata: {name: a}\n": "document 1: an object needs apiVersion and kind",
-		"":                                 "no object in the input",
+		"kind: Job\nmetadata: {name: a}\n":   "document 1: an object needs apiVersion and kind",
+		"":                                   "no object in the input",
 		"apiVersion: v1\nkind: Pod\n---\n{[": "document 2: ",
 	} {
 		_, err := ReadBytes([]byte(input))
