@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
@@ -14,9 +16,12 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	schedulerconfig "github.com/hypernode-dev/hypernode-scheduler/manifests/scheduler"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/jobspec"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/simulate"
 )
 
 // exitPending is plan's exit code, with --fail-if-pending, for a job that would not start.
@@ -27,11 +32,13 @@ type pendingError struct{ error }
 
 // planOptions are plan's and capacity's own flags.
 type planOptions struct {
-	file          string
-	priority      int32
-	failIfPending bool
-	cpu, memory   string
-	gpu           int64
+	file               string
+	schedulerConfig    string
+	schedulerConfigMap string
+	priority           int32
+	failIfPending      bool
+	cpu, memory        string
+	gpu                int64
 }
 
 func newPlanCommands(o *options, streams genericiooptions.IOStreams, newClients clientsFunc) []*cobra.Command {
@@ -88,7 +95,7 @@ Exit codes: 0 answered (placed or not), 1 the cluster or the file could not be r
 				}
 				return usageError{err}
 			}
-			cluster, err := inspect.LoadWith(ctx, clients, inspect.LoadOptions{SkipEvents: true, SkipPodGroups: true, PriorityClasses: true})
+			cluster, err := inspect.LoadWith(ctx, clients, inspect.LoadOptions{SkipEvents: true, PriorityClasses: true, PodDisruptionBudgets: true})
 			if err != nil {
 				return err
 			}
@@ -97,9 +104,14 @@ Exit codes: 0 answered (placed or not), 1 the cluster or the file could not be r
 			if cmd.Flags().Changed("priority") {
 				priority = &po.priority
 			}
-			report, err := cluster.Plan(job, inspect.PlanOptions{Resource: v1.ResourceName(o.resource), Priority: priority})
+			report, err := cluster.Plan(job, inspect.PlanOptions{Resource: v1.ResourceName(o.resource), Priority: priority, SchedulerName: plugins.SchedulerName})
 			if err != nil {
 				return usageError{err}
+			}
+			if !report.Placed && report.Search != nil && (priority != nil || namesPriorityClass(job)) {
+				if report.Preemption, err = po.preemption(ctx, clients, cluster, job, priority); err != nil {
+					return err
+				}
 			}
 			if o.output == "json" {
 				err = writeJSON(streams.Out, report)
@@ -115,6 +127,8 @@ Exit codes: 0 answered (placed or not), 1 the cluster or the file could not be r
 	plan.Flags().StringVarP(&po.file, "filename", "f", "", "the job's manifest (YAML or JSON, several documents allowed); - reads stdin")
 	plan.Flags().Int32Var(&po.priority, "priority", 0, "plan the job at this priority instead of its priority class's")
 	plan.Flags().BoolVar(&po.failIfPending, "fail-if-pending", false, "exit 3 when the job would not start now")
+	plan.Flags().StringVar(&po.schedulerConfig, "scheduler-config", "", "the scheduler's KubeSchedulerConfiguration file, for the preemption a job of a priority would cause (default: read from --scheduler-config-map)")
+	plan.Flags().StringVar(&po.schedulerConfigMap, "scheduler-config-map", defaultConfigMap, "NAMESPACE/NAME of the ConfigMap holding the running scheduler's config.yaml (the shipped configuration when it cannot be read)")
 	addDefaultTopologyFlag(plan, o)
 
 	capacity := &cobra.Command{
@@ -245,4 +259,62 @@ func (o *options) parseDefaultTopology() (*podgroup.NetworkTopology, error) {
 func addDefaultTopologyFlag(cmd *cobra.Command, o *options) {
 	cmd.Flags().StringVar(&o.defaultTopology, "default-network-topology", "",
 		`the scheduler's defaultNetworkTopology arg, if it sets one, in the annotation's shape (e.g. '{"mode":"soft","highestTierAllowed":1}'): the constraint of PodGroups that say nothing of topology`)
+}
+
+// defaultConfigMap is where manifests/install (and the Helm chart) put the scheduler's
+// configuration.
+const defaultConfigMap = "hypernode-system/hypernode-scheduler-config"
+
+// namesPriorityClass reports whether a member names a priority class.
+func namesPriorityClass(job *jobspec.Job) bool {
+	for _, p := range job.Members {
+		if p.Spec.PriorityClassName != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// preemption asks GangPreemption, on a copy of the cluster, what it would evict for the job.
+func (po *planOptions) preemption(ctx context.Context, clients inspect.Clients, cluster *inspect.Cluster, job *jobspec.Job, priority *int32) (*inspect.PreemptionReport, error) {
+	admitted, value, err := cluster.Admit(job, priority)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	config, from, err := po.schedulerConfiguration(ctx, clients)
+	if err != nil {
+		return nil, err
+	}
+	profile, err := simulate.Profile(config, plugins.SchedulerName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", from, err)
+	}
+	w, err := simulate.Preemption(ctx, cluster, admitted, profile)
+	if err != nil {
+		return nil, fmt.Errorf("simulating preemption: %w", err)
+	}
+	return simulate.Report(cluster, w, value, from), nil
+}
+
+// schedulerConfiguration returns the scheduler's configuration and where it comes from:
+// --scheduler-config, else the ConfigMap, else the shipped one.
+func (po *planOptions) schedulerConfiguration(ctx context.Context, clients inspect.Clients) ([]byte, string, error) {
+	if po.schedulerConfig != "" {
+		data, err := os.ReadFile(po.schedulerConfig)
+		return data, "configuration " + po.schedulerConfig, err
+	}
+	namespace, name, ok := strings.Cut(po.schedulerConfigMap, "/")
+	if !ok || namespace == "" || name == "" {
+		return nil, "", usageError{fmt.Errorf("--scheduler-config-map must be NAMESPACE/NAME, not %q", po.schedulerConfigMap)}
+	}
+	cm, err := clients.Kube.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil && cm.Data["config.yaml"] != "":
+		return []byte(cm.Data["config.yaml"]), "the running scheduler's configuration (ConfigMap " + po.schedulerConfigMap + ")", nil
+	case err == nil:
+		return nil, "", fmt.Errorf("ConfigMap %s has no config.yaml", po.schedulerConfigMap)
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+		return schedulerconfig.Config, fmt.Sprintf("the shipped configuration, as ConfigMap %s could not be read: %v", po.schedulerConfigMap, err), nil
+	}
+	return nil, "", fmt.Errorf("reading ConfigMap %s: %w", po.schedulerConfigMap, err)
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
-	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -20,7 +19,6 @@ import (
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	topologyinformers "github.com/hypernode-dev/hypernode-scheduler/pkg/client/informers/externalversions"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
 )
 
@@ -209,8 +207,9 @@ func truncate(s string, max int) string {
 }
 
 // Run feeds the cache from the node informer of factory (not started here: the owner of the
-// factory starts it) and from a HyperNode informer of its own, which it starts with ctx.
-func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) error {
+// factory starts it) and from a HyperNode informer of its own on client, which it starts
+// with ctx.
+func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory, client topologyclient.Interface) error {
 	nodeInformer := factory.Core().V1().Nodes().Informer()
 	nodeReg, err := nodeInformer.AddEventHandler(informerutil.Handlers(
 		func(_, n *v1.Node) { c.SetNode(n) }, func(n *v1.Node) { c.DeleteNode(n.Name) }))
@@ -218,10 +217,6 @@ func (c *Cache) Run(ctx context.Context, factory informers.SharedInformerFactory
 		return fmt.Errorf("watching nodes for the HyperNode cache: %w", err)
 	}
 
-	client, err := topologyclient.NewForConfig(crdclient.JSONConfig(config))
-	if err != nil {
-		return fmt.Errorf("building the HyperNode client: %w", err)
-	}
 	hnFactory := topologyinformers.NewSharedInformerFactory(client, 0)
 	hnInformer := hnFactory.Topology().V1alpha1().HyperNodes().Informer()
 	hnReg, err := hnInformer.AddEventHandler(informerutil.Handlers(

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -63,8 +64,10 @@ type LoadOptions struct {
 	// groups pods by their label and needs none).
 	PodGroup      *types.NamespacedName
 	SkipPodGroups bool
-	// PriorityClasses reads the PriorityClasses (plan resolves its members' priorities).
-	PriorityClasses bool
+	// PriorityClasses reads the PriorityClasses (plan resolves its members' priorities),
+	// PodDisruptionBudgets the budgets (plan's preemption counts them).
+	PriorityClasses      bool
+	PodDisruptionBudgets bool
 }
 
 // Cluster is one read of everything the reports need. Tree and Explain never call the API:
@@ -87,6 +90,8 @@ type Cluster struct {
 	ResourceClaims []*resourcev1.ResourceClaim
 	// PriorityClasses give the priority of pods not yet admitted (read for plan only).
 	PriorityClasses []*schedulingv1.PriorityClass
+	// PodDisruptionBudgets are read for plan's preemption only.
+	PodDisruptionBudgets []*policyv1.PodDisruptionBudget
 	// Warnings are problems of the read that do not stop the reports (e.g. the PodGroup CRD
 	// is not installed, so no gang can be explained).
 	Warnings []string
@@ -171,6 +176,16 @@ func LoadWith(ctx context.Context, c Clients, opts LoadOptions) (*Cluster, error
 		}, func(pc *schedulingv1.PriorityClass) { cl.PriorityClasses = append(cl.PriorityClasses, pc) })
 		if err != nil {
 			return nil, fmt.Errorf("listing PriorityClasses: %w", err)
+		}
+	}
+	if opts.PodDisruptionBudgets {
+		err := eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+			return c.Kube.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, o)
+		}, func(pdb *policyv1.PodDisruptionBudget) {
+			cl.PodDisruptionBudgets = append(cl.PodDisruptionBudgets, pdb)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 		}
 	}
 	if !opts.SkipEvents {

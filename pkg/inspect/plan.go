@@ -42,8 +42,11 @@ type PlanReport struct {
 	Search *SearchReport `json:"search,omitempty"`
 	// WaitsFor is, for a job that does not fit, what would have to finish first.
 	WaitsFor *WaitsForReport `json:"waitsFor,omitempty"`
-	Warnings []string        `json:"warnings,omitempty"`
-	Note     string          `json:"note"`
+	// Preemption is, for a job that does not fit and has a priority (--priority or its
+	// priority class), what gang preemption would evict for it.
+	Preemption *PreemptionReport `json:"preemption,omitempty"`
+	Warnings   []string          `json:"warnings,omitempty"`
+	Note       string            `json:"note"`
 }
 
 // PlannedPlacement is where the planner would put the members.
@@ -99,27 +102,70 @@ type OccupantReport struct {
 	Frees int `json:"frees"`
 }
 
+// PreemptionReport is what GangPreemption would evict for the job, decided by the plugin
+// itself on a copy of the cluster; nothing is evicted.
+type PreemptionReport struct {
+	Priority int32 `json:"priority"`
+	// Config is the scheduler configuration the plugin ran with.
+	Config string `json:"config"`
+	// Helps is true when some domain holds the job once its victims are gone: Domain (at
+	// Tier; "the cluster" for a job that may span it), chosen as Why says; NotChosen are
+	// the other domains' costs. Otherwise Refusal says why, in the members' words.
+	Helps     bool           `json:"helps"`
+	Domain    string         `json:"domain,omitempty"`
+	Tier      int            `json:"tier,omitempty"`
+	TierName  string         `json:"tierName,omitempty"`
+	Victims   []VictimReport `json:"victims,omitempty"`
+	Why       string         `json:"why,omitempty"`
+	NotChosen []string       `json:"notChosen,omitempty"`
+	Refusal   string         `json:"refusal,omitempty"`
+}
+
+// VictimReport is one pod preemption would evict.
+type VictimReport struct {
+	Pod      string `json:"pod"`
+	Node     string `json:"node"`
+	Priority int32  `json:"priority"`
+	// Gang is the victim's PodGroup (a gang is evicted whole).
+	Gang string `json:"gang,omitempty"`
+	// PDBViolated: a PodDisruptionBudget does not allow the eviction now.
+	PDBViolated bool   `json:"pdbViolated"`
+	Age         string `json:"age"`
+}
+
 // PlanOptions are plan's choices.
 type PlanOptions struct {
 	// Resource is the resource of the capacity figures ("" for the default).
 	Resource v1.ResourceName
 	// Priority, when set, is the members' priority instead of their priority class's.
 	Priority *int32
+	// SchedulerName is the scheduler that places gangs: a Job's or a PodGroup's pods that
+	// name another are warned of.
+	SchedulerName string
 }
 
 // Plan says where job would go now, with the scheduler's planner on this read of the cluster.
 func (c *Cluster) Plan(job *jobspec.Job, opts PlanOptions) (PlanReport, error) {
-	members, priority, err := c.withPriority(job.Members, opts.Priority)
+	job, priority, err := c.Admit(job, opts.Priority)
 	if err != nil {
 		return PlanReport{}, err
 	}
-	pg := job.PodGroup
+	members, pg := job.Members, job.PodGroup
 	counts := MemberCounts{Seen: len(members)}
 	e, gang := c.explainGang(pg, members, counts, opts.Resource)
 	r := PlanReport{Kind: job.Kind, Job: job.Namespace + "/" + job.Name, PodGroup: pg.Namespace + "/" + pg.Name,
 		PodGroupFrom: job.PodGroupFrom, MinMember: pg.Spec.MinMember, Members: len(members), Priority: priority,
 		Resource: e.Resource, Request: e.Request, RequestFrom: e.RequestFrom, Shapes: e.Shapes,
 		NetworkTopology: e.NetworkTopology, SubGroups: e.SubGroups, Search: e.Search, Warnings: e.Warnings, Note: NothingChanged}
+	if opts.SchedulerName != "" && (job.Kind == "Job" || job.Kind == "PodGroup") {
+		for _, p := range members {
+			if p.Spec.SchedulerName != opts.SchedulerName {
+				r.Warnings = append(r.Warnings, fmt.Sprintf("pod %s names schedulerName %q, not %s: that scheduler places it, and the plan says where %s would",
+					p.Name, p.Spec.SchedulerName, opts.SchedulerName, opts.SchedulerName))
+				break
+			}
+		}
+	}
 	var live MemberCounts
 	if existing := c.liveMembers(pg.Namespace, pg.Name, &live); len(existing) > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("PodGroup %s already has %d live pods in the cluster; the plan is for the job alone, as if they were gone", r.PodGroup, len(existing)))
@@ -139,16 +185,19 @@ func (c *Cluster) Plan(job *jobspec.Job, opts PlanOptions) (PlanReport, error) {
 	return r, nil
 }
 
-// withPriority returns the members with their priority set as admission sets it: from their
-// priority class (the global default when they name none), or override.
-func (c *Cluster) withPriority(pods []*v1.Pod, override *int32) ([]*v1.Pod, int32, error) {
-	out := make([]*v1.Pod, len(pods))
+// Admit returns the job with its members' priority set as admission sets it, from their
+// priority class (the global default class when they name none), or to override; and the
+// highest of them. Members with a priority keep it (Admit of an admitted job is the same).
+func (c *Cluster) Admit(job *jobspec.Job, override *int32) (*jobspec.Job, int32, error) {
+	out := *job
+	out.Members = make([]*v1.Pod, len(job.Members))
 	var priority int32
-	for i, p := range pods {
+	for i, p := range job.Members {
 		p = p.DeepCopy()
 		switch {
 		case override != nil:
 			p.Spec.Priority = override
+		case p.Spec.Priority != nil:
 		case p.Spec.PriorityClassName != "":
 			pc := c.priorityClass(p.Spec.PriorityClassName)
 			if pc == nil {
@@ -167,9 +216,9 @@ func (c *Cluster) withPriority(pods []*v1.Pod, override *int32) ([]*v1.Pod, int3
 		if i == 0 || *p.Spec.Priority > priority {
 			priority = *p.Spec.Priority
 		}
-		out[i] = p
+		out.Members[i] = p
 	}
-	return out, priority, nil
+	return &out, priority, nil
 }
 
 // plannedPlacement describes the planner's plan of the search.
@@ -228,4 +277,13 @@ func (c *Cluster) priorityClass(name string) *schedulingv1.PriorityClass {
 		}
 	}
 	return nil
+}
+
+// TierName is a HyperNode's tier name ("" and false for one the tree does not have).
+func (c *Cluster) TierName(name string) (string, bool) {
+	info, ok := c.snap.HyperNode(name)
+	if !ok {
+		return "", false
+	}
+	return info.TierName, true
 }

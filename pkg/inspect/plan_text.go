@@ -72,7 +72,41 @@ func WritePlan(w io.Writer, r PlanReport) error {
 			}
 		}
 	}
+	if pr := r.Preemption; pr != nil {
+		p.line("")
+		writePreemption(p, pr)
+	}
 	return p.flush()
+}
+
+// writePreemption says what gang preemption would evict.
+func writePreemption(p *printer, pr *PreemptionReport) {
+	head := fmt.Sprintf("What gang preemption would evict at priority %d (GangPreemption on a copy of the cluster, %s):", pr.Priority, pr.Config)
+	if !pr.Helps {
+		p.wrap("", "  ", head)
+		p.wrap("  nothing: ", "    ", pr.Refusal)
+		return
+	}
+	p.wrap("", "  ", head)
+	where := fmt.Sprintf("in %s, %s", pr.Domain, tierLabel(pr.Tier, pr.TierName))
+	if pr.Tier == 0 {
+		where = "in the whole cluster"
+	}
+	p.wrap("  ", "    ", fmt.Sprintf("%s: %d %s", where, len(pr.Victims), plural(len(pr.Victims), "pod", "pods")))
+	for _, v := range pr.Victims {
+		what := fmt.Sprintf("priority %d", v.Priority)
+		if v.Gang != "" {
+			what += ", gang " + v.Gang
+		}
+		if v.PDBViolated {
+			what += ", its PodDisruptionBudget does not allow it now"
+		}
+		p.wrap("    ", "      ", fmt.Sprintf("%s on %s (%s, running %s)", v.Pod, v.Node, what, v.Age))
+	}
+	p.wrap("  chosen: ", "    ", pr.Why)
+	for _, nc := range pr.NotChosen {
+		p.wrap("  not chosen: ", "    ", nc)
+	}
 }
 
 // podGroupSource says where a plan's PodGroup comes from.

@@ -14,7 +14,10 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
+	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
+	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
@@ -27,6 +30,8 @@ import (
 // factory; the first factory call starts both components on it and every later call gets
 // the same ones.
 type processState struct {
+	// clients are the CRD clients; those missing are built at start.
+	clients CRDClients
 	mu      sync.Mutex
 	factory informers.SharedInformerFactory
 	cache   *hypernode.Cache
@@ -53,12 +58,26 @@ func (s *processState) start(ctx context.Context, handle fwk.Handle) (*hypernode
 	if err := requireCRDs(ctx, handle.ClientSet().Discovery()); err != nil {
 		return nil, nil, err
 	}
+	if s.clients.Topology == nil {
+		client, err := topologyclient.NewForConfig(crdclient.JSONConfig(handle.KubeConfig()))
+		if err != nil {
+			return nil, nil, fmt.Errorf("building the HyperNode client: %w", err)
+		}
+		s.clients.Topology = client
+	}
+	if s.clients.PodGroups == nil {
+		client, err := schedclientset.NewForConfig(crdclient.JSONConfig(handle.KubeConfig()))
+		if err != nil {
+			return nil, nil, fmt.Errorf("building the PodGroup client: %w", err)
+		}
+		s.clients.PodGroups = client
+	}
 	cache := hypernode.NewCache(logger.WithName("hypernode-cache"), handle.EventRecorder())
-	if err := cache.Run(ctx, factory, handle.KubeConfig()); err != nil {
+	if err := cache.Run(ctx, factory, s.clients.Topology); err != nil {
 		return nil, nil, err
 	}
 	gangs := gangstate.New()
-	if err := gangs.Registry().Run(ctx, factory, handle.KubeConfig()); err != nil {
+	if err := gangs.Registry().Run(ctx, factory, s.clients.PodGroups); err != nil {
 		return nil, nil, err
 	}
 	inventory := devices.NewInventory()

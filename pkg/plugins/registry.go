@@ -10,9 +10,12 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/features"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	// Registers the plugins' args in kube-scheduler's config scheme.
 	_ "github.com/hypernode-dev/hypernode-scheduler/apis/config/scheme"
+	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gang"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gangpreemption"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
@@ -26,43 +29,61 @@ const SchedulerName = "hypernode-scheduler"
 // once per scheduler: the plugins it registers share one HyperNode tree cache and one gang state
 // (with its PodGroup registry), started on the scheduler's informers when the first plugin is built.
 func RegistryOptions() []app.Option {
-	state := &processState{}
-	return []app.Option{
-		app.WithPlugin(gang.Name, func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+	var opts []app.Option
+	for name, factory := range Registry(CRDClients{}) {
+		opts = append(opts, app.WithPlugin(name, factory))
+	}
+	return opts
+}
+
+// CRDClients are the clients of the custom resources the plugins watch and write. A nil one is
+// built from the scheduler's kubeconfig; kubectl hypernode gives fakes holding a copy of a
+// cluster, to run the plugins on it.
+type CRDClients struct {
+	Topology  topologyclient.Interface
+	PodGroups schedclientset.Interface
+}
+
+// Registry returns the factories of every plugin of this project, for one scheduler (see
+// RegistryOptions).
+func Registry(clients CRDClients) frameworkruntime.Registry {
+	state := &processState{clients: clients}
+	return frameworkruntime.Registry{
+		gang.Name: func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 			_, gangs, err := state.start(ctx, handle)
 			if err != nil {
 				return nil, err
 			}
 			return gang.New(ctx, obj, handle, gangs)
-		}),
-		app.WithPlugin(gang.QueueSortName, func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+		},
+		gang.QueueSortName: func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 			_, gangs, err := state.start(ctx, handle)
 			if err != nil {
 				return nil, err
 			}
 			return gang.NewQueueSort(gangs.Registry()), nil
-		}),
-		app.WithPlugin(gang.RetryGateName, func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+		},
+		gang.RetryGateName: func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 			_, gangs, err := state.start(ctx, handle)
 			if err != nil {
 				return nil, err
 			}
 			return gang.NewRetryGate(handle, gangs), nil
-		}),
-		app.WithPlugin(gangpreemption.Name, func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+		},
+		gangpreemption.Name: func(ctx context.Context, _ runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 			cache, gangs, err := state.start(ctx, handle)
 			if err != nil {
 				return nil, err
 			}
-			return gangpreemption.New(ctx, handle, cache, gangs)
-		}),
-		app.WithPlugin(networktopology.Name, func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+			return gangpreemption.New(ctx, handle, cache, gangs, state.clients.PodGroups)
+		},
+		networktopology.Name: func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 			cache, gangs, err := state.start(ctx, handle)
 			if err != nil {
 				return nil, err
 			}
 			return networktopology.New(ctx, obj, handle, cache, gangs, state.devices)
-		}),
+		},
 	}
 }
 

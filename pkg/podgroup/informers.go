@@ -6,15 +6,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
-	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
-	schedinformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/informerutil"
 )
 
@@ -43,8 +43,8 @@ func (r *Registry) WaitForSync(ctx context.Context) error {
 }
 
 // Run feeds the registry from the pod and node informers of factory (started by its owner)
-// and from a PodGroup informer of its own, which it starts with ctx.
-func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFactory, config *restclient.Config) error {
+// and from a PodGroup informer of its own on client, which it starts with ctx.
+func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFactory, client schedclientset.Interface) error {
 	podReg, err := factory.Core().V1().Pods().Informer().AddEventHandler(informerutil.Handlers(r.SetPod, r.DeletePod))
 	if err != nil {
 		return fmt.Errorf("watching pods for the PodGroup registry: %w", err)
@@ -54,12 +54,18 @@ func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFact
 	if err != nil {
 		return fmt.Errorf("watching nodes for the PodGroup registry: %w", err)
 	}
-	client, err := schedclientset.NewForConfig(crdclient.JSONConfig(config))
-	if err != nil {
-		return fmt.Errorf("building the PodGroup client: %w", err)
-	}
-	pgFactory := schedinformers.NewSharedInformerFactory(client, 0)
-	pgReg, err := pgFactory.Scheduling().V1alpha1().PodGroups().Informer().AddEventHandler(informerutil.Handlers(
+	// Built here rather than by scheduler-plugins' generated factory, which predates
+	// client-go's streaming lists: a client that cannot stream them (a fake holding a copy of
+	// a cluster, kubectl hypernode's simulation) says so, and the informer lists then watches.
+	pgInformer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return client.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}, client), &schedulingv1alpha1.PodGroup{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	pgReg, err := pgInformer.AddEventHandler(informerutil.Handlers(
 		func(_, pg *schedulingv1alpha1.PodGroup) { r.SetPodGroup(pg) },
 		func(pg *schedulingv1alpha1.PodGroup) { r.DeletePodGroup(pg.Namespace, pg.Name) }))
 	if err != nil {
@@ -68,6 +74,6 @@ func (r *Registry) Run(ctx context.Context, factory informers.SharedInformerFact
 	r.mu.Lock()
 	r.synced = []cache.InformerSynced{podReg.HasSynced, nodeReg.HasSynced, pgReg.HasSynced}
 	r.mu.Unlock()
-	pgFactory.Start(ctx.Done())
+	go pgInformer.RunWithContext(ctx)
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
+	topologyclient "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
@@ -64,7 +66,7 @@ func TestHyperNodeCycleIsolatedAndRepaired(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	cache := hypernode.NewCache(logger, broadcaster.NewRecorder(scheme.Scheme, cacheTestController))
 	factory := informers.NewSharedInformerFactory(c.kube, 0)
-	if err := cache.Run(ctx, factory, controlPlane.Config); err != nil {
+	if err := cache.Run(ctx, factory, topologyclient.NewForConfigOrDie(crdclient.JSONConfig(controlPlane.Config))); err != nil {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())

@@ -33,7 +33,6 @@ import (
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	schedclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/eventlog"
@@ -109,7 +108,7 @@ func defaultArgs() *schedconfig.DefaultPreemptionArgs {
 
 // New builds the plugin around the scheduler's tree cache and gang state (with its PodGroup
 // registry).
-func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *gangstate.Tracker) (*GangPreemption, error) {
+func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *gangstate.Tracker, podGroups schedclientset.Interface) (*GangPreemption, error) {
 	registry := gangs.Registry()
 	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	dp, err := defaultpreemption.New(ctx, defaultArgs(), handle, fts)
@@ -140,7 +139,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *
 	if err := pl.addVictimHandler(ctx); err != nil {
 		return nil, err
 	}
-	if err := pl.startHolds(ctx); err != nil {
+	if err := pl.startHolds(ctx, podGroups); err != nil {
 		return nil, err
 	}
 	return pl, nil
@@ -148,11 +147,7 @@ func New(ctx context.Context, handle fwk.Handle, cache *hypernode.Cache, gangs *
 
 // startHolds prepares the gangs' hold records and the reports of holds that end. Writing
 // records and ending stale holds begin with the first scheduling cycle (beginScheduling).
-func (pl *GangPreemption) startHolds(ctx context.Context) error {
-	client, err := schedclientset.NewForConfig(crdclient.JSONConfig(pl.handle.KubeConfig()))
-	if err != nil {
-		return fmt.Errorf("building the PodGroup client for hold records: %w", err)
-	}
+func (pl *GangPreemption) startHolds(ctx context.Context, client schedclientset.Interface) error {
 	pl.holdWakes = map[podgroup.Key]holdWake{}
 	pl.holdRecords = podgroup.NewHoldWriter(client, pl.registry, func(key podgroup.Key) *podgroup.HoldRecord {
 		if h := pl.gangs.Hold(key); h != nil {

@@ -32,11 +32,45 @@ import (
 // wholeCluster names the domain of a gang without a hard constraint.
 const wholeCluster = "the cluster"
 
-// preemptForGang decides, once for the gang, whether evicting pods of lower priority lets
-// minMember members fit in one domain, and if so evicts the cheapest set and nominates the
-// members. Its message goes after "preemption: " in the member's condition.
+// preemptForGang decides (decide) and evicts the victims of the cheapest domain, or records
+// why no domain helps and evicts nothing.
 func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key) (*fwk.PostFilterResult, *fwk.Status) {
 	start := time.Now()
+	d, status := pl.decide(ctx, state, pod, key)
+	if status != nil {
+		return nil, status
+	}
+	if d.best != nil {
+		return pl.actuate(ctx, pod, d.gang, d.need, d.best, d.notChosen, time.Since(start))
+	}
+	pl.events.Record(d.gang.Info.PodGroup, v1.EventTypeWarning, EventPreemptionNotHelpful, d.refusal)
+	// Nominations written for the gang by an earlier preemption hold nothing now.
+	var stale []*v1.Pod
+	for _, m := range d.gang.Pending {
+		if m.Pod.UID != pod.UID && m.Pod.Status.NominatedNodeName != "" {
+			stale = append(stale, m.Pod)
+		}
+	}
+	pl.withdraw(stale)
+	klog.FromContext(ctx).V(2).Info("Gang preemption cannot help", "podGroup", key, "need", d.need, "duration", time.Since(start))
+	return nil, fwk.NewStatus(fwk.Unschedulable, d.refusal)
+}
+
+// decision is what preemption decides for a gang: the cheapest domain's choice and the costs
+// of the others, or, when no domain helps (best nil), the refusal in the members' words.
+type decision struct {
+	gang      podgroup.Gang
+	need      int
+	sim       *simulation
+	best      *choice
+	notChosen []string
+	refusal   string
+}
+
+// decide evaluates every allowed domain, lowest tier first, and picks the cheapest of the
+// lowest tier where the gang fits once its victims are gone. A status is returned when there
+// is nothing to decide.
+func (pl *GangPreemption) decide(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key podgroup.Key) (*decision, *fwk.Status) {
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s does not preempt (preemptionPolicy: Never)", key))
 	}
@@ -44,7 +78,7 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 	if su == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
-	gang, info, need, tiers := su.gang, su.gang.Info, su.need, su.tiers
+	need, tiers := su.need, su.tiers
 	pdbs, err := pl.pdbs.List(labels.Everything())
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: listing PodDisruptionBudgets: %v", key, err))
@@ -54,52 +88,42 @@ func (pl *GangPreemption) preemptForGang(ctx context.Context, state fwk.CycleSta
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, err))
 	}
 	sim.pdbs, sim.refused = pdbs, pl.refusedVictims()
+	d := &decision{gang: su.gang, need: need, sim: sim}
 	var figures []string
 	for _, domains := range tiers {
-		var best *choice
 		var others []*choice
-		for _, d := range domains {
-			c, fit, why := sim.evaluate(ctx, d)
+		for _, dom := range domains {
+			c, fit, why := sim.evaluate(ctx, dom)
 			switch {
 			case c != nil:
 				others = append(others, c)
-				if best == nil || c.cheaper(best) {
-					best = c
+				if d.best == nil || c.cheaper(d.best) {
+					d.best = c
 				}
 			case why != "":
-				figures = append(figures, fmt.Sprintf("%s has no plan: %s", d.name, why))
+				figures = append(figures, fmt.Sprintf("%s has no plan: %s", dom.name, why))
 			default:
-				figures = append(figures, fmt.Sprintf("%s %d/%d", d.name, fit, need))
+				figures = append(figures, fmt.Sprintf("%s %d/%d", dom.name, fit, need))
 			}
 		}
-		if best != nil {
+		if d.best != nil {
 			var alternatives []string
 			for _, c := range others {
-				if c != best {
+				if c != d.best {
 					alternatives = append(alternatives, c.describe())
 				}
 			}
 			sort.Strings(alternatives)
-			notChosen := shorten(alternatives, 3)
+			d.notChosen = shorten(alternatives, 3)
 			if len(figures) > 0 {
-				notChosen = append(notChosen, "too small even with every pod of lower priority evicted"+sim.refusalNote()+": "+strings.Join(shorten(figures, 3), ", "))
+				d.notChosen = append(d.notChosen, "too small even with every pod of lower priority evicted"+sim.refusalNote()+": "+strings.Join(shorten(figures, 3), ", "))
 			}
-			return pl.actuate(ctx, pod, gang, need, best, notChosen, time.Since(start))
+			return d, nil
 		}
 	}
-	msg := fmt.Sprintf("gang %s cannot fit even if every pod of lower priority were evicted%s: no domain holds %d members (%s); nothing was evicted",
+	d.refusal = fmt.Sprintf("gang %s cannot fit even if every pod of lower priority were evicted%s: no domain holds %d members (%s); nothing was evicted",
 		key, sim.refusalNote(), need, strings.Join(shorten(figures, 6), ", "))
-	pl.events.Record(info.PodGroup, v1.EventTypeWarning, EventPreemptionNotHelpful, msg)
-	// Nominations written for the gang by an earlier preemption hold nothing now.
-	var stale []*v1.Pod
-	for _, m := range gang.Pending {
-		if m.Pod.UID != pod.UID && m.Pod.Status.NominatedNodeName != "" {
-			stale = append(stale, m.Pod)
-		}
-	}
-	pl.withdraw(stale)
-	klog.FromContext(ctx).V(2).Info("Gang preemption cannot help", "podGroup", key, "need", need, "domains", len(figures), "duration", time.Since(start))
-	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	return d, nil
 }
 
 // setup is what preemption and holds decide from: the gang (with the member of the cycle),
