@@ -259,7 +259,28 @@ func memberOf(t v1.PodTemplateSpec, namespace, name, podGroup string) *v1.Pod {
 		p.Labels[schedulingv1alpha1.PodGroupLabel] = podGroup
 	}
 	p.Status.Phase = v1.PodPending
+	defaultRequests(p)
 	return p
+}
+
+// defaultRequests does what the API server's defaulting does to a pod's resources: a
+// container (or init container) that limits a resource and does not request it requests
+// its limit.
+func defaultRequests(p *v1.Pod) {
+	for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			r := &cs[i].Resources
+			for name, q := range r.Limits {
+				if _, ok := r.Requests[name]; ok {
+					continue
+				}
+				if r.Requests == nil {
+					r.Requests = v1.ResourceList{}
+				}
+				r.Requests[name] = q.DeepCopy()
+			}
+		}
+	}
 }
 
 // PodOf returns the one Pod (or PodTemplate's pod) of the objects: a pod shape.

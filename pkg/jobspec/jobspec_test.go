@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -329,5 +330,40 @@ func TestReadRefusesMalformedInput(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("Read(%q) = %v, want %q", input, err, want)
 		}
+	}
+}
+
+// TestOperatorPodGroupSpec: the spec mpi-operator writes (minMember, minResources summed from
+// requests or limits, scheduleTimeoutSeconds 0), and members whose limits became requests as
+// the API server defaults them.
+func TestOperatorPodGroupSpec(t *testing.T) {
+	objs, err := ReadBytes([]byte(`apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {name: pi}
+spec:
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        spec: {containers: [{name: l, image: x, resources: {requests: {cpu: "1"}}}]}
+    Worker:
+      replicas: 2
+      template:
+        spec: {containers: [{name: w, image: x, resources: {limits: {nvidia.com/gpu: "8"}}}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := Derive(objs, "mpi", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := schedulingv1alpha1.PodGroupSpec{MinMember: 3, ScheduleTimeoutSeconds: ptrTo[int32](0),
+		MinResources: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), "nvidia.com/gpu": resource.MustParse("16")}}
+	if diff := cmp.Diff(want, job.PodGroup.Spec); diff != "" {
+		t.Errorf("PodGroup spec (-want +got):\n%s", diff)
+	}
+	if got := job.Members[1].Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]; got.String() != "8" {
+		t.Errorf("worker requests %s GPUs, want the limit 8", got.String())
 	}
 }

@@ -51,6 +51,7 @@ func (in *input) podGroupWithPods() (*Job, error) {
 			}
 			p.UID = types.UID("plan-" + p.Namespace + "-" + p.Name)
 			p.Spec.NodeName, p.Status = "", v1.PodStatus{Phase: v1.PodPending}
+			defaultRequests(p)
 			job.Members = append(job.Members, p)
 		}
 	case len(in.templates) == 1:
@@ -123,16 +124,61 @@ type replicaSpec struct {
 
 // runPolicy is Kubeflow's run policy (the fields the operators build the PodGroup from).
 type runPolicy struct {
-	SchedulingPolicy *struct {
-		MinAvailable *int32 `json:"minAvailable,omitempty"`
-	} `json:"schedulingPolicy,omitempty"`
+	SchedulingPolicy *schedulingPolicy `json:"schedulingPolicy,omitempty"`
 }
 
-func (r runPolicy) minAvailable() *int32 {
+type schedulingPolicy struct {
+	MinAvailable           *int32           `json:"minAvailable,omitempty"`
+	MinResources           *v1.ResourceList `json:"minResources,omitempty"`
+	ScheduleTimeoutSeconds *int32           `json:"scheduleTimeoutSeconds,omitempty"`
+}
+
+// policy is the scheduling policy (empty when the job has none).
+func (r runPolicy) policy() schedulingPolicy {
 	if r.SchedulingPolicy == nil {
+		return schedulingPolicy{}
+	}
+	return *r.SchedulingPolicy
+}
+
+// podGroupSpec is the spec an operator writes: minMember (minAvailable when set), the
+// policy's minResources or the requests (limits where a container requests nothing) of
+// minMember members, the first member (launcher, master, head) and the others in order, and
+// the policy's timeout or timeout.
+func (r runPolicy) podGroupSpec(members []*v1.Pod, minMember int32, timeout *int32) schedulingv1alpha1.PodGroupSpec {
+	pol := r.policy()
+	if pol.MinAvailable != nil {
+		minMember = *pol.MinAvailable
+	}
+	spec := schedulingv1alpha1.PodGroupSpec{MinMember: minMember, ScheduleTimeoutSeconds: timeout}
+	if pol.ScheduleTimeoutSeconds != nil {
+		spec.ScheduleTimeoutSeconds = pol.ScheduleTimeoutSeconds
+	}
+	if pol.MinResources != nil {
+		spec.MinResources = *pol.MinResources
+		return spec
+	}
+	spec.MinResources = minResources(members, minMember)
+	return spec
+}
+
+// minResources sums the containers' requests (limits where there is no request) of the first
+// n members.
+func minResources(members []*v1.Pod, n int32) v1.ResourceList {
+	if n <= 0 {
 		return nil
 	}
-	return r.SchedulingPolicy.MinAvailable
+	out := v1.ResourceList{}
+	for _, p := range members[:min(int(n), len(members))] {
+		for _, c := range p.Spec.Containers {
+			for name, q := range c.Resources.Requests {
+				cur := out[name]
+				cur.Add(q)
+				out[name] = cur
+			}
+		}
+	}
+	return out
 }
 
 // pyTorchJob: training-operator names the pods job-TYPE-INDEX and its PodGroup after the job,
@@ -168,11 +214,9 @@ func (in *input) pyTorchJob(u *unstructured.Unstructured) (*Job, error) {
 			members = append(members, p)
 		}
 	}
-	minMember := int32(len(members))
-	if m := spec.Spec.RunPolicy.minAvailable(); m != nil {
-		minMember = *m
-	}
-	return in.operatorJob(u, members, minMember, u.GetAnnotations(), true)
+	// Master first: training-operator's minResources counts the highest-priority replicas.
+	pgSpec := spec.Spec.RunPolicy.podGroupSpec(members, int32(len(members)), nil)
+	return in.operatorJob(u, members, pgSpec, u.GetAnnotations(), true)
 }
 
 // mpiJob: mpi-operator runs the launcher (through a batch Job named job-launcher) and the
@@ -215,11 +259,8 @@ func (in *input) mpiJob(u *unstructured.Unstructured) (*Job, error) {
 		p.Labels[trainingIndex] = strconv.Itoa(i + offset)
 		members = append(members, p)
 	}
-	minMember := workers + 1
-	if m := spec.Spec.RunPolicy.minAvailable(); m != nil {
-		minMember = *m
-	}
-	return in.operatorJob(u, members, minMember, nil, true)
+	pgSpec := spec.Spec.RunPolicy.podGroupSpec(members, workers+1, ptrTo[int32](0))
+	return in.operatorJob(u, members, pgSpec, nil, true)
 }
 
 // rayCluster: KubeRay, for a RayCluster labelled ray.io/gang-scheduling-enabled, creates a
@@ -273,26 +314,27 @@ func (in *input) rayCluster(u *unstructured.Unstructured) (*Job, error) {
 			members = append(members, p)
 		}
 	}
-	return in.operatorJob(u, members, int32(len(members)), nil, false)
+	n := int32(len(members))
+	return in.operatorJob(u, members, schedulingv1alpha1.PodGroupSpec{MinMember: n, MinResources: minResources(members, n)}, nil, false)
 }
 
 // operatorJob makes the Job of an operator's members: the PodGroup named after the job, from
-// the file or the cluster (its spec set to minMember when the operator sets it), else built
-// with the annotations the operator copies.
-func (in *input) operatorJob(u *unstructured.Unstructured, members []*v1.Pod, minMember int32, annotations map[string]string, setsSpec bool) (*Job, error) {
+// the file or the cluster (its spec replaced by spec when the operator sets it), else built
+// with spec and the annotations the operator copies.
+func (in *input) operatorJob(u *unstructured.Unstructured, members []*v1.Pod, spec schedulingv1alpha1.PodGroupSpec, annotations map[string]string, setsSpec bool) (*Job, error) {
 	pg, from, err := in.podGroup(u.GetNamespace(), u.GetName())
 	if err != nil {
 		return nil, err
 	}
 	if pg == nil {
-		pg = &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), Annotations: annotations}}
-		pg.Spec.MinMember, from = minMember, FromController
+		pg = &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName(), Annotations: annotations}, Spec: spec}
+		from = FromController
 	} else if setsSpec {
 		pg = pg.DeepCopy()
-		pg.Spec.MinMember = minMember
+		pg.Spec = spec
 	}
-	if minMember < 1 {
-		return nil, fmt.Errorf("%s %s: minMember %d; the scheduler needs at least 1", u.GetKind(), u.GetName(), minMember)
+	if pg.Spec.MinMember < 1 {
+		return nil, fmt.Errorf("%s %s: minMember %d; the scheduler needs at least 1", u.GetKind(), u.GetName(), pg.Spec.MinMember)
 	}
 	return &Job{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), PodGroup: pg, PodGroupFrom: from, Members: members}, nil
 }
@@ -305,6 +347,8 @@ func convertLoose(u *unstructured.Unstructured, into any) error {
 	}
 	return checkName(u)
 }
+
+func ptrTo[T any](v T) *T { return &v }
 
 func ptrOr(p *int32, def int32) int32 {
 	if p == nil {
