@@ -33,6 +33,7 @@ type pendingError struct{ error }
 // planOptions are plan's and capacity's own flags.
 type planOptions struct {
 	file               string
+	networkTopology    string
 	schedulerConfig    string
 	schedulerConfigMap string
 	priority           int32
@@ -95,6 +96,12 @@ Exit codes: 0 answered (placed or not), 1 the cluster or the file could not be r
 				}
 				return usageError{err}
 			}
+			if po.networkTopology != "" {
+				if _, err := podgroup.ParseTopology(po.networkTopology); err != nil {
+					return usageError{fmt.Errorf("--network-topology %s", err)}
+				}
+				job.AnnotatePodGroup(podgroup.NetworkTopologyAnnotation, po.networkTopology)
+			}
 			cluster, err := inspect.LoadWith(ctx, clients, inspect.LoadOptions{SkipEvents: true, PriorityClasses: true, PodDisruptionBudgets: true})
 			if err != nil {
 				return err
@@ -125,6 +132,8 @@ Exit codes: 0 answered (placed or not), 1 the cluster or the file could not be r
 		},
 	}
 	plan.Flags().StringVarP(&po.file, "filename", "f", "", "the job's manifest (YAML or JSON, several documents allowed); - reads stdin")
+	plan.Flags().StringVar(&po.networkTopology, "network-topology", "",
+		`the job's constraint, as hypernode.dev/network-topology on its PodGroup (e.g. '{"mode":"hard","highestTierAllowed":1}'): for a PodGroup you annotate once its operator made it (mpi-operator, KubeRay)`)
 	plan.Flags().Int32Var(&po.priority, "priority", 0, "plan the job at this priority instead of its priority class's")
 	plan.Flags().BoolVar(&po.failIfPending, "fail-if-pending", false, "exit 3 when the job would not start now")
 	plan.Flags().StringVar(&po.schedulerConfig, "scheduler-config", "", "the scheduler's KubeSchedulerConfiguration file, for the preemption a job of a priority would cause (default: read from --scheduler-config-map)")

@@ -37,6 +37,17 @@ type Job struct {
 	Members []*v1.Pod
 }
 
+// AnnotatePodGroup sets an annotation on the job's PodGroup (a copy: the PodGroup may be the
+// cluster's), as its user would once the PodGroup exists.
+func (j *Job) AnnotatePodGroup(key, value string) {
+	pg := j.PodGroup.DeepCopy()
+	if pg.Annotations == nil {
+		pg.Annotations = map[string]string{}
+	}
+	pg.Annotations[key] = value
+	j.PodGroup = pg
+}
+
 // Where a Job's PodGroup comes from.
 const (
 	FromFile       = "file"

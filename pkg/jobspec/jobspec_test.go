@@ -69,9 +69,16 @@ func TestDerive(t *testing.T) {
 	clusterPG := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "existing",
 		Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`}},
 		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 7}}
+	// The PodGroup mpi-operator made for MPIJob pi, annotated by its user.
+	mpiPG := &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "pi",
+		Annotations:     map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "MPIJob", Name: "pi", Controller: ptrTo(true)}}},
+		Spec: schedulingv1alpha1.PodGroupSpec{MinMember: 99}}
 	lookup := func(ns, name string) (*schedulingv1alpha1.PodGroup, error) {
-		if ns == clusterPG.Namespace && name == clusterPG.Name {
-			return clusterPG, nil
+		for _, pg := range []*schedulingv1alpha1.PodGroup{clusterPG, mpiPG} {
+			if ns == pg.Namespace && name == pg.Name {
+				return pg, nil
+			}
 		}
 		return nil, nil
 	}
@@ -181,13 +188,8 @@ spec:
 				{Name: "team-a/pt-worker-1", Rank: -1, CPU: "8", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pt", trainingReplica, "worker", trainingIndex, "1")},
 			}},
 	}, {
-		name: "MPIJob: launcher and workers, minAvailable, the file's PodGroup keeps its annotations and takes the operator's minMember",
-		yaml: `apiVersion: scheduling.x-k8s.io/v1alpha1
-kind: PodGroup
-metadata: {name: pi, annotations: {hypernode.dev/network-topology: '{"mode":"hard","highestTierAllowed":1}'}}
-spec: {minMember: 99}
----
-apiVersion: kubeflow.org/v2beta1
+		name: "MPIJob: launcher and workers, minAvailable, a PodGroup the operator made keeps its annotations and takes the operator's spec",
+		yaml: `apiVersion: kubeflow.org/v2beta1
 kind: MPIJob
 metadata: {name: pi}
 spec:
@@ -199,7 +201,7 @@ spec:
     Worker:
       replicas: 2
       template:` + strings.ReplaceAll(tmpl("16"), "\n    ", "\n        ") + "\n",
-		want: derived{Kind: "MPIJob", Job: "team-a/pi", PodGroup: "team-a/pi", From: FromFile, MinMember: 2,
+		want: derived{Kind: "MPIJob", Job: "team-a/pi", PodGroup: "team-a/pi", From: FromCluster, MinMember: 2,
 			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`},
 			Members: []member{
 				{Name: "team-a/pi-launcher", Rank: -1, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pi", trainingJobRole, "launcher")},
@@ -293,6 +295,10 @@ func TestDeriveRefuses(t *testing.T) {
 		name:    "a PodGroup of another API version",
 		yaml:    "apiVersion: scheduling.x-k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: pg}\n",
 		wantErr: "PodGroup pg: apiVersion scheduling.x-k8s.io/v1beta1; the scheduler reads scheduling.x-k8s.io/v1alpha1",
+	}, {
+		name:    "an MPIJob with a PodGroup mpi-operator did not make",
+		yaml:    "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: m}\nspec: {minMember: 1}\n---\napiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: m}\nspec: {mpiReplicaSpecs: {Launcher: {replicas: 1}}}\n",
+		wantErr: "MPIJob m: PodGroup team-a/m exists (in the input) and mpi-operator refuses a job whose PodGroup it did not create; leave the PodGroup out and give its constraint with --network-topology",
 	}, {
 		name:    "training-operator's MPIJob",
 		yaml:    "apiVersion: kubeflow.org/v1\nkind: MPIJob\nmetadata: {name: m}\n",

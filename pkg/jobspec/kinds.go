@@ -259,6 +259,14 @@ func (in *input) mpiJob(u *unstructured.Unstructured) (*Job, error) {
 		p.Labels[trainingIndex] = strconv.Itoa(i + offset)
 		members = append(members, p)
 	}
+	// mpi-operator refuses a job whose PodGroup it did not create (ErrResourceExists): the
+	// PodGroup is annotated once the operator made it.
+	if pg, from, err := in.podGroup(u.GetNamespace(), name); err != nil {
+		return nil, err
+	} else if pg != nil && (from == FromFile || !controlledBy(pg, "MPIJob", name)) {
+		return nil, fmt.Errorf("MPIJob %s: PodGroup %s/%s exists (in the %s) and mpi-operator refuses a job whose PodGroup it did not create; "+
+			"leave the PodGroup out and give its constraint with --network-topology", name, u.GetNamespace(), name, map[string]string{FromFile: "input", FromCluster: "cluster"}[from])
+	}
 	pgSpec := spec.Spec.RunPolicy.podGroupSpec(members, workers+1, ptrTo[int32](0))
 	return in.operatorJob(u, members, pgSpec, nil, true)
 }
@@ -349,6 +357,12 @@ func convertLoose(u *unstructured.Unstructured, into any) error {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// controlledBy reports whether pg's controller is the kind named name.
+func controlledBy(pg *schedulingv1alpha1.PodGroup, kind, name string) bool {
+	ref := metav1.GetControllerOf(pg)
+	return ref != nil && ref.Kind == kind && ref.Name == name
+}
 
 func ptrOr(p *int32, def int32) int32 {
 	if p == nil {

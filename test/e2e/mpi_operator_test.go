@@ -69,37 +69,7 @@ func TestMPIOperatorCreatesTheGang(t *testing.T) {
 	const ns, job, workers = "mpi", "pi", 4
 	restartScene(t, ns)
 	ctx := t.Context()
-	if _, err := cluster.Applier.ApplyFile(ctx, filepath.Join(repoRoot, "bin", "mpijob-crd.yaml"), ""); err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cluster.Admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The operator exits at start when the MPIJob API is not served yet.
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := dyn.Resource(mpiJobs).Namespace(ns).List(ctx, metav1.ListOptions{})
-		return err == nil, nil
-	}); err != nil {
-		t.Fatalf("the MPIJob CRD is not served: %v", err)
-	}
-	operator, err := cluster.StartWorkloadController("mpi-operator",
-		"--kubeConfig="+localcluster.KubeconfigArg, "--gang-scheduling=hypernode-scheduler",
-		"--namespace="+ns, "--lock-namespace="+ns, "--monitoring-port=0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Before the scene's teardown, or the operator and the Job controller would
-		// recreate the pods it deletes.
-		if err := operator.Stop(10 * time.Second); err != nil {
-			t.Errorf("stopping mpi-operator: %v", err)
-		}
-		ctx := context.Background()
-		_ = dyn.Resource(mpiJobs).Namespace(ns).Delete(ctx, job, metav1.DeleteOptions{})
-		_ = cluster.Kube.BatchV1().Jobs(ns).Delete(ctx, job+"-launcher", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-	})
-
+	dyn := startMPIOperator(t, ns, job)
 	applyYAML(t, ns, mpiJobYAML(job, workers, workers+2))
 	// Held: the operator made the PodGroup and all five pods, and the gang waits for a sixth.
 	var created *schedulingv1alpha1.PodGroup
@@ -161,4 +131,43 @@ func mustUID(t *testing.T, dyn dynamic.Interface, ns, name string) types.UID {
 		t.Fatal(err)
 	}
 	return obj.GetUID()
+}
+
+// startMPIOperator installs the MPIJob CRD and runs mpi-operator on namespace ns until the
+// test ends; then it deletes the MPIJob job and its launcher Job.
+func startMPIOperator(t *testing.T, ns, job string) dynamic.Interface {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := cluster.Applier.ApplyFile(ctx, filepath.Join(repoRoot, "bin", "mpijob-crd.yaml"), ""); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cluster.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The operator exits at start when the MPIJob API is not served yet.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(mpiJobs).Namespace(ns).List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the MPIJob CRD is not served: %v", err)
+	}
+	operator, err := cluster.StartWorkloadController("mpi-operator",
+		"--kubeConfig="+localcluster.KubeconfigArg, "--gang-scheduling=hypernode-scheduler",
+		"--namespace="+ns, "--lock-namespace="+ns, "--monitoring-port=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Before the scene's teardown, or the operator and the Job controller would
+		// recreate the pods it deletes.
+		if err := operator.Stop(10 * time.Second); err != nil {
+			t.Errorf("stopping mpi-operator: %v", err)
+		}
+		ctx := context.Background()
+		_ = dyn.Resource(mpiJobs).Namespace(ns).Delete(ctx, job, metav1.DeleteOptions{})
+		_ = cluster.Kube.BatchV1().Jobs(ns).Delete(ctx, job+"-launcher", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+	})
+
+	return dyn
 }
