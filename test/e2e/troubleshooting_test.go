@@ -198,6 +198,17 @@ func TestTroubleshootingGuide(t *testing.T) {
 		}
 	})
 	cases := map[string]troubleCase{
+		"My job is pending, or would it start?": func(t *testing.T) (map[string]string, []string) {
+			file := filepath.Join(t.TempDir(), "job.yaml")
+			if err := os.WriteFile(file, []byte(gangJobYAML("nine", 9, 9, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return map[string]string{"NS": troubleNS, "JOB_FILE": file}, []string{
+				"Job troubleshoot/nine: would NOT start now (nothing was created or evicted)",
+				"What it waits for: no allowed domain would hold the job",
+				"Largest gang that could start now in one domain, pods of nvidia.com/gpu 8",
+			}
+		},
 		"Gang pending with no message": func(t *testing.T) (map[string]string, []string) {
 			applyYAML(t, troubleNS, podGroupYAML("no-scheduler", 2, 1)+"---"+jobYAML("no-scheduler", 2, "", "      schedulerName: default-scheduler\n"))
 			waitPodsPending(t, "no-scheduler", 2, "")
