@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/demo"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/localcluster"
 )
 
@@ -65,6 +66,15 @@ func run(ctx context.Context, root string, keep bool) (summary []string, err err
 			return summary, err
 		}
 		for _, job := range scene.Jobs {
+			var plan *inspect.PlanReport
+			if job.Plan {
+				banner("-", fmt.Sprintf("kubectl hypernode plan -f manifests/examples/%s -n %s (before submitting)", job.File, scene.Namespace))
+				p, err := runner.Plan(ctx, scene, job)
+				if err != nil {
+					return summary, err
+				}
+				plan = &p
+			}
 			banner("-", fmt.Sprintf("%s/%s (manifests/examples/%s)", scene.Namespace, job.Name, job.File))
 			res, err := runner.Submit(ctx, scene, job)
 			if err != nil {
@@ -73,6 +83,12 @@ func run(ctx context.Context, root string, keep bool) (summary []string, err err
 			explanation, err := runner.Report(ctx, scene.Namespace, job.Name)
 			if err != nil {
 				return summary, err
+			}
+			if plan != nil {
+				if err := demo.CheckPlan(*plan, res, explanation); err != nil {
+					return summary, err
+				}
+				summary = append(summary, fmt.Sprintf("%s: landed where kubectl hypernode plan said before it was submitted", plan.Job))
 			}
 			summary = append(summary, demo.Summary(res, explanation))
 			if err := demo.Check(res, explanation); err != nil {

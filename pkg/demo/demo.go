@@ -38,6 +38,9 @@ type Job struct {
 	Pods int
 	// Pending: the gang can never be placed; it must stay pending, nothing bound.
 	Pending bool
+	// Plan: kubectl hypernode plan is shown before the job is submitted, and the job must
+	// land where it said.
+	Plan bool
 }
 
 // Scene is a topology, its simulated nodes, and the jobs submitted to it in order.
@@ -90,7 +93,7 @@ func Scenes() []Scene {
 			}),
 			Jobs: []Job{
 				{Name: "spine-job", File: "fabric-64-job-tier2.yaml", Pods: 24},
-				{Name: "llm-train", File: "indexed-job-partitions.yaml", Pods: 8},
+				{Name: "llm-train", File: "indexed-job-partitions.yaml", Pods: 8, Plan: true},
 				{Name: "leaf-job", File: "fabric-64-job-tier1.yaml", Pods: 8},
 			},
 		},

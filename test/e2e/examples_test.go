@@ -57,6 +57,13 @@ func TestDemoScenes(t *testing.T) {
 		})
 		var results []demo.Result
 		for _, job := range scene.Jobs {
+			var plan inspect.PlanReport
+			if job.Plan {
+				var err error
+				if plan, err = runner.Plan(ctx, scene, job); err != nil {
+					t.Fatal(err)
+				}
+			}
 			res, err := runner.Submit(ctx, scene, job)
 			if err != nil {
 				t.Fatal(err)
@@ -65,6 +72,11 @@ func TestDemoScenes(t *testing.T) {
 			explanation, err := runner.Report(ctx, scene.Namespace, job.Name)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if job.Plan {
+				if err := demo.CheckPlan(plan, res, explanation); err != nil {
+					t.Error(err)
+				}
 			}
 			if err := demo.Check(res, explanation); err != nil {
 				t.Error(err)
