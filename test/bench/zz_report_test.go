@@ -36,6 +36,8 @@ type Results struct {
 	Mixed         *LoadResult       `json:"mixedLoad,omitempty"`
 	Restart       *LoadResult       `json:"restartBacklog,omitempty"`
 	Churn         *ChurnResult      `json:"churn,omitempty"`
+	// Plan is kubectl hypernode plan's read and plans (TestPlanCommand).
+	Plan *PlanResult `json:"plan,omitempty"`
 }
 
 // Machine describes where the numbers were taken.
@@ -133,7 +135,7 @@ func TestReport(t *testing.T) {
 		(back.Blocked != nil) != (results.Blocked != nil) || (back.Plain != nil) != (results.Plain != nil) ||
 		(back.Preemption != nil) != (results.Preemption != nil) || (back.BigGangStages != nil) != (results.BigGangStages != nil) ||
 		(back.Mixed != nil) != (results.Mixed != nil) || (back.Restart != nil) != (results.Restart != nil) ||
-		(back.Churn != nil) != (results.Churn != nil) {
+		(back.Churn != nil) != (results.Churn != nil) || (back.Plan != nil) != (results.Plan != nil) {
 		t.Errorf("results.json lost a scenario")
 	}
 	for _, lr := range []*LoadResult{back.Plain, back.Mixed, back.Restart} {
@@ -271,6 +273,7 @@ func summaryTable(r *Results) string {
 	loadSummary(&b, "Mixed load: half plain pods, half in gangs, interleaved", r.Mixed, false)
 	loadSummary(&b, "Restart with a backlog of gangs", r.Restart, true)
 	churnSummary(&b, r.Churn)
+	planSummary(&b, r.Plan)
 	return b.String()
 }
 
