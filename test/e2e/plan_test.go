@@ -182,11 +182,8 @@ func TestPlanThenSubmit(t *testing.T) {
 		t.Errorf("capacity of the empty fabric (-want +got):\n%s", diff)
 	}
 	// One pod of priority 0 on the last node of every leaf.
-	var fillers []string
 	for leaf := range 8 {
-		name := fmt.Sprintf("filler-%d", leaf)
-		applyYAML(t, planNS, fillerYAML(name, fmt.Sprintf("gpu-%02d", leaf*8+7)))
-		fillers = append(fillers, name)
+		applyYAML(t, planNS, fillerYAML(fmt.Sprintf("filler-%d", leaf), fmt.Sprintf("gpu-%02d", leaf*8+7)))
 	}
 	if diff := cmp.Diff([]string{"7@leaf-0", "28@spine-0", "56@core", "56@<cluster>"}, capacityOf(t)); diff != "" {
 		t.Errorf("capacity with a filler per leaf (-want +got):\n%s", diff)
