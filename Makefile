@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 25m
 all: build
 
 ## build: every binary of the project, plus the control-plane binaries and the tools, into bin/
-build: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok bin/kubectl bin/mpi-operator bin/mpijob-crd.yaml bin/helm
+build: bin/kube-scheduler bin/hypernode-controller bin/kubectl-hypernode bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok bin/kubectl bin/mpi-operator bin/mpijob-crd.yaml bin/training-operator bin/pytorchjob-crd.yaml bin/helm
 
 # What the demo starts (pkg/localcluster): nothing else is built for it.
 DEMO_BINS := bin/kube-scheduler bin/hypernode-controller bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/kwok
@@ -60,6 +60,18 @@ bin/kwok:
 MPI_OPERATOR_MODULE := $(CURDIR)/hack/tools/mpi-operator
 bin/mpi-operator: $(MPI_OPERATOR_MODULE)/go.mod $(MPI_OPERATOR_MODULE)/go.sum
 	cd $(MPI_OPERATOR_MODULE) && $(GO) build -o $(BIN)/mpi-operator github.com/kubeflow/mpi-operator/cmd/mpi-operator
+
+# Kubeflow's training-operator (v1: PyTorchJob) and its PyTorchJob CRD, from the module pinned
+# in hack/tools/training-operator/go.mod, a tool module of its own like mpi-operator's: the
+# e2e test compares the gang kubectl hypernode plan derives with the one it creates.
+TRAINING_OPERATOR_MODULE := $(CURDIR)/hack/tools/training-operator
+bin/training-operator: $(TRAINING_OPERATOR_MODULE)/go.mod $(TRAINING_OPERATOR_MODULE)/go.sum
+	cd $(TRAINING_OPERATOR_MODULE) && $(GO) build -o $(BIN)/training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1
+
+bin/pytorchjob-crd.yaml: $(TRAINING_OPERATOR_MODULE)/go.mod
+	@mkdir -p $(BIN)
+	dir=$$(cd $(TRAINING_OPERATOR_MODULE) && $(GO) list -m -f '{{.Dir}}' github.com/kubeflow/training-operator) && \
+		cp "$$dir/manifests/base/crds/kubeflow.org_pytorchjobs.yaml" $@ && chmod u+w $@
 
 # helm, for the chart's tests (charts/hypernode-scheduler), from the module pinned in
 # hack/tools/helm/go.mod: a tool module of its own, as helm brings its own k8s.io versions.
