@@ -3,6 +3,7 @@ package inspect
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -73,20 +74,12 @@ func TestPlanPlacesAsThePlannerDoes(t *testing.T) {
 	if diff := cmp.Diff([]string{"new-0@s2", "new-1@s2", "new-2@s2", "new-3@s2", "new-4@s3", "new-5@s3"}, placedMembers(r.Placement)); diff != "" {
 		t.Errorf("members (-want +got):\n%s", diff)
 	}
-	var buf bytes.Buffer
-	if err := WritePlan(&buf, r); err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range []string{
+	wantText(t, func(w io.Writer) error { return WritePlan(w, r) },
 		"PodGroup team-x/new: would start now (nothing was created or evicted)",
 		"Placement: s5, tier 2 (spine); 2 leaves (the fewest that could hold them: 2)",
 		"  s2: new-0 (rank 0), new-1 (rank 1), new-2 (rank 2), new-3 (rank 3)",
 		"  s3: new-4 (rank 4), new-5 (rank 5)",
-	} {
-		if !containsWords(buf.String(), line) {
-			t.Errorf("output lacks %q:\n%s", line, buf.String())
-		}
-	}
+	)
 }
 
 // waitCluster: leaves l0 and l1 (two 8-GPU nodes each) under spine sp. Gang team-a/running
@@ -144,19 +137,11 @@ func TestPlanSaysWhatTheJobWaitsFor(t *testing.T) {
 	if diff := cmp.Diff(want, r.WaitsFor); diff != "" {
 		t.Errorf("waitsFor (-want +got):\n%s", diff)
 	}
-	var buf bytes.Buffer
-	if err := WritePlan(&buf, r); err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range []string{
+	wantText(t, func(w io.Writer) error { return WritePlan(w, r) },
 		"PodGroup team-x/new: would NOT start now (nothing was created or evicted)",
 		"What it waits for: in l0 (tier 1), which holds 0 of the 2 pods now, 1 of the 1 gangs and pods running there would have to finish:",
 		"  PodGroup team-a/running (2 pods, priority 10, running 120m); frees room for 2",
-	} {
-		if !containsWords(buf.String(), line) {
-			t.Errorf("output lacks %q:\n%s", line, buf.String())
-		}
-	}
+	)
 
 	// With the spine allowed, l1's and l0's room add up: nothing to wait for, it fits.
 	r, err = c.Plan(planJob(2, `{"mode":"hard","highestTierAllowed":2}`), PlanOptions{Priority: ptr.To[int32](5)})
@@ -231,23 +216,25 @@ func TestCapacityCountsPerTier(t *testing.T) {
 	if r.UnusableNodes != 2 || r.Tiers[0].More != 1 {
 		t.Errorf("unusable nodes %d, tier 1 more %d", r.UnusableNodes, r.Tiers[0].More)
 	}
-	var buf bytes.Buffer
-	if err := WriteCapacity(&buf, r); err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range []string{
+	wantText(t, func(w io.Writer) error { return WriteCapacity(w, r) },
 		"  tier 1 (leaf): 4 pods in s2 (next: s1 3, s3 2, +1 more)",
 		"  tier 2 (spine): 6 pods in s5 (next: s4 4)",
 		"  2 nodes take no pod of this shape (taints, node selection, not ready or cordoned)",
-	} {
-		if !containsWords(buf.String(), line) {
+	)
+}
+
+// wantText fails the test unless what write writes has each line's words in a row,
+// wherever the printer wrapped them.
+func wantText(t *testing.T, write func(io.Writer) error, lines ...string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	words := strings.Join(strings.Fields(buf.String()), " ")
+	for _, line := range lines {
+		if !strings.Contains(words, strings.Join(strings.Fields(line), " ")) {
 			t.Errorf("output lacks %q:\n%s", line, buf.String())
 		}
 	}
-}
-
-// containsWords reports whether out has line's words in a row, wherever the printer wrapped
-// them.
-func containsWords(out, line string) bool {
-	return strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(line), " "))
 }

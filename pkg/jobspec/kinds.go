@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -194,7 +195,7 @@ func (in *input) pyTorchJob(u *unstructured.Unstructured) (*Job, error) {
 	if err := convertLoose(u, &spec); err != nil {
 		return nil, err
 	}
-	rtypes := sortedKeys(spec.Spec.ReplicaSpecs)
+	rtypes := slices.Sorted(maps.Keys(spec.Spec.ReplicaSpecs))
 	if len(rtypes) == 0 {
 		return nil, fmt.Errorf("PyTorchJob %s: spec.pytorchReplicaSpecs is empty", u.GetName())
 	}
@@ -369,13 +370,4 @@ func ptrOr(p *int32, def int32) int32 {
 		return def
 	}
 	return *p
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

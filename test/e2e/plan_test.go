@@ -48,10 +48,10 @@ func kubectlHypernode(t *testing.T, stdin string, args ...string) (string, strin
 	return out.String(), errOut.String(), 0
 }
 
-// planOf runs plan -o json on a manifest and decodes the report.
-func planOf(t *testing.T, manifest string, extra ...string) inspect.PlanReport {
+// planOf runs plan -o json on a manifest in namespace ns and decodes the report.
+func planOf(t *testing.T, ns, manifest string, extra ...string) inspect.PlanReport {
 	t.Helper()
-	out, errOut, code := kubectlHypernode(t, manifest, append([]string{"plan", "-f", "-", "-n", planNS, "-o", "json"}, extra...)...)
+	out, errOut, code := kubectlHypernode(t, manifest, append([]string{"plan", "-f", "-", "-n", ns, "-o", "json"}, extra...)...)
 	if code != 0 {
 		t.Fatalf("plan: exit %d: %s", code, errOut)
 	}
@@ -193,7 +193,7 @@ func TestPlanThenSubmit(t *testing.T) {
 	indexed := podGroupYAML("ranks", 6, 1) + "---" + strings.Replace(jobYAML("ranks", 6, "", ourScheduler),
 		"  parallelism: 6\n", "  parallelism: 6\n  completions: 6\n  completionMode: Indexed\n", 1)
 	before := allPods(t)
-	r := planOf(t, indexed)
+	r := planOf(t, planNS, indexed)
 	if r.Kind != "Job" || r.PodGroup != "plan/ranks" || r.PodGroupFrom != "file" || r.Placement.Tier != 1 || r.Placement.Leaves != 1 || r.Placement.MinLeaves != 1 {
 		t.Fatalf("plan of ranks: %+v", r)
 	}
@@ -211,7 +211,7 @@ func TestPlanThenSubmit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = planOf(t, string(partitions))
+	r = planOf(t, planNS, string(partitions))
 	if r.SubGroups == nil || len(r.SubGroups.Policies) != 1 || r.Placement.Leaves != 2 {
 		t.Fatalf("plan of llm-train: sub-groups %+v, placement %+v", r.SubGroups, r.Placement)
 	}
@@ -226,7 +226,7 @@ func TestPlanThenSubmit(t *testing.T) {
 	// exactly that pod and lands in that leaf.
 	urgent := podGroupYAML("urgent", 8, 1) + "---" + jobYAML("urgent", 8, "", ourScheduler+"      priorityClassName: plan-high\n")
 	before = allPods(t)
-	r = planOf(t, urgent, "--priority", "1000")
+	r = planOf(t, planNS, urgent, "--priority", "1000")
 	if r.Placed || r.Preemption == nil || !r.Preemption.Helps || r.Preemption.Priority != 1000 {
 		t.Fatalf("plan of urgent: placed %v, preemption %+v", r.Placed, r.Preemption)
 	}
@@ -333,14 +333,7 @@ func TestPlanDerivesTheMPIOperatorsGang(t *testing.T) {
 		t.Fatal(err)
 	}
 	derived.AnnotatePodGroup("hypernode.dev/network-topology", constraint)
-	out, errOut, code := kubectlHypernode(t, manifest, "plan", "-f", "-", "-n", ns, "-o", "json", "--network-topology", constraint)
-	if code != 0 {
-		t.Fatalf("plan: exit %d: %s", code, errOut)
-	}
-	var r inspect.PlanReport
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatal(err)
-	}
+	r := planOf(t, ns, manifest, "--network-topology", constraint)
 	if !r.Placed || r.MinMember != workers+1 || r.Members != workers+1 || r.Placement.Leaves != 1 {
 		t.Fatalf("plan of the MPIJob: %+v", r)
 	}

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -28,7 +27,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/demo"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/jobspec"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/localcluster"
 )
@@ -94,14 +92,7 @@ func TestPlanDerivesTheTrainingOperatorsGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := kubectlHypernode(t, pyTorchJobYAML, "plan", "-f", "-", "-n", ns, "-o", "json")
-	if code != 0 {
-		t.Fatalf("plan: exit %d: %s", code, errOut)
-	}
-	var r inspect.PlanReport
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatal(err)
-	}
+	r := planOf(t, ns, pyTorchJobYAML)
 	if !r.Placed || r.PodGroupFrom != "controller" || r.Members != pods || r.Placement.Leaves != 1 {
 		t.Fatalf("plan of the PyTorchJob: %+v", r)
 	}
