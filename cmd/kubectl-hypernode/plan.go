@@ -115,7 +115,9 @@ Exit codes: 0 answered (placed or not), 1 the cluster or the file could not be r
 			if err != nil {
 				return usageError{err}
 			}
-			if !report.Placed && report.Search != nil && (priority != nil || namesPriorityClass(job)) {
+			// Asked only where the scheduler would get to preemption: the job does not fit,
+			// its constraint is valid and its members are not held back before planning.
+			if report.WaitsFor != nil && (priority != nil || namesPriorityClass(job)) {
 				if report.Preemption, err = po.preemption(ctx, clients, cluster, job, priority); err != nil {
 					return err
 				}
