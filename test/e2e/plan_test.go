@@ -175,6 +175,10 @@ func TestPlanThenSubmit(t *testing.T) {
 		if err != nil {
 			t.Errorf("deleting the Jobs: %v", err)
 		}
+		// The victim's Preempted Event: the troubleshooting guide lists them cluster-wide.
+		if err := cluster.Kube.CoreV1().Events(planNS).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Errorf("deleting the Events: %v", err)
+		}
 	})
 
 	// Empty: every leaf holds 8 pods of 8 GPUs, a spine 32, the core and the cluster 64.
