@@ -298,7 +298,8 @@ func (po *planOptions) preemption(ctx context.Context, clients inspect.Clients, 
 	}
 	profile, err := simulate.Profile(config, plugins.SchedulerName)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", from, err)
+		// The placement is answered; what the configuration cannot say is reported.
+		return &inspect.PreemptionReport{Priority: value, Config: from, Refusal: "not simulated: " + err.Error()}, nil
 	}
 	w, err := simulate.Preemption(ctx, cluster, admitted, profile)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
@@ -52,14 +51,13 @@ func (c *Cluster) Capacity(shape *v1.Pod, res v1.ResourceName) CapacityReport {
 		res = c.DefaultResource()
 	}
 	request := podRequests(shape)
-	counted, notCounted := c.counted(request)
+	in, notCounted := c.inputOf(shape, request, math.MaxInt32)
 	r := CapacityReport{Resource: string(res), Shape: shape.Name, NotCounted: notCounted, Warnings: c.warningsFor(res)}
 	for _, name := range shownResources(res) {
 		if q, ok := request[name]; ok {
 			r.Request = append(r.Request, ResourceAmount{Resource: string(name), Amount: q})
 		}
 	}
-	in := searchInput{shape: shape, request: counted, demand: math.MaxInt32, affinity: nodeaffinity.GetRequiredNodeAffinity(shape)}
 	nodes := make(map[string]placement.Node, len(c.Nodes))
 	for _, n := range c.Nodes {
 		holds, why := c.nodeCapacity(n.Name, in)

@@ -2,6 +2,8 @@ package inspect
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -151,13 +153,20 @@ func (c *Cluster) Plan(job *jobspec.Job, opts PlanOptions) (PlanReport, error) {
 		return PlanReport{}, err
 	}
 	members, pg := job.Members, job.PodGroup
+	var live MemberCounts
+	existing := c.liveMembers(pg.Namespace, pg.Name, &live)
+	if len(existing) > 0 {
+		// Planned alone: the room its earlier pods take is counted as free.
+		c = c.without(existing)
+	}
 	counts := MemberCounts{Seen: len(members)}
 	e, gang := c.explainGang(pg, members, counts, opts.Resource)
 	r := PlanReport{Kind: job.Kind, Job: job.Namespace + "/" + job.Name, PodGroup: pg.Namespace + "/" + pg.Name,
 		PodGroupFrom: job.PodGroupFrom, MinMember: pg.Spec.MinMember, Members: len(members), Priority: priority,
 		Resource: e.Resource, Request: e.Request, RequestFrom: e.RequestFrom, Shapes: e.Shapes,
 		NetworkTopology: e.NetworkTopology, SubGroups: e.SubGroups, Search: e.Search, Warnings: e.Warnings, Note: NothingChanged}
-	if opts.SchedulerName != "" && (job.Kind == "Job" || job.Kind == "PodGroup") {
+	// The operators of the other kinds name the scheduler they were configured with.
+	if opts.SchedulerName != "" && (job.Kind == "Job" || job.Kind == "PodGroup" || job.Kind == "RayCluster") {
 		for _, p := range members {
 			if p.Spec.SchedulerName != opts.SchedulerName {
 				r.Warnings = append(r.Warnings, fmt.Sprintf("pod %s names schedulerName %q, not %s: that scheduler places it, and the plan says where %s would",
@@ -166,8 +175,7 @@ func (c *Cluster) Plan(job *jobspec.Job, opts PlanOptions) (PlanReport, error) {
 			}
 		}
 	}
-	var live MemberCounts
-	if existing := c.liveMembers(pg.Namespace, pg.Name, &live); len(existing) > 0 {
+	if len(existing) > 0 {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("PodGroup %s already has %d live pods in the cluster; the plan is for the job alone, as if they were gone", r.PodGroup, len(existing)))
 	}
 	s := e.Search
@@ -179,7 +187,13 @@ func (c *Cluster) Plan(job *jobspec.Job, opts PlanOptions) (PlanReport, error) {
 		r.Placement = c.plannedPlacement(s, gang)
 		return r, nil
 	}
-	if s.plan == nil && s.in.shape != nil && !s.heldBack {
+	switch {
+	case s.plan != nil || s.in.shape == nil || s.heldBack:
+	case len(e.Shapes) > 1:
+		// Room is counted for one shape; members of several would make the figures of one
+		// of them look like the job's.
+		r.WaitsFor = &WaitsForReport{Needs: s.Demand, Reason: "not counted for members of several pod shapes: the candidates above say what each domain misses"}
+	default:
 		r.WaitsFor = c.waitsFor(s, gang)
 	}
 	return r, nil
@@ -286,4 +300,31 @@ func (c *Cluster) TierName(name string) (string, bool) {
 		return "", false
 	}
 	return info.TierName, true
+}
+
+// without returns a view of the cluster in which pods have left their nodes (their requests
+// freed); the other nodes' state is shared.
+func (c *Cluster) without(pods []*v1.Pod) *Cluster {
+	out := *c
+	out.nodes = maps.Clone(c.nodes)
+	for _, p := range pods {
+		n := out.nodes[p.Spec.NodeName]
+		if n == nil || terminal(p) {
+			continue
+		}
+		if n == c.nodes[p.Spec.NodeName] {
+			cp := *n
+			cp.requested = n.requested.DeepCopy()
+			cp.pods = slices.Clone(n.pods)
+			n = &cp
+			out.nodes[p.Spec.NodeName] = n
+		}
+		for r, q := range podRequests(p) {
+			cur := n.requested[r]
+			cur.Sub(q)
+			n.requested[r] = cur
+		}
+		n.pods = slices.DeleteFunc(n.pods, func(o *v1.Pod) bool { return o.UID == p.UID })
+	}
+	return &out
 }

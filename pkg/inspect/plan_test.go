@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
@@ -186,6 +188,21 @@ func TestPlanWithoutAPlace(t *testing.T) {
 		t.Errorf("placed %v, search %+v, topology %+v", r.Placed, r.Search, r.NetworkTopology)
 	}
 
+	// Members of two shapes (a launcher and two workers of 8 GPUs): room is not counted for
+	// one of them as if it were the job's.
+	job = planJob(3, `{"mode":"hard","highestTierAllowed":1}`)
+	job.Members[0].Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}
+	for _, p := range job.Members[1:] {
+		p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("8")
+	}
+	r, err = c.Plan(job, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&WaitsForReport{Needs: 3, Reason: "not counted for members of several pod shapes: the candidates above say what each domain misses"}); r.Placed || !cmp.Equal(want, r.WaitsFor) {
+		t.Errorf("placed %v, waits for %+v", r.Placed, r.WaitsFor)
+	}
+
 	job = planJob(1, `{"mode":"soft"}`)
 	job.Members[0].Spec.PriorityClassName = "missing"
 	if _, err := c.Plan(job, PlanOptions{}); err == nil || err.Error() != "pod new-0: no PriorityClass with name missing was found (the API server would refuse the pod)" {
@@ -236,5 +253,57 @@ func wantText(t *testing.T, write func(io.Writer) error, lines ...string) {
 		if !strings.Contains(words, strings.Join(strings.Fields(line), " ")) {
 			t.Errorf("output lacks %q:\n%s", line, buf.String())
 		}
+	}
+}
+
+// TestPlanCountsRoomTogether: on l0's only node two pods of 4 GPUs: neither alone makes room
+// for a member of 8, both do; l1's node holds an earlier pod of the job's own PodGroup, which
+// the plan counts as gone (and warns of).
+func TestPlanCountsRoomTogether(t *testing.T) {
+	gpus := func(p *v1.Pod, n string) *v1.Pod {
+		p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse(n)
+		p.Spec.Containers[0].Resources.Limits = nil
+		p.Status.StartTime = &metav1.Time{Time: now.Add(-time.Hour)}
+		p.UID = types.UID(p.Name)
+		return p
+	}
+	a, b := gpus(memberPod("team-b", "a", "", "l0-n0", nil), "4"), gpus(memberPod("team-b", "b", "", "l0-n0", nil), "4")
+	for _, p := range []*v1.Pod{a, b} {
+		delete(p.Labels, "scheduling.x-k8s.io/pod-group")
+	}
+	old := gpus(memberPod("team-x", "new-old", "new", "l1-n0", nil), "8")
+	topology := []runtime.Object{
+		hntesting.MakeHyperNode("l0").Tier(1).Nodes("l0-n0").Obj(),
+		hntesting.MakeHyperNode("l1").Tier(1).Nodes("l1-n0").Obj(),
+	}
+	job := func() *jobspec.Job {
+		j := planJob(1, `{"mode":"hard","highestTierAllowed":1}`)
+		gpus(j.Members[0], "8")
+		return j
+	}
+
+	c := loadObjects(t, []runtime.Object{gpuNode("l0-n0"), a, b}, topology[:1], nil)
+	r, err := c.Plan(job(), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	if r.WaitsFor != nil {
+		for _, o := range r.WaitsFor.Occupants {
+			names = append(names, o.Name)
+		}
+	}
+	if r.Placed || r.WaitsFor == nil || r.WaitsFor.Domain != "l0" || !slices.Equal(names, []string{"team-b/a", "team-b/b"}) {
+		t.Errorf("placed %v, waits for %+v (%v); want l0 and both pods", r.Placed, r.WaitsFor, names)
+	}
+
+	c = loadObjects(t, []runtime.Object{gpuNode("l0-n0"), gpuNode("l1-n0"), a, b, old}, topology, nil)
+	r, err = c.Plan(job(), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Placed || r.Placement.Domain != "l1" || len(r.Warnings) != 1 ||
+		r.Warnings[0] != "PodGroup team-x/new already has 1 live pods in the cluster; the plan is for the job alone, as if they were gone" {
+		t.Errorf("placed %v in %+v, warnings %q; want l1 and the warning", r.Placed, r.Placement, r.Warnings)
 	}
 }

@@ -59,6 +59,7 @@ func WritePlan(w io.Writer, r PlanReport) error {
 	if r.Search != nil && !r.Placed {
 		p.line("")
 		writeSearch(p, r.Search)
+		p.wrap("  ", "    ", "(the scheduler also runs its other filters and keeps room promised to gangs before this one)")
 	}
 	if wf := r.WaitsFor; wf != nil {
 		p.line("")

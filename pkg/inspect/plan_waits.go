@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -130,31 +131,55 @@ func (c *Cluster) waitIn(name string, nodes []string, in searchInput, holdsNow m
 		}
 		return a.report.Kind+a.report.Name < b.report.Kind+b.report.Name
 	})
+	// Taken in that order until the job fits (occupants that free nothing alone may free room
+	// together: pods sharing a node), then those whose end turns out not to be needed dropped.
 	gone := map[string][]*v1.Pod{}
 	total := w.Holds
+	var chosen []*occupant
 	for _, o := range order {
 		if total >= in.demand {
 			break
 		}
-		if frees[o] == 0 {
-			continue
-		}
-		for n, pods := range o.byNode {
-			if !inDomain[n] {
-				continue
-			}
-			before := c.holdsWithout(n, in, gone[n])
-			gone[n] = append(gone[n], pods...)
-			total += c.holdsWithout(n, in, gone[n]) - before
-		}
-		r := o.report
-		r.Frees = frees[o]
-		w.Occupants = append(w.Occupants, r)
+		total += c.shift(o, in, inDomain, gone, true)
+		chosen = append(chosen, o)
 	}
 	if total < in.demand {
 		return nil
 	}
+	for i := len(chosen) - 1; i >= 0; i-- {
+		if lost := c.shift(chosen[i], in, inDomain, gone, false); total+lost >= in.demand {
+			total += lost
+			chosen = append(chosen[:i], chosen[i+1:]...)
+		} else {
+			c.shift(chosen[i], in, inDomain, gone, true)
+		}
+	}
+	for _, o := range chosen {
+		r := o.report
+		r.Frees = frees[o]
+		w.Occupants = append(w.Occupants, r)
+	}
 	return w
+}
+
+// shift takes occupant o's pods in the domain out of (leave) or back into the nodes' room
+// (gone holds the pods taken out, by node) and returns how many members the domain's holds
+// change by.
+func (c *Cluster) shift(o *occupant, in searchInput, inDomain map[string]bool, gone map[string][]*v1.Pod, leave bool) int {
+	delta := 0
+	for n, pods := range o.byNode {
+		if !inDomain[n] {
+			continue
+		}
+		before := c.holdsWithout(n, in, gone[n])
+		if leave {
+			gone[n] = append(gone[n], pods...)
+		} else {
+			gone[n] = slices.DeleteFunc(gone[n], func(p *v1.Pod) bool { return slices.Contains(pods, p) })
+		}
+		delta += c.holdsWithout(n, in, gone[n]) - before
+	}
+	return delta
 }
 
 // holdsWithout is how many members a node holds once pods have left.

@@ -61,18 +61,7 @@ func (c *Cluster) binPackUsage(name string) (used, alloc []float64) {
 // the scheduler keeps them out of scheduling ("" when it does not): then no candidate is
 // picked and held is the verdict.
 func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.Gang, shapes []podgroup.Shape, held string) (*SearchReport, error) {
-	counted, notCounted := c.counted(request)
-	in := searchInput{shape: shape, request: counted, demand: len(gang.Pending), affinity: nodeaffinity.GetRequiredNodeAffinity(shape)}
-	if len(shape.Spec.ResourceClaims) > 0 {
-		var err error
-		if in.devices, err = devices.DemandOfClaims(shape, c.claim); err != nil || (!in.devices.Bounded && len(shape.Spec.ResourceClaims) > 0) {
-			// Devices the count cannot read: named, as a resource only DRA provides is.
-			notCounted = append(notCounted, "resource claims")
-		} else if !in.devices.Exact && len(in.devices.ByClass) > 0 {
-			// Counted per class, an upper bound: what else the claims ask is the allocator's.
-			notCounted = append(notCounted, "device requests beyond a count of one class (selectors, constraints, alternatives)")
-		}
-	}
+	in, notCounted := c.inputOf(shape, request, len(gang.Pending))
 	// The scheduler's own request: a plain gang is not placed by topology, but the question
 	// "where would it fit" has the answer of a soft gang.
 	req, err := placement.GangRequest(c.snap, gang)
@@ -175,6 +164,24 @@ func (c *Cluster) search(shape *v1.Pod, request v1.ResourceList, gang podgroup.G
 		}
 	}
 	return report, nil
+}
+
+// inputOf is the search input of demand members of shape (whose requests are request), and
+// what of them the counts leave out: resources only DRA provides, claims they cannot read.
+func (c *Cluster) inputOf(shape *v1.Pod, request v1.ResourceList, demand int) (searchInput, []string) {
+	counted, notCounted := c.counted(request)
+	in := searchInput{shape: shape, request: counted, demand: demand, affinity: nodeaffinity.GetRequiredNodeAffinity(shape)}
+	if len(shape.Spec.ResourceClaims) > 0 {
+		var err error
+		if in.devices, err = devices.DemandOfClaims(shape, c.claim); err != nil || !in.devices.Bounded {
+			// Devices the count cannot read: named, as a resource only DRA provides is.
+			notCounted = append(notCounted, "resource claims")
+		} else if !in.devices.Exact && len(in.devices.ByClass) > 0 {
+			// Counted per class, an upper bound: what else the claims ask is the allocator's.
+			notCounted = append(notCounted, "device requests beyond a count of one class (selectors, constraints, alternatives)")
+		}
+	}
+	return in, notCounted
 }
 
 // shapeCapacities returns each shape's capacity per node and a Fitter that counts, by

@@ -360,6 +360,7 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 	if s := e.Search; s != nil {
 		p.line("")
 		writeSearch(p, s)
+		p.wrap("  ", "    ", "(the scheduler also runs its other filters and keeps slots promised to other gangs; its own words follow)")
 	}
 
 	if e.Hold != nil || e.HoldError != "" {
@@ -528,5 +529,4 @@ func writeSearch(p *printer, s *SearchReport) {
 		p.wrap("  not counted: ", "    ", strings.Join(s.NotCounted, ", ")+" (provided through DRA: only the scheduler's simulation knows where it fits)")
 	}
 	p.wrap("  planner on this data: ", "    ", s.Verdict)
-	p.wrap("  ", "    ", "(the scheduler also runs its other filters and keeps slots promised to other gangs; its own words follow)")
 }

@@ -75,10 +75,12 @@ func (e *LookupError) Unwrap() error { return e.Err }
 // none).
 type PodGroupLookup func(namespace, name string) (*schedulingv1alpha1.PodGroup, error)
 
-// inert are the kinds a job's file often carries that create no pod: they are left alone.
-var inert = map[string]bool{"Service": true, "ConfigMap": true, "Secret": true, "ServiceAccount": true,
-	"PersistentVolumeClaim": true, "Namespace": true, "PriorityClass": true, "PodDisruptionBudget": true,
-	"ResourceClaimTemplate": true, "ResourceClaim": true, "NetworkPolicy": true}
+// inert are the kinds (group/Kind) a job's file often carries that create no pod: they are
+// left alone.
+var inert = map[string]bool{"/Service": true, "/ConfigMap": true, "/Secret": true, "/ServiceAccount": true,
+	"/PersistentVolumeClaim": true, "/Namespace": true, "scheduling.k8s.io/PriorityClass": true,
+	"policy/PodDisruptionBudget": true, "resource.k8s.io/ResourceClaimTemplate": true, "resource.k8s.io/ResourceClaim": true,
+	"networking.k8s.io/NetworkPolicy": true, "rbac.authorization.k8s.io/Role": true, "rbac.authorization.k8s.io/RoleBinding": true}
 
 // Read decodes the YAML or JSON documents of r (a List's items count as documents), in order.
 func Read(r io.Reader) ([]*unstructured.Unstructured, error) {
@@ -159,12 +161,15 @@ func Derive(objs []*unstructured.Unstructured, namespace string, lookup PodGroup
 			if want := jobVersions[kindOf(u)]; gv != want {
 				return nil, fmt.Errorf("%w %s (%s) of %q: plan knows %s as %s", ErrUnknownKind, u.GetKind(), gv, u.GetName(), u.GetKind(), want)
 			}
+			if u.GetName() == "" {
+				return nil, fmt.Errorf("a %s needs metadata.name: its controller names its pods and PodGroup after it", u.GetKind())
+			}
 			if job != nil {
 				return nil, fmt.Errorf("the input has two jobs (%s %s and %s %s): plan one at a time", job.GetKind(), job.GetName(), u.GetKind(), u.GetName())
 			}
 			job = u
 		default:
-			if gv == "v1" && inert[u.GetKind()] || inert[u.GetKind()] && strings.HasSuffix(u.GetAPIVersion(), "k8s.io/v1") {
+			if inert[kindOf(u)] {
 				continue
 			}
 			return nil, fmt.Errorf("%w %s (%s) of %q: plan knows %s", ErrUnknownKind, u.GetKind(), u.GetAPIVersion(), u.GetName(), Known)
@@ -306,6 +311,7 @@ func PodOf(objs []*Object) (*v1.Pod, error) {
 		if err := convert(u, p); err != nil {
 			return nil, err
 		}
+		defaultRequests(p)
 		return p, nil
 	case "/PodTemplate":
 		t := &v1.PodTemplate{}

@@ -153,8 +153,17 @@ spec:
 				{Name: "team-a/train-2", Rank: 2, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "existing", "batch.kubernetes.io/job-completion-index", "2", "job-name", "train")},
 			}},
 	}, {
-		name: "NonIndexed Job with its PodGroup in the file, parallelism defaulted to 1",
-		yaml: `apiVersion: scheduling.x-k8s.io/v1alpha1
+		name: "NonIndexed Job with its PodGroup in the file, parallelism defaulted to 1; a Service and a PodDisruptionBudget left alone",
+		yaml: `apiVersion: v1
+kind: Service
+metadata: {name: single}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: single}
+spec: {maxUnavailable: 0}
+---
+apiVersion: scheduling.x-k8s.io/v1alpha1
 kind: PodGroup
 metadata: {name: one}
 spec: {minMember: 1}
@@ -168,13 +177,13 @@ spec:
 		want: derived{Kind: "Job", Job: "team-a/single", PodGroup: "team-a/one", From: FromFile, MinMember: 1,
 			Members: []member{{Name: "team-a/single-0", Rank: -1, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "one", "job-name", "single")}}},
 	}, {
-		name: "PyTorchJob: master and workers named as training-operator names them, the job's annotations on its PodGroup",
+		name: "PyTorchJob: master and workers named as training-operator names them (a lowercase replica type as its defaulting reads it), the job's annotations on its PodGroup",
 		yaml: `apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: pt, annotations: {hypernode.dev/network-topology: '{"mode":"hard","highestTierAllowed":2}'}}
 spec:
   pytorchReplicaSpecs:
-    Worker:
+    worker:
       replicas: 2
       template:` + strings.ReplaceAll(tmpl("8"), "\n    ", "\n        ") + `
     Master:
@@ -300,6 +309,10 @@ func TestDeriveRefuses(t *testing.T) {
 		yaml:    "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: m}\nspec: {minMember: 1}\n---\napiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: m}\nspec: {mpiReplicaSpecs: {Launcher: {replicas: 1}}}\n",
 		wantErr: "MPIJob m: PodGroup team-a/m exists (in the input) and mpi-operator refuses a job whose PodGroup it did not create; leave the PodGroup out and give its constraint with --network-topology",
 	}, {
+		name:    "a job with a generated name",
+		yaml:    "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {generateName: pt-}\n",
+		wantErr: "a PyTorchJob needs metadata.name: its controller names its pods and PodGroup after it",
+	}, {
 		name:    "training-operator's MPIJob",
 		yaml:    "apiVersion: kubeflow.org/v1\nkind: MPIJob\nmetadata: {name: m}\n",
 		wantErr: `unknown kind MPIJob (kubeflow.org/v1) of "m": plan knows MPIJob as kubeflow.org/v2beta1`,
@@ -371,5 +384,68 @@ spec:
 	}
 	if got := job.Members[1].Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]; got.String() != "8" {
 		t.Errorf("worker requests %s GPUs, want the limit 8", got.String())
+	}
+}
+
+// TestControllersAdditions: what the controllers add to the pods they create, which the
+// planner counts: training-operator's init container on the workers of a job with a master
+// (its requests the pods' own when the containers request less), and the schedulerName
+// KubeRay writes; a Pod shape read for capacity gets its limits as requests.
+func TestControllersAdditions(t *testing.T) {
+	derive := func(yaml string) *Job {
+		t.Helper()
+		objs, err := ReadBytes([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		job, err := Derive(objs, "ns", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	pt := derive(`apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: pt}
+spec:
+  pytorchReplicaSpecs:
+    Master: {replicas: 1, template: {spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: "8"}}}]}}}
+    Worker: {replicas: 1, template: {spec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: "8"}}}]}}}
+`)
+	var inits []string
+	for _, p := range pt.Members {
+		for _, c := range p.Spec.InitContainers {
+			cpu := c.Resources.Requests[v1.ResourceCPU]
+			inits = append(inits, p.Name+":"+c.Name+":"+cpu.String())
+		}
+	}
+	if diff := cmp.Diff([]string{"pt-worker-0:init-pytorch:50m"}, inits); diff != "" {
+		t.Errorf("init containers (-want +got):\n%s", diff)
+	}
+	ray := derive(`apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: r, labels: {ray.io/gang-scheduling-enabled: "true"}}
+spec:
+  headGroupSpec: {template: {spec: {containers: [{name: h, image: x, resources: {requests: {cpu: "1"}}}]}}}
+  workerGroupSpecs:
+  - {groupName: g, replicas: 5, minReplicas: 1, maxReplicas: 2, template: {spec: {containers: [{name: w, image: x, resources: {requests: {cpu: "2"}}}]}}}
+`)
+	if got := ray.Members[1].Spec.SchedulerName; got != rayScheduler {
+		t.Errorf("a RayCluster worker's schedulerName %q, want %q", got, rayScheduler)
+	}
+	// KubeRay counts the replicas as given (5), not as clamped (2) for minResources.
+	if cpu := ray.PodGroup.Spec.MinResources[v1.ResourceCPU]; cpu.String() != "11" || len(ray.Members) != 3 {
+		t.Errorf("RayCluster: %d members, minResources cpu %s; want 3 and 11", len(ray.Members), cpu.String())
+	}
+	objs, err := ReadBytes([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: shape}\nspec: {containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: \"8\"}}}]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape, err := PodOf(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := shape.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]; got.String() != "8" {
+		t.Errorf("the shape requests %s GPUs, want its limit 8", got.String())
 	}
 }

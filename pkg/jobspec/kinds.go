@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,6 +28,9 @@ const (
 	trainingOperator   = "training.kubeflow.org/operator-name"
 	// rayGangScheduling on a RayCluster makes KubeRay create its PodGroup.
 	rayGangScheduling = "ray.io/gang-scheduling-enabled"
+	// rayScheduler is the schedulerName KubeRay's scheduler-plugins batch scheduler writes
+	// on every pod.
+	rayScheduler = "scheduler-plugins-scheduler"
 )
 
 // podGroupWithPods: a PodGroup and its pods (or one PodTemplate, minMember copies of it).
@@ -117,6 +121,14 @@ func (in *input) batchJob(u *unstructured.Unstructured) (*Job, error) {
 	return job, nil
 }
 
+// pyTorchInitContainer is training-operator's default init-pytorch container (its template
+// file, when an operator is configured with one, may differ).
+func pyTorchInitContainer() v1.Container {
+	return v1.Container{Name: "init-pytorch", Image: "alpine:3.10", Resources: v1.ResourceRequirements{
+		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("20Mi")},
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("50m"), v1.ResourceMemory: resource.MustParse("10Mi")}}}
+}
+
 // replicaSpec is a Kubeflow replica spec (the fields the operators create pods from).
 type replicaSpec struct {
 	Replicas *int32             `json:"replicas,omitempty"`
@@ -195,16 +207,28 @@ func (in *input) pyTorchJob(u *unstructured.Unstructured) (*Job, error) {
 	if err := convertLoose(u, &spec); err != nil {
 		return nil, err
 	}
-	rtypes := slices.Sorted(maps.Keys(spec.Spec.ReplicaSpecs))
+	// training-operator's defaulting turns the replica types' keys into Master and Worker.
+	specs := map[string]replicaSpec{}
+	for key, rs := range spec.Spec.ReplicaSpecs {
+		rtype := map[string]string{"master": "Master", "worker": "Worker"}[strings.ToLower(key)]
+		if rtype == "" {
+			return nil, fmt.Errorf("PyTorchJob %s: replica type %q; training-operator knows Master and Worker", u.GetName(), key)
+		}
+		specs[rtype] = rs
+	}
+	rtypes := slices.Sorted(maps.Keys(specs))
 	if len(rtypes) == 0 {
 		return nil, fmt.Errorf("PyTorchJob %s: spec.pytorchReplicaSpecs is empty", u.GetName())
 	}
+	_, hasMaster := specs["Master"]
 	var members []*v1.Pod
 	for _, rtype := range rtypes {
-		if rtype != "Master" && rtype != "Worker" {
-			return nil, fmt.Errorf("PyTorchJob %s: replica type %q; training-operator knows Master and Worker", u.GetName(), rtype)
+		rs := specs[rtype]
+		if rtype == "Worker" && hasMaster {
+			// training-operator's default init container waits for the master's name.
+			rs.Template = *rs.Template.DeepCopy()
+			rs.Template.Spec.InitContainers = append(rs.Template.Spec.InitContainers, pyTorchInitContainer())
 		}
-		rs := spec.Spec.ReplicaSpecs[rtype]
 		for i := range int(ptrOr(rs.Replicas, 1)) {
 			p := memberOf(rs.Template, u.GetNamespace(), fmt.Sprintf("%s-%s-%d", u.GetName(), strings.ToLower(rtype), i), u.GetName())
 			p.Labels[trainingJobName], p.Labels[trainingReplica], p.Labels[trainingIndex] = u.GetName(), strings.ToLower(rtype), strconv.Itoa(i)
@@ -253,6 +277,7 @@ func (in *input) mpiJob(u *unstructured.Unstructured) (*Job, error) {
 	offset := 0
 	if spec.Spec.RunLauncherAsWorker != nil && *spec.Spec.RunLauncherAsWorker {
 		offset = 1 // the launcher is rank 0
+		p.Labels[trainingIndex] = "0"
 	}
 	for i := range int(workers) {
 		p := memberOf(worker.Template, u.GetNamespace(), fmt.Sprintf("%s-worker-%d", name, i), name)
@@ -300,11 +325,23 @@ func (in *input) rayCluster(u *unstructured.Unstructured) (*Job, error) {
 	}
 	name := u.GetName()
 	head := memberOf(spec.Spec.Head.Template, u.GetNamespace(), name+"-head", name)
+	head.Spec.SchedulerName = rayScheduler
 	head.Labels["ray.io/cluster"], head.Labels["ray.io/node-type"], head.Labels["ray.io/group"] = name, "head", "headgroup"
 	members := []*v1.Pod{head}
+	// KubeRay's minResources: the head and each group's replicas as given (not clamped).
+	minRes := minResources([]*v1.Pod{head}, 1)
 	for _, g := range spec.Spec.Workers {
 		if g.Suspend != nil && *g.Suspend {
 			continue
+		}
+		if g.Replicas != nil {
+			one := minResources([]*v1.Pod{memberOf(g.Template, "", "", "")}, 1)
+			for name, q := range one {
+				q.Mul(int64(*g.Replicas) * int64(max(g.NumOfHosts, 1)))
+				cur := minRes[name]
+				cur.Add(q)
+				minRes[name] = cur
+			}
 		}
 		lo, hi := ptrOr(g.MinReplicas, 0), ptrOr(g.MaxReplicas, math.MaxInt32)
 		replicas := ptrOr(g.Replicas, lo)
@@ -320,11 +357,11 @@ func (in *input) rayCluster(u *unstructured.Unstructured) (*Job, error) {
 		for i := range int(replicas * hosts) {
 			p := memberOf(g.Template, u.GetNamespace(), fmt.Sprintf("%s-%s-worker-%d", name, g.GroupName, i), name)
 			p.Labels["ray.io/cluster"], p.Labels["ray.io/node-type"], p.Labels["ray.io/group"] = name, "worker", g.GroupName
+			p.Spec.SchedulerName = rayScheduler
 			members = append(members, p)
 		}
 	}
-	n := int32(len(members))
-	return in.operatorJob(u, members, schedulingv1alpha1.PodGroupSpec{MinMember: n, MinResources: minResources(members, n)}, nil, false)
+	return in.operatorJob(u, members, schedulingv1alpha1.PodGroupSpec{MinMember: int32(len(members)), MinResources: minRes}, nil, false)
 }
 
 // operatorJob makes the Job of an operator's members: the PodGroup named after the job, from

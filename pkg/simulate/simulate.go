@@ -61,12 +61,26 @@ func Profile(config []byte, schedulerName string) (*schedconfig.KubeSchedulerPro
 		if p.SchedulerName != schedulerName {
 			continue
 		}
-		if p.Plugins == nil || !slices.ContainsFunc(p.Plugins.PostFilter.Enabled, func(pl schedconfig.Plugin) bool { return pl.Name == gangpreemption.Name }) {
+		if !runsPostFilter(p.Plugins, gangpreemption.Name) {
 			return nil, fmt.Errorf("profile %s does not run %s: gangs do not preempt there", schedulerName, gangpreemption.Name)
 		}
 		return p, nil
 	}
 	return nil, fmt.Errorf("the scheduler configuration has no profile %s (it has %v)", schedulerName, names)
+}
+
+// runsPostFilter reports whether a profile's plugins run name at PostFilter: enabled there or
+// through multiPoint, and not disabled there (as kube-scheduler expands them).
+func runsPostFilter(plugins *schedconfig.Plugins, name string) bool {
+	if plugins == nil {
+		return false
+	}
+	named := func(pl schedconfig.Plugin) bool { return pl.Name == name }
+	if slices.ContainsFunc(plugins.PostFilter.Enabled, named) {
+		return true
+	}
+	disabled := slices.ContainsFunc(plugins.PostFilter.Disabled, func(pl schedconfig.Plugin) bool { return pl.Name == name || pl.Name == "*" })
+	return !disabled && slices.ContainsFunc(plugins.MultiPoint.Enabled, named)
 }
 
 // Preemption asks GangPreemption what it would evict for job's gang on a copy of c, as after

@@ -99,7 +99,6 @@ func job() *jobspec.Job {
 // TestPreemptionAsGangPreemptionDecides runs the plugin on the copy: at priority 100 only
 // l0's gang can go (batch's 500 keeps l1 too small); at 1000 both leaves can be emptied and
 // l0 wins, as l1 would evict a pod its PodDisruptionBudget protects; at 0 nothing helps.
-// Nothing is evicted in the cluster read (the fakes the plan read from are left alone).
 func TestPreemptionAsGangPreemptionDecides(t *testing.T) {
 	c := cluster(t)
 	prof, err := Profile(schedulerconfig.Config, plugins.SchedulerName)
@@ -140,6 +139,19 @@ func TestPreemptionAsGangPreemptionDecides(t *testing.T) {
 				t.Errorf("preemption (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestProfileFindsGangPreemptionAsTheFrameworkExpandsIt(t *testing.T) {
+	const head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: hypernode-scheduler\n  plugins:\n"
+	for config, runs := range map[string]bool{
+		head + "    multiPoint: {enabled: [{name: GangPreemption}, {name: Gang}], disabled: [{name: DefaultPreemption}]}\n":                                            true,
+		head + "    multiPoint: {enabled: [{name: GangPreemption}, {name: Gang}], disabled: [{name: DefaultPreemption}]}\n    postFilter: {disabled: [{name: '*'}]}\n": false,
+	} {
+		_, err := Profile([]byte(config), plugins.SchedulerName)
+		if got := err == nil; got != runs {
+			t.Errorf("Profile(%q): %v, want it to run GangPreemption: %v", config, err, runs)
+		}
 	}
 }
 
