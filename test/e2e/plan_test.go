@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/demo"
@@ -370,28 +372,32 @@ func TestPlanDerivesTheMPIOperatorsGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	created := map[string]map[string]string{}
-	for _, p := range pods.Items {
+	created := map[string]*v1.Pod{}
+	for i, p := range pods.Items {
 		name := p.Name
 		if strings.HasPrefix(name, job+"-launcher-") {
 			name = job + "-launcher" // the launcher Job's pod: a random suffix
 		}
-		created[name] = p.Labels
+		created[name] = &pods.Items[i]
 	}
 	planned := map[string]string{}
 	for _, m := range r.Placement.Members {
 		planned[m.Pod] = m.Leaf
 	}
 	for _, want := range derived.Members {
-		labels, ok := created[want.Name]
+		got, ok := created[want.Name]
 		if !ok {
 			t.Errorf("the operator created no pod %s (it created %v)", want.Name, names(created))
 			continue
 		}
 		for k, v := range want.Labels {
-			if labels[k] != v {
-				t.Errorf("pod %s: label %s=%q, plan derived %q", want.Name, k, labels[k], v)
+			if got.Labels[k] != v {
+				t.Errorf("pod %s: label %s=%q, plan derived %q", want.Name, k, got.Labels[k], v)
 			}
+		}
+		if diff := cmp.Diff(resourcehelper.PodRequests(want, resourcehelper.PodResourcesOptions{}),
+			resourcehelper.PodRequests(got, resourcehelper.PodResourcesOptions{})); diff != "" {
+			t.Errorf("pod %s requests (-plan +operator):\n%s", want.Name, diff)
 		}
 	}
 	if len(created) != len(derived.Members) {

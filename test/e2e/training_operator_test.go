@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/demo"
@@ -132,7 +133,9 @@ func TestPlanDerivesTheTrainingOperatorsGang(t *testing.T) {
 				t.Errorf("pod %s: label %s=%q, plan derived %q", want.Name, k, got.Labels[k], v)
 			}
 		}
-		if diff := cmp.Diff(want.Spec.Containers[0].Resources.Requests, got.Spec.Containers[0].Resources.Requests); diff != "" {
+		// What the scheduler counts: containers, init containers and overhead together.
+		if diff := cmp.Diff(resourcehelper.PodRequests(want, resourcehelper.PodResourcesOptions{}),
+			resourcehelper.PodRequests(got, resourcehelper.PodResourcesOptions{})); diff != "" {
 			t.Errorf("pod %s requests (-plan +operator):\n%s", want.Name, diff)
 		}
 		if leaf := leafIn(t, "fabric-64", nodes[want.Name]); leaf != planned[want.Name] {
