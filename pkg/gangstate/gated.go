@@ -11,6 +11,9 @@ import (
 // values of the hypernode_gangs_gated metric's reason label, and the Event reasons where
 // there is an Event.
 const (
+	// GatedInTwoPodGroups: the pod also names a native scheduling.k8s.io pod group
+	// (spec.schedulingGroup); kube-scheduler's own pod-group cycle would take it too.
+	GatedInTwoPodGroups        = "InTwoPodGroups"
 	GatedPodGroupMissing       = "PodGroupMissing"
 	GatedInvalidSubGroupPolicy = "InvalidSubGroupPolicy"
 	GatedInvalidSubGroupMember = "InvalidSubGroupMember"
@@ -22,6 +25,8 @@ const (
 // ("" when it lets it in): the one rule that PreEnqueue, Gang's hints and GatedGroups share.
 func GateReason(info podgroup.Info, pod *v1.Pod) string {
 	switch {
+	case pod.Spec.SchedulingGroup != nil:
+		return GatedInTwoPodGroups
 	case info.PodGroup == nil:
 		return GatedPodGroupMissing
 	case info.SubGroupErr != nil:
@@ -43,7 +48,7 @@ func GateReason(info podgroup.Info, pod *v1.Pod) string {
 // is in the result, zero or not. It costs O(pending members) and is meant for a metrics
 // scrape, not for the scheduling path.
 func (t *Tracker) GatedGroups() map[string]int {
-	out := map[string]int{GatedPodGroupMissing: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 0, GatedInvalidHoldAnnotation: 0, GatedWaitingForMembers: 0}
+	out := map[string]int{GatedInTwoPodGroups: 0, GatedPodGroupMissing: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 0, GatedInvalidHoldAnnotation: 0, GatedWaitingForMembers: 0}
 	t.reg.RLock()
 	defer t.reg.RUnlock()
 	t.reg.EachGroupLocked(func(_ Key, d *podgroup.Group) {

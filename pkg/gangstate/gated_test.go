@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -46,15 +47,22 @@ func TestGatedGroups(t *testing.T) {
 	// An unusable hold-after annotation, in a group that has its members.
 	r.SetPodGroup(podGroup("bad-hold", 1, map[string]string{podgroup.HoldAfterAnnotation: "soon"}))
 	r.SetPod(nil, member("bad-hold-0", "bad-hold"))
+	// A member that also names a native pod group, in a group that has its members.
+	r.SetPodGroup(podGroup("two", 1, nil))
+	two := member("two-0", "two")
+	native := "two-native"
+	two.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &native}
+	r.SetPod(nil, two)
 
-	want := map[string]int{GatedPodGroupMissing: 1, GatedWaitingForMembers: 1, GatedInvalidSubGroupPolicy: 1, GatedInvalidSubGroupMember: 1, GatedInvalidHoldAnnotation: 1}
+	want := map[string]int{GatedInTwoPodGroups: 1, GatedPodGroupMissing: 1, GatedWaitingForMembers: 1, GatedInvalidSubGroupPolicy: 1, GatedInvalidSubGroupMember: 1, GatedInvalidHoldAnnotation: 1}
 	if diff := cmp.Diff(want, tr.GatedGroups()); diff != "" {
 		t.Errorf("gated groups (-want +got):\n%s", diff)
 	}
 	r.SetPod(nil, member("few-2", "few"))
 	r.DeletePodGroup("ns", "bad-policy")
 	r.SetPodGroup(podGroup("bad-hold", 1, map[string]string{podgroup.HoldAfterAnnotation: "never"}))
-	want = map[string]int{GatedPodGroupMissing: 2, GatedWaitingForMembers: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 1, GatedInvalidHoldAnnotation: 0}
+	r.DeletePod(two)
+	want = map[string]int{GatedInTwoPodGroups: 0, GatedPodGroupMissing: 2, GatedWaitingForMembers: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 1, GatedInvalidHoldAnnotation: 0}
 	if diff := cmp.Diff(want, tr.GatedGroups()); diff != "" {
 		t.Errorf("after few's third member, bad-policy's PodGroup deleted and bad-hold's fixed (-want +got):\n%s", diff)
 	}

@@ -159,7 +159,10 @@ func (c *Cluster) explainGang(pg *schedulingv1alpha1.PodGroup, members []*v1.Pod
 func heldBack(key string, gang podgroup.Gang) string {
 	reason := ""
 	for _, m := range gang.Pending {
-		if reason = gangstate.GateReason(gang.Info, m.Pod); reason == gangstate.GatedInvalidSubGroupMember {
+		if reason = gangstate.GateReason(gang.Info, m.Pod); reason == gangstate.GatedInTwoPodGroups {
+			return fmt.Sprintf("pod %s also names a native pod group (spec.schedulingGroup): the scheduler refuses a pod in two gangs", m.Pod.Name)
+		}
+		if reason == gangstate.GatedInvalidSubGroupMember {
 			return fmt.Sprintf("PodGroup %s: member %s: %s", key, m.Pod.Name, podgroup.SubGroupMembershipProblem(gang.Info.SubGroupPolicies, m.Pod))
 		}
 	}

@@ -55,6 +55,8 @@ const (
 	EventInvalidSubGroupPolicy = "InvalidSubGroupPolicy"
 	// EventInvalidHoldAnnotation: the PodGroup's hold-after annotation is unusable.
 	EventInvalidHoldAnnotation = "InvalidHoldAnnotation"
+	// EventInTwoPodGroups: a member also names a native pod group (spec.schedulingGroup).
+	EventInTwoPodGroups = "InTwoPodGroups"
 	// EventSharedClaimUnallocated: members share a ResourceClaim that is not allocated,
 	// which a gang cannot wait for (sharedclaims.go).
 	EventSharedClaimUnallocated = "SharedClaimUnallocated"
@@ -198,6 +200,11 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	info := g.registry.Info(key)
 	var msg string
 	switch gangstate.GateReason(info, pod) {
+	case gangstate.GatedInTwoPodGroups:
+		msg = inTwoPodGroups(key, pod)
+		if info.PodGroup != nil {
+			g.events.Record(info.PodGroup, v1.EventTypeWarning, EventInTwoPodGroups, msg)
+		}
 	case gangstate.GatedPodGroupMissing:
 		msg = fmt.Sprintf("waiting for PodGroup %s (named by label %s): it does not exist", key, schedulingv1alpha1.PodGroupLabel)
 	case gangstate.GatedInvalidSubGroupPolicy:
@@ -222,6 +229,16 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	}
 	g.conditions.set(pod, msg)
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// inTwoPodGroups says why a pod in a PodGroup by label and in a native pod group is refused.
+func inTwoPodGroups(key podgroup.Key, pod *v1.Pod) string {
+	native := ""
+	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		native = *sg.PodGroupName
+	}
+	return fmt.Sprintf("pod %s is in PodGroup %s (label %s) and in the native pod group %q (spec.schedulingGroup): a pod is scheduled with one gang; remove the label or the schedulingGroup",
+		pod.Name, key, schedulingv1alpha1.PodGroupLabel, native)
 }
 
 // SignPod lets members of one group with the same shape share scheduling results: the only

@@ -23,6 +23,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
@@ -187,6 +188,15 @@ func TestPreEnqueue(t *testing.T) {
 			want: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for PodGroup team/train to have 3 members (minMember)"),
 		},
 		{name: "enough members", podGroup: true, minMember: 3, members: 3, pod: member("p0", "train")},
+		{
+			name: "member also in a native pod group", podGroup: true, minMember: 1, members: 1,
+			pod: func() *v1.Pod {
+				p := member("p0", "train")
+				p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("train-native")}
+				return p
+			}(),
+			want: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, `pod p0 is in PodGroup team/train (label scheduling.x-k8s.io/pod-group) and in the native pod group "train-native" (spec.schedulingGroup): a pod is scheduled with one gang; remove the label or the schedulingGroup`),
+		},
 		{
 			name: "member without the label its sub-group policy needs", podGroup: true, minMember: 3, members: 3,
 			policy: `[{"name":"tp","subGroupSize":2,"labelSelector":{"matchLabels":{"role":"worker"}},"matchLabelKeys":["partition"]}]`,
