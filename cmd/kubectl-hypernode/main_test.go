@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -170,4 +171,50 @@ func planInput(n int, cpu string) string {
 			"spec: {containers: [{name: c, image: x, resources: {requests: {cpu: %q}}}]}\n", i, cpu)
 	}
 	return out
+}
+
+// TestPlanAsksPreemptionForADefaultPriority: pods that name no priority class take the global
+// default's priority (100 here), and a job that does not fit then gets GangPreemption's answer
+// (on the copy: nothing of lower priority runs, so it cannot help); without a priority
+// (none, or 0) it is not asked.
+func TestPlanAsksPreemptionForADefaultPriority(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	for _, tc := range []struct {
+		defaultPriority int32
+		wantRefusal     string
+	}{
+		{defaultPriority: 100, wantRefusal: "gang team-b/train cannot fit even if every pod of lower priority were evicted: no domain holds 2 members (leaf 1/2"},
+		{defaultPriority: 0},
+	} {
+		t.Run(fmt.Sprint(tc.defaultPriority), func(t *testing.T) {
+			clients := func(f *genericclioptions.ConfigFlags) (inspect.Clients, error) {
+				c, err := fakeClients(true)(f)
+				if err != nil {
+					return c, err
+				}
+				pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Value: tc.defaultPriority, GlobalDefault: true}
+				_, err = c.Kube.SchedulingV1().PriorityClasses().Create(t.Context(), pc, metav1.CreateOptions{})
+				return c, err
+			}
+			var out, errOut bytes.Buffer
+			streams := genericiooptions.IOStreams{In: strings.NewReader(planInput(2, "3")), Out: &out, ErrOut: &errOut}
+			if code := run([]string{"plan", "-f", "-", "-n", "team-b", "-o", "json"}, streams, clients); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			var r inspect.PlanReport
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.wantRefusal == "" && r.Preemption != nil:
+				t.Errorf("preemption asked at priority 0: %+v", r.Preemption)
+			case tc.wantRefusal != "" && (r.Preemption == nil || !strings.HasPrefix(r.Preemption.Refusal, tc.wantRefusal)):
+				t.Errorf("preemption %+v, want the refusal %q", r.Preemption, tc.wantRefusal)
+			}
+			if r.Priority != tc.defaultPriority || r.Placed {
+				t.Errorf("priority %d, placed %v", r.Priority, r.Placed)
+			}
+		})
+	}
 }

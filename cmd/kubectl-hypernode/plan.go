@@ -117,7 +117,7 @@ Exit codes: 0 answered (placed or not), 1 the cluster or the file could not be r
 			}
 			// Asked only where the scheduler would get to preemption: the job does not fit,
 			// its constraint is valid and its members are not held back before planning.
-			if report.WaitsFor != nil && (priority != nil || namesPriorityClass(job)) {
+			if report.WaitsFor != nil && (priority != nil || namesPriorityClass(job) || report.Priority != 0) {
 				if report.Preemption, err = po.preemption(ctx, clients, cluster, job, priority); err != nil {
 					return err
 				}
