@@ -358,6 +358,17 @@ func TestPlanDerivesTheMPIOperatorsGang(t *testing.T) {
 	applyYAML(t, ns, manifest)
 	_, nodes := waitGangBound(t, ns, job, workers+1, 2*time.Minute)
 
+	assertOperatorGang(t, ns, job, derived, r, nodes)
+}
+
+// assertOperatorGang fails the test unless the gang the operator created for job is the one
+// plan derived: the PodGroup's spec and annotations, every member by name (a launcher Job's
+// pod, job-launcher-xxxxx, as job-launcher) with plan's labels and the requests the scheduler
+// counts (init containers included), each bound (nodes) in the leaf the plan said, and no
+// other pod.
+func assertOperatorGang(t *testing.T, ns, job string, derived *jobspec.Job, r inspect.PlanReport, nodes map[string]string) {
+	t.Helper()
+	ctx := t.Context()
 	pg, err := runner.Clients.Scheduling.SchedulingV1alpha1().PodGroups(ns).Get(ctx, job, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -372,13 +383,16 @@ func TestPlanDerivesTheMPIOperatorsGang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	created := map[string]*v1.Pod{}
-	for i, p := range pods.Items {
-		name := p.Name
-		if strings.HasPrefix(name, job+"-launcher-") {
-			name = job + "-launcher" // the launcher Job's pod: a random suffix
+	planName := func(pod string) string {
+		if strings.HasPrefix(pod, job+"-launcher-") {
+			return job + "-launcher"
 		}
-		created[name] = &pods.Items[i]
+		return pod
+	}
+	created, node := map[string]*v1.Pod{}, map[string]string{}
+	for i, p := range pods.Items {
+		created[planName(p.Name)] = &pods.Items[i]
+		node[planName(p.Name)] = nodes[p.Name]
 	}
 	planned := map[string]string{}
 	for _, m := range r.Placement.Members {
@@ -399,17 +413,11 @@ func TestPlanDerivesTheMPIOperatorsGang(t *testing.T) {
 			resourcehelper.PodRequests(got, resourcehelper.PodResourcesOptions{})); diff != "" {
 			t.Errorf("pod %s requests (-plan +operator):\n%s", want.Name, diff)
 		}
+		if leaf := leafIn(t, "fabric-64", node[want.Name]); leaf != planned[want.Name] {
+			t.Errorf("%s bound on %s in %s, plan said %s", want.Name, node[want.Name], leaf, planned[want.Name])
+		}
 	}
 	if len(created) != len(derived.Members) {
 		t.Errorf("the operator created %v, plan derived %d members", names(created), len(derived.Members))
-	}
-	for pod, node := range nodes {
-		name := pod
-		if strings.HasPrefix(name, job+"-launcher-") {
-			name = job + "-launcher"
-		}
-		if got := leafIn(t, "fabric-64", node); got != planned[name] {
-			t.Errorf("%s bound in %s, plan said %s", pod, got, planned[name])
-		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,10 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
 
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/demo"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/jobspec"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/localcluster"
 )
@@ -82,7 +79,6 @@ spec:
 func TestPlanDerivesTheTrainingOperatorsGang(t *testing.T) {
 	const ns, job, pods = "pytorch", "pt", 4
 	restartScene(t, ns)
-	ctx := t.Context()
 	startTrainingOperator(t, ns)
 
 	objs, err := jobspec.ReadBytes([]byte(pyTorchJobYAML))
@@ -100,51 +96,7 @@ func TestPlanDerivesTheTrainingOperatorsGang(t *testing.T) {
 	applyYAML(t, ns, pyTorchJobYAML)
 	_, nodes := waitGangBound(t, ns, job, pods, 2*time.Minute)
 
-	pg, err := runner.Clients.Scheduling.SchedulingV1alpha1().PodGroups(ns).Get(ctx, job, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(derived.PodGroup.Spec, pg.Spec); diff != "" {
-		t.Errorf("PodGroup spec (-plan +operator):\n%s", diff)
-	}
-	if diff := cmp.Diff(derived.PodGroup.Annotations, pg.Annotations); diff != "" {
-		t.Errorf("PodGroup annotations (-plan +operator):\n%s", diff)
-	}
-	list, err := cluster.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: demo.PodGroupLabel + "=" + job})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created := map[string]*v1.Pod{}
-	for i := range list.Items {
-		created[list.Items[i].Name] = &list.Items[i]
-	}
-	planned := map[string]string{}
-	for _, m := range r.Placement.Members {
-		planned[m.Pod] = m.Leaf
-	}
-	for _, want := range derived.Members {
-		got, ok := created[want.Name]
-		if !ok {
-			t.Errorf("the operator created no pod %s (it created %v)", want.Name, names(created))
-			continue
-		}
-		for k, v := range want.Labels {
-			if got.Labels[k] != v {
-				t.Errorf("pod %s: label %s=%q, plan derived %q", want.Name, k, got.Labels[k], v)
-			}
-		}
-		// What the scheduler counts: containers, init containers and overhead together.
-		if diff := cmp.Diff(resourcehelper.PodRequests(want, resourcehelper.PodResourcesOptions{}),
-			resourcehelper.PodRequests(got, resourcehelper.PodResourcesOptions{})); diff != "" {
-			t.Errorf("pod %s requests (-plan +operator):\n%s", want.Name, diff)
-		}
-		if leaf := leafIn(t, "fabric-64", nodes[want.Name]); leaf != planned[want.Name] {
-			t.Errorf("%s bound in %s, plan said %s", want.Name, leaf, planned[want.Name])
-		}
-	}
-	if len(created) != len(derived.Members) {
-		t.Errorf("the operator created %v, plan derived %d members", names(created), len(derived.Members))
-	}
+	assertOperatorGang(t, ns, job, derived, r, nodes)
 }
 
 // startTrainingOperator runs training-operator v1 for PyTorchJobs in namespace ns until the
