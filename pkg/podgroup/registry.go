@@ -140,10 +140,18 @@ type Info struct {
 	HoldErr       error
 	Hold          *HoldRecord
 	HoldRecordErr error
+	// MinCount is a native pod group's gang minCount (NativeGang); 0 for the others.
+	MinCount int
 }
 
-// MinMember returns the PodGroup's minMember (at least 1), or 0 without a PodGroup.
-func (i Info) MinMember() int { return minMemberOf(i.PodGroup) }
+// MinMember returns the PodGroup's minMember (at least 1), a native pod group's minCount, or
+// 0 without either.
+func (i Info) MinMember() int {
+	if i.PodGroup == nil {
+		return i.MinCount
+	}
+	return minMemberOf(i.PodGroup)
+}
 
 // minMember is Info.MinMember for g. r.mu must be held.
 func (g *Group) minMember() int { return minMemberOf(g.podGroup) }

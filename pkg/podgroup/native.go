@@ -1,0 +1,94 @@
+package podgroup
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// TierLabelPrefix starts the node labels that name a node's HyperNode at a tier
+// (hypernode.dev/tier-1 is its leaf): hypernode-controller publishes them on request, and a
+// native pod group's schedulingConstraints.topology key of that form means "hard at that tier".
+const TierLabelPrefix = "hypernode.dev/tier-"
+
+// TierOfLabel returns the tier a tier label key names.
+func TierOfLabel(key string) (int, bool) {
+	s, ok := strings.CutPrefix(key, TierLabelPrefix)
+	if !ok {
+		return 0, false
+	}
+	tier, err := strconv.Atoi(s)
+	if err != nil || tier < 1 || strconv.Itoa(tier) != s {
+		return 0, false
+	}
+	return tier, true
+}
+
+// Native is what a native (scheduling.k8s.io) pod group says about its placement.
+type Native struct {
+	Key Key
+	// Annotations are the group's (a PodGroup's, or a CompositePodGroup's); our constraint
+	// and sub-group annotations are read from them as from a scheduler-plugins PodGroup's.
+	Annotations map[string]string
+	// TopologyKey is schedulingConstraints.topology[0].key ("" for none).
+	TopologyKey string
+	// MinCount is the gang policy's minCount (0: the basic policy, no gang).
+	MinCount int
+}
+
+// NativeGang builds the view of a native pod group from its pods: those with a node are
+// placed. The job's constraint is its hypernode.dev/network-topology annotation, else a
+// tier label topology key (hard at that tier), else defaultTopology; a topology key of
+// another form is ForeignKey's, not a constraint of ours.
+func NativeGang(n Native, pods []*v1.Pod, defaultTopology *NetworkTopology) Gang {
+	topology, topologyErr := ParseNetworkTopology(n.Annotations)
+	if topology == nil && topologyErr == nil && n.TopologyKey != "" {
+		if tier, ok := TierOfLabel(n.TopologyKey); ok {
+			topology = &NetworkTopology{Mode: ModeHard, HighestTierAllowed: &tier}
+		}
+	}
+	policies, policyErr := ParseSubGroupPolicies(n.Annotations, topology)
+	info := Info{Topology: topology, TopologyErr: topologyErr, SubGroupPolicies: policies, SubGroupErr: policyErr, MinCount: n.MinCount}
+	if topology == nil && topologyErr == nil && n.TopologyKey == "" && defaultTopology != nil && policyErr == nil && !info.PlacedByTopology() {
+		info.Topology, info.TopologyDefault = defaultTopology.clone(), true
+	}
+	gang := Gang{Key: n.Key, Info: info}
+	gang.Info.Members = len(pods)
+	for _, p := range pods {
+		m := Member{Pod: p, Node: p.Spec.NodeName}
+		m.SubGroup, m.InSubGroup = SubGroupOf(policies, p)
+		if m.InSubGroup {
+			gang.SubGroups = countedIn(gang.SubGroups, m.SubGroup, m.Node != "")
+		}
+		if m.Node != "" {
+			gang.Info.Scheduled++
+			gang.Placed = append(gang.Placed, m)
+		} else {
+			gang.Pending = append(gang.Pending, m)
+		}
+	}
+	SortByRank(gang.Pending)
+	SortByRank(gang.Placed)
+	return gang
+}
+
+// ForeignKey returns the topology key of a native pod group that is not ours to resolve (not
+// a tier label, and no constraint annotation overrides it): its domains are the nodes'
+// values of that label, as upstream's TopologyPlacementGenerator reads it.
+func (n Native) ForeignKey() (string, bool) {
+	if n.TopologyKey == "" {
+		return "", false
+	}
+	if _, annotated := n.Annotations[NetworkTopologyAnnotation]; annotated {
+		return "", false
+	}
+	if _, ok := TierOfLabel(n.TopologyKey); ok {
+		return "", false
+	}
+	return n.TopologyKey, true
+}
+
+// String names the group in messages.
+func (n Native) String() string { return fmt.Sprintf("pod group %s", n.Key) }
