@@ -57,6 +57,17 @@ func (r *Registry) SetDefaultTopology(nt *NetworkTopology) error {
 	return nil
 }
 
+// DefaultTopology returns the scheduler's default constraint (nil: none), for native pod
+// groups, which the registry does not hold.
+func (r *Registry) DefaultTopology() *NetworkTopology {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.defaultTopology == nil {
+		return nil
+	}
+	return r.defaultTopology.clone()
+}
+
 // clone is a copy of nt that shares nothing with it.
 func (nt *NetworkTopology) clone() *NetworkTopology {
 	c := *nt

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/client-go/tools/events"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -44,14 +45,22 @@ func (l *Log) Record(pg *schedulingv1alpha1.PodGroup, eventType, reason, message
 		return
 	}
 	// PodGroups are not in the recorder's scheme: refer to the object explicitly.
-	ref := &v1.ObjectReference{
+	l.recorder.Eventf(&v1.ObjectReference{
 		APIVersion: schedulingv1alpha1.SchemeGroupVersion.String(),
 		Kind:       "PodGroup",
 		Namespace:  pg.Namespace,
 		Name:       pg.Name,
 		UID:        pg.UID,
+	}, nil, eventType, reason, l.action, "%s", message)
+}
+
+// RecordNative records an Event on a native (scheduling.k8s.io) PodGroup. It is not
+// deduplicated: a native group's decisions come once per pod-group cycle, after backoff.
+func (l *Log) RecordNative(pg *schedulingv1beta1.PodGroup, eventType, reason, message string) {
+	if pg == nil || l.recorder == nil {
+		return
 	}
-	l.recorder.Eventf(ref, nil, eventType, reason, l.action, "%s", message)
+	l.recorder.Eventf(pg, nil, eventType, reason, l.action, "%s", message)
 }
 
 // Forget drops what the log remembers of a group (its PodGroup was deleted).

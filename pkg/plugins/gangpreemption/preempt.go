@@ -78,6 +78,12 @@ func (pl *GangPreemption) decide(ctx context.Context, state fwk.CycleState, pod 
 	if su == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable, why)
 	}
+	return pl.decideFor(ctx, state, pod, su)
+}
+
+// decideFor is decide once the gang's setup is read (a native pod group's too).
+func (pl *GangPreemption) decideFor(ctx context.Context, state fwk.CycleState, pod *v1.Pod, su *setup) (*decision, *fwk.Status) {
+	key := su.gang.Key
 	need, tiers := su.need, su.tiers
 	pdbs, err := pl.pdbs.List(labels.Everything())
 	if err != nil {
@@ -134,6 +140,8 @@ type setup struct {
 	list  []fwk.NodeInfo
 	tree  *hypernode.Snapshot
 	tiers [][]domain
+	// native: the gang is a native pod group (its key is not a PodGroup label's).
+	native bool
 }
 
 // setUp reads what the gang's preemption or hold decides from; nil and why not when there is
@@ -182,7 +190,7 @@ func (pl *GangPreemption) filter(ctx context.Context, state fwk.CycleState, pod 
 // priority or lower, as they finish, for a hold) and how the members are counted.
 func (pl *GangPreemption) newSimulation(ctx context.Context, state fwk.CycleState, pod *v1.Pod, su *setup, finishing bool) (*simulation, error) {
 	gang := su.gang
-	sim := &simulation{pl: pl, state: pl.simulationState(state), pod: pod, own: gang.Key, priority: gangPriority(pod, gang), finishing: finishing,
+	sim := &simulation{pl: pl, state: pl.simulationState(state), pod: pod, own: gang.Key, ownNative: su.native, priority: gangPriority(pod, gang), finishing: finishing,
 		need: su.need, nodes: make(map[string]fwk.NodeInfo, len(su.list)), units: map[string]*unit{}, spared: sets.New[string](),
 		refused: sets.New[types.UID](), sparedRefused: sets.New[string](), now: time.Now()}
 	for _, ni := range su.list {

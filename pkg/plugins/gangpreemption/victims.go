@@ -98,9 +98,11 @@ func (c *choice) cheaper(o *choice) bool {
 type simulation struct {
 	pl       *GangPreemption
 	state    fwk.CycleState
-	pod      *v1.Pod
-	own      podgroup.Key
-	priority int32
+	pod *v1.Pod
+	// own is the gang's key; ownNative: that of a native pod group.
+	own       podgroup.Key
+	ownNative bool
+	priority  int32
 	// finishing: the pods that leave are those that will finish, of the gang's priority or
 	// lower (a hold's evaluation), not only those of lower priority (a preemption's).
 	finishing bool
@@ -164,16 +166,19 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 	if s.stuck(p) {
 		return nil
 	}
-	if key, ok := podgroup.KeyOf(p); ok {
-		if key == s.own {
+	if key, native, ok := gangOf(p); ok {
+		if key == s.own && native == s.ownNative {
 			return nil
 		}
 		id := "gang " + key.String()
+		if native {
+			id = "pod group " + key.String()
+		}
 		if u, ok := s.units[id]; ok || s.spared.Has(id) {
 			return u
 		}
 		u := &unit{key: id, priority: corev1helpers.PodPriority(p)}
-		for _, m := range s.pl.registry.PlacedMembers(key) {
+		for _, m := range s.placedMembers(key, native) {
 			if s.leaving(m.Pod) {
 				continue // evicted already: neither room taken nor cost
 			}
@@ -211,6 +216,35 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 	u := &unit{key: id, priority: corev1helpers.PodPriority(p), pods: []placed{{pod: p, node: p.Spec.NodeName}}}
 	s.units[id] = u
 	return u
+}
+
+// gangOf returns the gang a pod is a member of: its PodGroup label's, or its native pod
+// group's (native).
+func gangOf(p *v1.Pod) (key podgroup.Key, native, ok bool) {
+	if key, ok := podgroup.KeyOf(p); ok {
+		return key, false, true
+	}
+	if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		return podgroup.Key{Namespace: p.Namespace, Name: *sg.PodGroupName}, true, true
+	}
+	return podgroup.Key{}, false, false
+}
+
+// placedMembers are a gang's bound or reserved members: the registry's for a PodGroup's, the
+// scheduler's snapshot's for a native pod group's.
+func (s *simulation) placedMembers(key podgroup.Key, native bool) []podgroup.PlacedMember {
+	if !native {
+		return s.pl.registry.PlacedMembers(key)
+	}
+	state, err := s.pl.handle.SnapshotSharedLister().PodGroupStates().Get(key.Namespace, key.Name)
+	if err != nil {
+		return nil
+	}
+	var out []podgroup.PlacedMember
+	for _, p := range state.ScheduledPods() {
+		out = append(out, podgroup.PlacedMember{Pod: p, Node: p.Spec.NodeName})
+	}
+	return out
 }
 
 // stays reports whether a pod of that priority stays in the simulation: one of the gang's

@@ -67,8 +67,8 @@ func (p *NetworkTopologyAware) GeneratePlacements(ctx context.Context, state fwk
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	n := nativeOf(pgi)
-	placed, err := p.scheduledPods(pgi)
+	n := NativeOf(pgi)
+	placed, err := ScheduledMembers(p.handle, pgi)
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("%s: %w", n, err))
 	}
@@ -98,8 +98,8 @@ func (p *NetworkTopologyAware) GeneratePlacements(ctx context.Context, state fwk
 	return &fwk.GeneratePlacementsResult{Placements: out}, nil
 }
 
-// nativeOf reads what a native pod group (or composite pod group) says about its placement.
-func nativeOf(pgi fwk.PodGroupInfo) podgroup.Native {
+// NativeOf reads what a native pod group (or composite pod group) says about its placement.
+func NativeOf(pgi fwk.PodGroupInfo) podgroup.Native {
 	n := podgroup.Native{Key: podgroup.Key{Namespace: pgi.GetNamespace(), Name: pgi.GetName()}}
 	if pg := pgi.GetPodGroup(); pg != nil {
 		n.Annotations = pg.Annotations
@@ -118,14 +118,15 @@ func nativeOf(pgi fwk.PodGroupInfo) podgroup.Native {
 	return n
 }
 
-// scheduledPods are the group's members already bound or assumed, as the snapshot has them.
-func (p *NetworkTopologyAware) scheduledPods(pgi fwk.PodGroupInfo) ([]*v1.Pod, error) {
+// ScheduledMembers are a native group's members already bound or assumed, as the scheduler's
+// snapshot has them.
+func ScheduledMembers(handle fwk.Handle, pgi fwk.PodGroupInfo) ([]*v1.Pod, error) {
 	key := fwk.PodGroupKey(pgi.GetNamespace(), pgi.GetName())
 	if pgi.GetType() == fwk.CompositePodGroupKeyType {
 		key = fwk.CompositePodGroupKey(pgi.GetNamespace(), pgi.GetName())
 	}
 	var out []*v1.Pod
-	for s, err := range helper.GetPodGroupStates(p.handle.SnapshotSharedLister(), key) {
+	for s, err := range helper.GetPodGroupStates(handle.SnapshotSharedLister(), key) {
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +138,7 @@ func (p *NetworkTopologyAware) scheduledPods(pgi fwk.PodGroupInfo) ([]*v1.Pod, e
 // treePlacements plans the group in the HyperNode tree, as a gang of the classic path is
 // planned, and turns the plan into placements.
 func (p *NetworkTopologyAware) treePlacements(ctx context.Context, tree *hypernode.Snapshot, n podgroup.Native, pending, placed []*v1.Pod, parent *fwk.Placement, retry bool) ([]*fwk.Placement, error) {
-	gang := podgroup.NativeGang(n, append(append([]*v1.Pod(nil), placed...), pending...), p.nativeDefault)
+	gang := podgroup.NativeGang(n, append(append([]*v1.Pod(nil), placed...), pending...), p.registry.DefaultTopology())
 	if err := errors.Join(gang.Info.TopologyErr, gang.Info.SubGroupErr); err != nil {
 		return nil, fmt.Errorf("%s: %w", n, err)
 	}

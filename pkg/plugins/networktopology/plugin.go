@@ -121,10 +121,8 @@ type NetworkTopologyAware struct {
 	// cycle is how PreFilter begins a member's cycle (judge.go).
 	cycle gangstate.Cycle
 
-	// nativeDefault is defaultNetworkTopology for native pod groups (nil: none); attempts
-	// remembers the native pod groups whose placements all failed (native.go).
-	nativeDefault *podgroup.NetworkTopology
-	attempts      nativeAttempts
+	// attempts remembers the native pod groups whose placements all failed (native.go).
+	attempts nativeAttempts
 }
 
 var (
@@ -162,7 +160,6 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, cache *hype
 		klog.FromContext(ctx).V(2).Info("PodGroups without a topology constraint take the default", "constraint", defaultTopology.String())
 	}
 	p := newPlugin(*args, handle, cache, gangs)
-	p.nativeDefault = defaultTopology
 	p.useInventory(inventory)
 	p.nominations.Run(ctx)
 	cache.OnChange(func(tree *hypernode.Snapshot) { p.treeChanged(klog.FromContext(ctx), tree) })
