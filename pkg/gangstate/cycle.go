@@ -23,17 +23,26 @@ const (
 	// (NetworkTopologyAware's SimulationState): PreFilter plugins that plan, gate or record
 	// an attempt skip it.
 	SimulationMark CycleMark = "hypernode.dev/simulation"
+	// NoPlacementMark: NetworkTopologyAware generated no placement for a native pod group, so
+	// no member ran a PreFilter plugin in its pod-group cycle (a pod-group cycle's mark).
+	NoPlacementMark CycleMark = "hypernode.dev/no-placement"
 )
+
+// stateStore is a cycle state: a pod's, or a pod group's.
+type stateStore interface {
+	Read(fwk.StateKey) (fwk.StateData, error)
+	Write(fwk.StateKey, fwk.StateData)
+}
 
 type markState struct{}
 
 func (markState) Clone() fwk.StateData { return markState{} }
 
 // Set records the mark in the cycle's state.
-func (m CycleMark) Set(state fwk.CycleState) { state.Write(fwk.StateKey(m), markState{}) }
+func (m CycleMark) Set(state stateStore) { state.Write(fwk.StateKey(m), markState{}) }
 
 // In reports whether the cycle's state carries the mark.
-func (m CycleMark) In(state fwk.CycleState) bool {
+func (m CycleMark) In(state stateStore) bool {
 	_, err := state.Read(fwk.StateKey(m))
 	return err == nil
 }

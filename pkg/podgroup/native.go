@@ -90,9 +90,5 @@ func (n Native) ForeignKey() (string, bool) {
 	return n.TopologyKey, true
 }
 
-// NativeKey is the key a native pod group's state is kept under where the scheduler-plugins
-// PodGroups' is too (a preemption under way): its name cannot be a PodGroup's.
-func NativeKey(key Key) Key { return Key{Namespace: key.Namespace, Name: "native:" + key.Name} }
-
 // String names the group in messages.
 func (n Native) String() string { return fmt.Sprintf("pod group %s", n.Key) }

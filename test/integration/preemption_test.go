@@ -108,7 +108,7 @@ func TestGangPreemptionSeed004Example2(t *testing.T) {
 	for i := range 12 {
 		nodes = append(nodes, fmt.Sprintf("node-%d", i))
 	}
-	e := newTopoEnv(t, nodesWithCPU("8", nodes...), nil, seed004Tree()...)
+	e := newTopoEnv(t, nodesWithCPU("8", nodes...), nil, util.Seed004Tree()...)
 	e.priorityClasses()
 	for _, n := range []string{"node-0", "node-1", "node-5"} {
 		e.lowPodOn(n)

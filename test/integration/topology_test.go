@@ -203,27 +203,6 @@ func TestTopologyExplanationExact(t *testing.T) {
 		"hard topology (tier<=1): no HyperNode can host 3 pods; tier 1: s0 2/3, s1 2/3 (+2 more)")
 }
 
-// seed004Tree is example 1 of seed 004 as HyperNodes: three spines over five blocks.
-func seed004Tree() []*topologyv1alpha1.HyperNode {
-	block := func(name string, nodes ...string) *topologyv1alpha1.HyperNode {
-		var members []topologyv1alpha1.MemberSpec
-		for _, n := range nodes {
-			members = append(members, hntesting.NodeMember(n))
-		}
-		return hntesting.MakeHyperNode(name).Tier(1).Members(members...).Obj()
-	}
-	return []*topologyv1alpha1.HyperNode{
-		block("block-0", "node-0", "node-1", "node-2"),
-		block("block-1", "node-3", "node-4"),
-		block("block-2", "node-5", "node-6"),
-		block("block-3", "node-7", "node-8"),
-		block("block-4", "node-9", "node-10", "node-11"),
-		hntesting.MakeHyperNode("spine-0").Tier(2).Children("block-0", "block-1").Obj(),
-		hntesting.MakeHyperNode("spine-1").Tier(2).Children("block-2", "block-3").Obj(),
-		hntesting.MakeHyperNode("spine-2").Tier(2).Children("block-4").Obj(),
-	}
-}
-
 // Test 2: seed 004 example 1, four 8-CPU pods hard at the spine tier: both strategies choose
 // spine-1 (node-5..node-8), the exact fit.
 func TestTopologySeed004BothStrategies(t *testing.T) {
@@ -233,7 +212,7 @@ func TestTopologySeed004BothStrategies(t *testing.T) {
 			for i := range 12 {
 				nodes = append(nodes, fmt.Sprintf("node-%d", i))
 			}
-			e := newTopoEnv(t, nodesWithCPU("8", nodes...), nil, seed004Tree()...)
+			e := newTopoEnv(t, nodesWithCPU("8", nodes...), nil, util.Seed004Tree()...)
 			startScheduler(t, map[string]map[string]any{"NetworkTopologyAware": {"candidateScoringStrategy": strategy}})
 			got := e.waitBound(e.gang("train", 4, `{"mode":"hard","highestTierAllowed":2}`, cpu("8")))
 			if diff := cmp.Diff([]string{"node-5", "node-6", "node-7", "node-8"}, nodeSet(got)); diff != "" {

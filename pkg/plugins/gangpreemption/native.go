@@ -15,6 +15,7 @@ import (
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/metrics"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/networktopology"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -27,15 +28,25 @@ var _ fwk.PodGroupPostFilterPlugin = &GangPreemption{}
 // violations, lowest tier first. The members are nominated on the nodes the choice gives
 // them, through the result; the framework retries the group once the victims are gone. Where
 // no domain helps it says why and evicts nothing.
-func (pl *GangPreemption) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState, pgi fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+func (pl *GangPreemption) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycleState, pgi fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	result, status := pl.podGroupPostFilter(ctx, pgi)
+	if status.Code() == fwk.Unschedulable && gangstate.NoPlacementMark.In(state) {
+		// No member ran PreFilter in this cycle: the PodGroupPostFilter plugins after this one
+		// fail on the state their PreFilter never wrote (DynamicResources': "not found", in
+		// the members' condition). This decision ends the chain.
+		status = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, status.Reasons()...)
+	}
+	return result, status
+}
+
+func (pl *GangPreemption) podGroupPostFilter(ctx context.Context, pgi fwk.PodGroupInfo) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	n := networktopology.NativeOf(pgi)
 	pending := pgi.GetUnscheduledPods()
 	if len(pending) == 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s has no pending members", n))
 	}
-	key := podgroup.NativeKey(n.Key)
-	if nominations, msg, ok := pl.nativeUnderWay(key); ok {
+	if nominations, msg, ok := pl.nativeUnderWay(n.Key); ok {
 		// The victims still terminate: the members keep their nominations.
 		return &fwk.PodGroupPostFilterResult{NominatingInfos: nominations}, fwk.NewStatus(fwk.Success, msg)
 	}
@@ -64,25 +75,31 @@ func (pl *GangPreemption) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroup
 		return nil, fwk.NewStatus(fwk.Unschedulable, d.refusal)
 	}
 	c := d.best
-	if len(c.victims) == 0 {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s fits in %s without evicting anyone; it is retried", n, c.domain.name))
-	}
-	victims, names := victimPods(c)
-	nodes := make(map[types.UID]string, len(c.assign))
-	var members []*v1.Pod
 	nominations := map[types.NamespacedName]*fwk.NominatingInfo{}
 	for _, m := range su.gang.Pending {
 		if node, ok := c.assign[m.Pod.Name]; ok {
-			members = append(members, m.Pod)
-			nodes[m.Pod.UID] = node
 			nominations[types.NamespacedName{Namespace: m.Pod.Namespace, Name: m.Pod.Name}] = &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}
 		}
 	}
-	a := &gangstate.Preemption{Domain: c.domain.name, Victims: victims, Members: members, Nodes: nodes}
-	pl.gangs.Lock()
-	pl.startLocked(logger, key, a)
-	pl.gangs.MarkResumedLocked(key)
-	pl.gangs.Unlock()
+	if len(c.victims) == 0 {
+		// The room is there once pods already terminating are gone (evicted for the group
+		// before a restart, or finishing): the members hold it by their nominations.
+		return &fwk.PodGroupPostFilterResult{NominatingInfos: nominations}, fwk.NewStatus(fwk.Success,
+			fmt.Sprintf("%s fits in %s once pods that terminate there are gone", n, c.domain.name))
+	}
+	victims, names := victimPods(c)
+	grace := int64(0)
+	for _, v := range victims {
+		grace = max(grace, gracePeriod(v))
+	}
+	a := &nativeAttempt{victims: victims, nominations: nominations, domain: c.domain.name,
+		deadline: time.Now().Add(time.Duration(grace)*time.Second + victimSlack)}
+	pl.nativesMu.Lock()
+	if pl.natives == nil {
+		pl.natives = map[podgroup.Key]*nativeAttempt{}
+	}
+	pl.natives[n.Key] = a
+	pl.nativesMu.Unlock()
 	schedmetrics.PreemptionVictims.Observe(float64(len(victims)))
 	msg := fmt.Sprintf("%s: evicting %d pod(s) of lower priority in %s so that %d members fit: %s",
 		n, len(victims), c.domain.name, d.need, strings.Join(shorten(names, 5), ", "))
@@ -92,24 +109,82 @@ func (pl *GangPreemption) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroup
 	pl.events.RecordNative(pg, v1.EventTypeNormal, EventGangPreempting, msg)
 	logger.V(2).Info("Gang preempting", "podGroup", n.Key, "native", true, "domain", c.domain.name, "victims", len(victims), "highestVictimPriority", c.highest, "need", d.need,
 		"decision", time.Since(start))
-	pl.startEvictions(logger, nil, key, a, &gangPreemptor{pod: pod, priority: gangPriority(pod, su.gang)})
+	pl.evicting.Add(1)
+	go pl.evictForNative(logger, pg, n, a, &gangPreemptor{pod: pod, priority: gangPriority(pod, su.gang)})
 	return &fwk.PodGroupPostFilterResult{NominatingInfos: nominations}, fwk.NewStatus(fwk.Success, msg)
 }
 
+// nativeAttempt is a native pod group's preemption: its victims, the members' nominations,
+// and until when the group waits for the victims (their longest grace period and slack).
+type nativeAttempt struct {
+	victims     []*v1.Pod
+	nominations map[types.NamespacedName]*fwk.NominatingInfo
+	domain      string
+	deadline    time.Time
+	// failed is set when an eviction failed: the group decides again.
+	failed bool
+}
+
 // nativeUnderWay returns the nominations of a native group's preemption whose victims still
-// terminate.
+// terminate; a preemption whose victims are gone, that failed or whose deadline passed is
+// forgotten (the group decides again).
 func (pl *GangPreemption) nativeUnderWay(key podgroup.Key) (map[types.NamespacedName]*fwk.NominatingInfo, string, bool) {
-	pl.gangs.Lock()
-	defer pl.gangs.Unlock()
-	a, draining := pl.gangs.PreemptionLocked(key)
-	if a == nil || draining {
+	pl.nativesMu.Lock()
+	defer pl.nativesMu.Unlock()
+	now := time.Now()
+	for k, a := range pl.natives {
+		if now.After(a.deadline) {
+			delete(pl.natives, k)
+		}
+	}
+	a := pl.natives[key]
+	if a == nil {
 		return nil, "", false
 	}
-	out := make(map[types.NamespacedName]*fwk.NominatingInfo, len(a.Members))
-	for _, m := range a.Members {
-		out[types.NamespacedName{Namespace: m.Namespace, Name: m.Name}] = &fwk.NominatingInfo{NominatedNodeName: a.Nodes[m.UID], NominatingMode: fwk.ModeOverride}
+	left := 0
+	for _, v := range a.victims {
+		if current, err := pl.pods.Pods(v.Namespace).Get(v.Name); err == nil && current.UID == v.UID {
+			left++
+		}
 	}
-	return out, waitingMsg(key, a), true
+	if left == 0 || a.failed {
+		delete(pl.natives, key)
+		return nil, "", false
+	}
+	return a.nominations, fmt.Sprintf("pod group %s waits for %d of the %d pods evicted for it in %s to terminate", key, left, len(a.victims), a.domain), true
+}
+
+// evictForNative evicts a native group's victims; the first failure stops the rest, marks
+// the attempt failed (the group decides again, without that victim for refusalMemory) and
+// says so in an Event.
+func (pl *GangPreemption) evictForNative(logger klog.Logger, pg *schedulingv1beta1.PodGroup, n podgroup.Native, a *nativeAttempt, preemptor *gangPreemptor) {
+	defer pl.evicting.Done()
+	start := time.Now()
+	for i, v := range a.victims {
+		if v.DeletionTimestamp != nil {
+			continue // leaving already
+		}
+		if _, err := pl.evictPod(pl.ctx, preemptor, v); err != nil {
+			if pl.ctx.Err() != nil {
+				metrics.ObserveGangPreemptionEviction(metrics.ResultStopped, time.Since(start))
+				return
+			}
+			metrics.ObserveGangPreemptionEviction(metrics.ResultFailed, time.Since(start))
+			pl.refusedMu.Lock()
+			pl.refused[v.UID] = time.Now().Add(refusalMemory)
+			pl.refusedMu.Unlock()
+			pl.nativesMu.Lock()
+			a.failed = true
+			pl.nativesMu.Unlock()
+			msg := fmt.Sprintf("%s: evicting %s/%s in %s failed: %v; %d of the %d pods chosen were evicted; the group decides again, and %s/%s is not chosen again for %v",
+				n, v.Namespace, v.Name, a.domain, err, i, len(a.victims), v.Namespace, v.Name, refusalMemory)
+			pl.events.RecordNative(pg, v1.EventTypeWarning, EventGangPreemptionFailed, msg)
+			logger.Error(err, "Gang preemption could not evict a victim", "podGroup", n.Key, "native", true, "victim", klog.KObj(v))
+			return
+		}
+	}
+	metrics.ObserveGangPreemptionEviction(metrics.ResultEvicted, time.Since(start))
+	logger.V(2).Info("Gang preemption evicted its victims", "podGroup", n.Key, "native", true, "victims", len(a.victims), "eviction", time.Since(start))
 }
 
 // never reports whether the group does not preempt: its preemptionPolicy (or its first

@@ -81,6 +81,7 @@ func (p *NetworkTopologyAware) GeneratePlacements(ctx context.Context, state fwk
 	}
 	if err != nil {
 		p.attempts.forget(n.Key)
+		gangstate.NoPlacementMark.Set(state)
 		var unsat *placement.Unsatisfiable
 		if errors.As(err, &unsat) {
 			// Unschedulable, not unresolvable: PodGroupPostFilter (preemption) may make room.
