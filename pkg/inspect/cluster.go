@@ -19,6 +19,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,7 +80,9 @@ type Cluster struct {
 	Nodes      []*v1.Node
 	Pods       []*v1.Pod
 	PodGroups  []*schedulingv1alpha1.PodGroup
-	Events     []*v1.Event
+	// NativePodGroups are Kubernetes' own pod groups (scheduling.k8s.io), where served.
+	NativePodGroups []*schedulingv1beta1.PodGroup
+	Events          []*v1.Event
 	// DeviceClasses tell which extended resources DRA provides (a node lacks them in its
 	// allocatable).
 	DeviceClasses []*resourcev1.DeviceClass
@@ -158,6 +161,9 @@ func LoadWith(ctx context.Context, c Clients, opts LoadOptions) (*Cluster, error
 		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	if err := cl.readPodGroups(ctx, c, opts); err != nil {
+		return nil, err
+	}
+	if err := cl.readNativePodGroups(ctx, c, opts); err != nil {
 		return nil, err
 	}
 	err = eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
@@ -466,9 +472,12 @@ func (c *Cluster) warningsFor(res v1.ResourceName) []string {
 	return append(slices.Clip(c.Warnings), fmt.Sprintf("no node has %s in its allocatable: every capacity figure for it is 0 (check --resource)", res))
 }
 
-// podGroupOf returns the PodGroup key (namespace/name) of a pod, or "".
+// podGroupOf returns the key (namespace/name) of a pod's PodGroup or native pod group, or "".
 func podGroupOf(p *v1.Pod) string {
-	name := p.Labels[schedulingv1alpha1.PodGroupLabel]
+	name := labelMemberOf(p)
+	if name == "" {
+		name = nativeMemberOf(p)
+	}
 	if name == "" {
 		return ""
 	}

@@ -25,6 +25,9 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 		}
 	}
 	if pg == nil {
+		if npg := c.nativePodGroup(namespace, name); npg != nil {
+			return c.explainNative(npg, res), nil
+		}
 		err := fmt.Errorf("%w: %s/%s", ErrPodGroupNotFound, namespace, name)
 		for _, w := range c.Warnings {
 			err = fmt.Errorf("%w (%s)", err, w)
@@ -32,15 +35,16 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 		return Explanation{}, err
 	}
 	var counts MemberCounts
-	members := c.liveMembers(namespace, name, &counts)
-	e, gang := c.explainGang(pg, members, counts, res)
+	members := c.members(namespace, name, labelMemberOf, &counts)
+	e, gang := c.explainGang(pg, members, counts, res, heldBack)
 	e.Scheduler = c.schedulerView(namespace, name, gang)
 	return e, nil
 }
 
 // explainGang explains the gang of pg with these live members (counted in counts), without
-// what the scheduler said of it; it returns the gang as the scheduler's registry reads it.
-func (c *Cluster) explainGang(pg *schedulingv1alpha1.PodGroup, members []*v1.Pod, counts MemberCounts, res v1.ResourceName) (Explanation, podgroup.Gang) {
+// what the scheduler said of it; gate says why the scheduler holds its members back ("" when
+// it does not). It returns the gang as the scheduler's registry reads it.
+func (c *Cluster) explainGang(pg *schedulingv1alpha1.PodGroup, members []*v1.Pod, counts MemberCounts, res v1.ResourceName, gate func(string, podgroup.Gang) string) (Explanation, podgroup.Gang) {
 	if res == "" {
 		res = c.DefaultResource()
 	}
@@ -130,7 +134,7 @@ func (c *Cluster) explainGang(pg *schedulingv1alpha1.PodGroup, members []*v1.Pod
 		}
 	}
 	if len(pending) > 0 && topologyErr == nil && policyErr == nil {
-		search, err := c.search(shape, shapeRequest, gang, shapes, heldBack(key, gang))
+		search, err := c.search(shape, shapeRequest, gang, shapes, gate(key, gang))
 		if err != nil {
 			if e.NetworkTopology == nil {
 				e.NetworkTopology = &ConstraintReport{}
@@ -175,11 +179,12 @@ func heldBack(key string, gang podgroup.Gang) string {
 	return ""
 }
 
-// liveMembers returns the live member pods of a gang and counts them and the others.
-func (c *Cluster) liveMembers(namespace, name string, counts *MemberCounts) []*v1.Pod {
+// members returns the live member pods of a gang (the pods for which groupOf names it) and
+// counts them and the others.
+func (c *Cluster) members(namespace, name string, groupOf func(*v1.Pod) string, counts *MemberCounts) []*v1.Pod {
 	var out []*v1.Pod
 	for _, p := range c.Pods {
-		if p.Namespace != namespace || p.Labels[schedulingv1alpha1.PodGroupLabel] != name {
+		if p.Namespace != namespace || groupOf(p) != name {
 			continue
 		}
 		switch {

@@ -154,13 +154,13 @@ func (c *Cluster) Plan(job *jobspec.Job, opts PlanOptions) (PlanReport, error) {
 	}
 	members, pg := job.Members, job.PodGroup
 	var live MemberCounts
-	existing := c.liveMembers(pg.Namespace, pg.Name, &live)
+	existing := c.members(pg.Namespace, pg.Name, labelMemberOf, &live)
 	if len(existing) > 0 {
 		// Planned alone: the room its earlier pods take is counted as free.
 		c = c.without(existing)
 	}
 	counts := MemberCounts{Seen: len(members)}
-	e, gang := c.explainGang(pg, members, counts, opts.Resource)
+	e, gang := c.explainGang(pg, members, counts, opts.Resource, heldBack)
 	r := PlanReport{Kind: job.Kind, Job: job.Namespace + "/" + job.Name, PodGroup: pg.Namespace + "/" + pg.Name,
 		PodGroupFrom: job.PodGroupFrom, MinMember: pg.Spec.MinMember, Members: len(members), Priority: priority,
 		Resource: e.Resource, Request: e.Request, RequestFrom: e.RequestFrom, Shapes: e.Shapes,

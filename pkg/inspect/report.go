@@ -27,6 +27,9 @@ const (
 // Explanation says what a gang needs and where it is or why it is not placed.
 type Explanation struct {
 	PodGroup string `json:"podGroup"`
+	// API is the pod group's API when it is Kubernetes' own (NativeAPI); empty for a
+	// scheduler-plugins PodGroup.
+	API string `json:"api,omitempty"`
 	// Resource is the resource of the capacity figures (the gang's own request of it, and
 	// of cpu and memory, is in Request).
 	Resource string `json:"resource"`
@@ -98,8 +101,11 @@ type ResourceAmount struct {
 
 // ConstraintReport is the gang's network-topology annotation, parsed as the scheduler does.
 type ConstraintReport struct {
-	Annotation string                    `json:"annotation"`
-	Parsed     *podgroup.NetworkTopology `json:"parsed,omitempty"`
+	Annotation string `json:"annotation"`
+	// TopologyKey is a native pod group's schedulingConstraints topology key when the
+	// constraint comes from it (a tier label: hard at that tier); Annotation is then empty.
+	TopologyKey string                    `json:"topologyKey,omitempty"`
+	Parsed      *podgroup.NetworkTopology `json:"parsed,omitempty"`
 	// Default: the PodGroup says nothing of topology and the constraint is the scheduler's
 	// default (--default-network-topology); Annotation is then empty.
 	Default bool `json:"default,omitempty"`

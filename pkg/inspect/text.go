@@ -316,7 +316,11 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 	if e.Phase != "" {
 		status += fmt.Sprintf(" (PodGroup phase %s)", e.Phase)
 	}
-	p.wrap("", "  ", fmt.Sprintf("PodGroup %s: %s", e.PodGroup, status))
+	kind := "PodGroup"
+	if e.API != "" {
+		kind = "Pod group (" + e.API + ")"
+	}
+	p.wrap("", "  ", fmt.Sprintf("%s %s: %s", kind, e.PodGroup, status))
 	for _, warning := range e.Warnings {
 		p.wrap("  warning: ", "    ", warning)
 	}
@@ -442,10 +446,14 @@ func writeGang(p *printer, e Explanation) {
 	switch nt := e.NetworkTopology; {
 	case nt == nil && subGroupConstrained(e.SubGroups):
 		p.wrap("  network topology: ", "    ", "none for the whole job (its sub-groups' constraints are placed by topology, the job anywhere)")
+	case nt == nil && e.API != "":
+		p.wrap("  network topology: ", "    ", "none (placed by the HyperNode tree as a soft constraint: the lowest tier that holds it, the fewest leaves)")
 	case nt == nil:
 		p.wrap("  network topology: ", "    ", "none (a plain gang: the scheduler does not place it by topology)")
 	case nt.Error != "":
 		p.wrap("  network topology: ", "    ", "INVALID, the members stay pending: "+nt.Error)
+	case nt.TopologyKey != "":
+		p.wrap("  network topology: ", "    ", fmt.Sprintf("%s (schedulingConstraints topology key %s)", nt.Description, nt.TopologyKey))
 	default:
 		p.wrap("  network topology: ", "    ", nt.Description)
 	}

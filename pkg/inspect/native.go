@@ -1,0 +1,123 @@
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
+)
+
+// NativeAPI names Kubernetes' own pod groups in reports.
+const NativeAPI = "scheduling.k8s.io/v1beta1"
+
+// readNativePodGroups reads the native pod groups opts asks for. A cluster that does not
+// serve them (gate GenericWorkload off) has none; a forbidden read is a warning.
+func (cl *Cluster) readNativePodGroups(ctx context.Context, c Clients, opts LoadOptions) error {
+	var err error
+	switch {
+	case opts.SkipPodGroups:
+		return nil
+	case opts.PodGroup != nil:
+		var pg *schedulingv1beta1.PodGroup
+		pg, err = c.Kube.SchedulingV1beta1().PodGroups(opts.PodGroup.Namespace).Get(ctx, opts.PodGroup.Name, metav1.GetOptions{})
+		if err == nil {
+			cl.NativePodGroups = []*schedulingv1beta1.PodGroup{pg}
+		}
+	default:
+		err = eachItem(ctx, func(o metav1.ListOptions) (runtime.Object, error) {
+			return c.Kube.SchedulingV1beta1().PodGroups(metav1.NamespaceAll).List(ctx, o)
+		}, func(pg *schedulingv1beta1.PodGroup) { cl.NativePodGroups = append(cl.NativePodGroups, pg) })
+	}
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+	case apierrors.IsForbidden(err):
+		cl.Warnings = append(cl.Warnings, fmt.Sprintf("native pod groups (%s) could not be read: %v", NativeAPI, err))
+	default:
+		return fmt.Errorf("reading native pod groups: %w", err)
+	}
+	return nil
+}
+
+// nativeView is a native pod group as the scheduler reads it, in the shape explain reads a
+// PodGroup: its annotations, minCount as minMember, and a tier label topology key as the
+// hard constraint it means. It also returns the topology key, and whether that key is
+// foreign (not a tier label: the scheduler places the group by the label's values).
+func nativeView(pg *schedulingv1beta1.PodGroup) (view *schedulingv1alpha1.PodGroup, key string, foreign bool) {
+	n := podgroup.Native{Key: podgroup.Key{Namespace: pg.Namespace, Name: pg.Name}, Annotations: pg.Annotations}
+	if c := pg.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
+		n.TopologyKey = c.Topology[0].Key
+	}
+	view = &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID,
+		Annotations: maps.Clone(pg.Annotations)}}
+	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
+		view.Spec.MinMember = g.MinCount
+	}
+	if _, ok := n.ForeignKey(); ok {
+		return view, n.TopologyKey, true
+	}
+	if _, annotated := pg.Annotations[podgroup.NetworkTopologyAnnotation]; !annotated && n.TopologyKey != "" {
+		tier, _ := podgroup.TierOfLabel(n.TopologyKey)
+		raw, _ := json.Marshal(podgroup.NetworkTopology{Mode: podgroup.ModeHard, HighestTierAllowed: &tier})
+		if view.Annotations == nil {
+			view.Annotations = map[string]string{}
+		}
+		view.Annotations[podgroup.NetworkTopologyAnnotation] = string(raw)
+	}
+	return view, n.TopologyKey, false
+}
+
+// explainNative explains a native pod group as Explain explains a PodGroup.
+func (c *Cluster) explainNative(pg *schedulingv1beta1.PodGroup, res v1.ResourceName) Explanation {
+	view, key, foreign := nativeView(pg)
+	var counts MemberCounts
+	members := c.members(pg.Namespace, pg.Name, nativeMemberOf, &counts)
+	e, gang := c.explainGang(view, members, counts, res, nativeHeldBack)
+	e.API = NativeAPI
+	switch {
+	case foreign:
+		e.Warnings = append(e.Warnings, fmt.Sprintf("its topology key %s is not a HyperNode tier label (%sN): the scheduler places it in one domain of that label, which explain does not analyse", key, podgroup.TierLabelPrefix))
+	case key != "" && e.NetworkTopology != nil && e.NetworkTopology.Annotation == view.Annotations[podgroup.NetworkTopologyAnnotation] && pg.Annotations[podgroup.NetworkTopologyAnnotation] == "":
+		e.NetworkTopology.Annotation, e.NetworkTopology.TopologyKey = "", key
+	}
+	e.Scheduler = c.schedulerView(pg.Namespace, pg.Name, gang)
+	return e
+}
+
+// nativeHeldBack is why kube-scheduler's GangScheduling keeps a native group's members out
+// of scheduling ("" when it lets them in): until minCount of them exist.
+func nativeHeldBack(key string, gang podgroup.Gang) string {
+	if gang.Info.Members < gang.Info.MinMember() {
+		return fmt.Sprintf("waiting for pod group %s to have %d members (minCount); %d exist", key, gang.Info.MinMember(), gang.Info.Members)
+	}
+	return ""
+}
+
+// nativePodGroup returns the native pod group namespace/name, or nil.
+func (c *Cluster) nativePodGroup(namespace, name string) *schedulingv1beta1.PodGroup {
+	for _, pg := range c.NativePodGroups {
+		if pg.Namespace == namespace && pg.Name == name {
+			return pg
+		}
+	}
+	return nil
+}
+
+// nativeMemberOf returns the name of the native pod group a pod names, or "".
+func nativeMemberOf(p *v1.Pod) string {
+	if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		return *sg.PodGroupName
+	}
+	return ""
+}
+
+// labelMemberOf returns the name of the PodGroup a pod's label names, or "".
+func labelMemberOf(p *v1.Pod) string { return p.Labels[schedulingv1alpha1.PodGroupLabel] }
