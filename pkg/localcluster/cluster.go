@@ -56,6 +56,26 @@ type Options struct {
 	Log io.Writer
 	// SchedulerVerbosity is the scheduler's --v (default 2).
 	SchedulerVerbosity int
+	// FeatureGates are the --feature-gates of kube-apiserver, kube-controller-manager and
+	// the scheduler ("" for the defaults); NativePodGroups serves scheduling.k8s.io/v1beta1
+	// and turns on the gates of Kubernetes' own pod groups (nativeGates) too.
+	FeatureGates    string
+	NativePodGroups bool
+}
+
+// nativeGates are the gates under which kube-scheduler places native pod groups through
+// the placement extension points, and the Job controller creates them for Jobs.
+const nativeGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,WorkloadWithJob=true"
+
+// gates is the --feature-gates value of the components ("" for none).
+func (o Options) gates() string {
+	if !o.NativePodGroups {
+		return o.FeatureGates
+	}
+	if o.FeatureGates == "" {
+		return nativeGates
+	}
+	return nativeGates + "," + o.FeatureGates
 }
 
 // Cluster is a running local control plane.
@@ -86,6 +106,9 @@ type Cluster struct {
 	previousControllers []*Process
 	// workloadControllers are the workload controllers tests started (workload.go).
 	workloadControllers []*Process
+	// gates are the components' --feature-gates; native: scheduling.k8s.io/v1beta1 is served.
+	gates               string
+	native              bool
 	controllerInstalled bool
 	stopped             bool
 	etcdURL             string
@@ -111,7 +134,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	c := &Cluster{RepoRoot: opts.RepoRoot, Dir: dir, log: opts.Log, verbosity: opts.SchedulerVerbosity}
+	c := &Cluster{RepoRoot: opts.RepoRoot, Dir: dir, log: opts.Log, verbosity: opts.SchedulerVerbosity, gates: opts.gates(), native: opts.NativePodGroups}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -139,6 +162,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// gateArgs are the feature gate and API flags every component gets.
+func (c *Cluster) gateArgs() []string {
+	var out []string
+	if c.gates != "" {
+		out = append(out, "--feature-gates="+c.gates)
+	}
+	return out
 }
 
 func (c *Cluster) step(format string, args ...any) {
@@ -177,8 +209,12 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if port == 0 {
 		return errors.New("no free loopback port for kube-apiserver")
 	}
+	args := c.gateArgs()
+	if c.native {
+		args = append(args, "--runtime-config=scheduling.k8s.io/v1beta1=true")
+	}
 	var err error
-	c.apiserver, err = startProcess("kube-apiserver", c.logDir(), c.bin("kube-apiserver"),
+	c.apiserver, err = startProcess("kube-apiserver", c.logDir(), c.bin("kube-apiserver"), append(args,
 		"--etcd-servers="+c.etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--tls-cert-file="+c.pki.ServingCert, "--tls-private-key-file="+c.pki.ServingKey,
@@ -200,7 +236,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		// The loopback address cannot be the `kubernetes` Service's endpoint.
 		"--endpoint-reconciler-type=none",
 		"--cert-dir="+filepath.Join(c.Dir, "apiserver"),
-		"--profiling=false")
+		"--profiling=false")...)
 	if err != nil {
 		return err
 	}
@@ -253,12 +289,12 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 		return errors.New("no free loopback port for kube-controller-manager")
 	}
 	var err error
-	c.controllerManager, err = startProcess("kube-controller-manager", c.logDir(), c.bin("kube-controller-manager"),
+	c.controllerManager, err = startProcess("kube-controller-manager", c.logDir(), c.bin("kube-controller-manager"), append(c.gateArgs(),
 		"--kubeconfig="+c.AdminKubeconfig,
 		"--authentication-kubeconfig="+c.AdminKubeconfig, "--authorization-kubeconfig="+c.AdminKubeconfig,
 		"--controllers=job,resourceclaim-controller", "--leader-elect=false", "--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
-		"--cert-dir="+filepath.Join(c.Dir, "controller-manager"))
+		"--cert-dir="+filepath.Join(c.Dir, "controller-manager"))...)
 	if err != nil {
 		return err
 	}

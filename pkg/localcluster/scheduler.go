@@ -48,11 +48,11 @@ func (c *Cluster) StartScheduler(ctx context.Context) error {
 	if c.schedulerPort = freePort(); c.schedulerPort == 0 {
 		return errors.New("no free loopback port for the scheduler")
 	}
-	c.scheduler, err = startProcess("kube-scheduler", c.logDir(), c.bin("kube-scheduler"),
+	c.scheduler, err = startProcess("kube-scheduler", c.logDir(), c.bin("kube-scheduler"), append(c.gateArgs(),
 		"--config="+c.SchedulerConfig,
 		"--authentication-kubeconfig="+c.SchedulerKubeconfig, "--authorization-kubeconfig="+c.SchedulerKubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(c.schedulerPort),
-		"--v="+strconv.Itoa(c.verbosity))
+		"--v="+strconv.Itoa(c.verbosity))...)
 	if err != nil {
 		return err
 	}

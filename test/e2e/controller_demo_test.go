@@ -18,7 +18,7 @@ import (
 // leaves of the first spine, 8 in the next free leaf); kubectl hypernode tree names the
 // source of every HyperNode.
 func TestDiscoveryDemoScene(t *testing.T) {
-	t.Cleanup(func() { assertSchedulerAuthorized(t) })
+	t.Cleanup(func() { assertSchedulerAuthorized(t, cluster.Dir) })
 	ctx := t.Context()
 	scene := demo.DiscoveryScene()
 	t.Cleanup(func() {

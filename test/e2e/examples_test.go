@@ -22,7 +22,7 @@ import (
 // leaves as possible). Which node of a leaf takes which pod is kube-scheduler's choice among
 // equally scored nodes, which it makes at random.
 func TestDemoScenes(t *testing.T) {
-	t.Cleanup(func() { assertSchedulerAuthorized(t) })
+	t.Cleanup(func() { assertSchedulerAuthorized(t, cluster.Dir) })
 	ctx := t.Context()
 	want := map[string]map[string]int{
 		// Nothing fits 3 pods in one 2-node leaf, ever.

@@ -25,7 +25,7 @@ import (
 // it may do everything it needs is checked by every test's cleanup (assertSchedulerAuthorized):
 // the scheduler's log must show no refused request.
 func TestSchedulerRunsUnderManifestRBAC(t *testing.T) {
-	t.Cleanup(func() { assertSchedulerAuthorized(t) })
+	t.Cleanup(func() { assertSchedulerAuthorized(t, cluster.Dir) })
 	ctx := t.Context()
 	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.SchedulerKubeconfig)
 	if err != nil {

@@ -56,10 +56,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// forbiddenLines returns the lines of the scheduler's log (every run of it) in which the
-// apiserver refused the scheduler something: the manifests' RBAC lacks a permission.
-func forbiddenLines() ([]string, error) {
-	f, err := os.Open(filepath.Join(cluster.Dir, "logs", "kube-scheduler.log"))
+// forbiddenLines returns the lines of the scheduler's log (every run of it) in the cluster
+// directory dir in which the apiserver refused the scheduler something: the manifests' RBAC
+// lacks a permission.
+func forbiddenLines(dir string) ([]string, error) {
+	f, err := os.Open(filepath.Join(dir, "logs", "kube-scheduler.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -79,10 +80,11 @@ func forbiddenLines() ([]string, error) {
 	return lines, scanner.Err()
 }
 
-// assertSchedulerAuthorized fails the test if the scheduler was ever refused a request.
-func assertSchedulerAuthorized(t *testing.T) {
+// assertSchedulerAuthorized fails the test if the scheduler of the cluster in dir was ever
+// refused a request.
+func assertSchedulerAuthorized(t *testing.T, dir string) {
 	t.Helper()
-	lines, err := forbiddenLines()
+	lines, err := forbiddenLines(dir)
 	if err != nil {
 		t.Fatalf("reading the scheduler log: %v", err)
 	}

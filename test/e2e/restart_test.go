@@ -62,7 +62,7 @@ func restartScene(t *testing.T, namespace string) demo.Scene {
 		if err := runner.Teardown(ctx, scene); err != nil {
 			t.Errorf("teardown: %v", err)
 		}
-		assertSchedulerAuthorized(t)
+		assertSchedulerAuthorized(t, cluster.Dir)
 	})
 	return scene
 }
