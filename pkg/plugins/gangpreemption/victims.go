@@ -96,9 +96,9 @@ func (c *choice) cheaper(o *choice) bool {
 
 // simulation evaluates domains for a gang.
 type simulation struct {
-	pl       *GangPreemption
-	state    fwk.CycleState
-	pod *v1.Pod
+	pl    *GangPreemption
+	state fwk.CycleState
+	pod   *v1.Pod
 	// own is the gang's key; ownNative: that of a native pod group.
 	own       podgroup.Key
 	ownNative bool
