@@ -143,7 +143,11 @@ func (tp Topology) create(t testing.TB, c clients) {
 	start := time.Now()
 	t.Cleanup(func() { deleteCluster(t, c) })
 	err := parallel(tp.Nodes, func(i int) error {
-		n := util.Node(tp.nodeName(i), "64", "512Gi", map[string]string{"bench.hypernode.dev/leaf": tp.leafName(tp.leafOf(i))},
+		// The tier labels are those hypernode-controller publishes (nodeLabels): upstream's
+		// TopologyPlacementGenerator places native pod groups by one of them.
+		leaf := tp.leafOf(i)
+		n := util.Node(tp.nodeName(i), "64", "512Gi", map[string]string{"bench.hypernode.dev/leaf": tp.leafName(leaf),
+			"hypernode.dev/tier-1": tp.leafName(leaf), "hypernode.dev/tier-2": tp.spineName(tp.spineOf(leaf)), "hypernode.dev/tier-3": tp.Name + "-core"},
 			v1.ResourceList{GPU: resource.MustParse(fmt.Sprint(nodeGPUs))})
 		// The node status is kept on create; no admission plugin taints it (see TestMain).
 		_, err := c.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})

@@ -78,7 +78,10 @@ func runTests(m *testing.M) int {
 	defer cancel()
 	// No node lifecycle controller runs: without TaintNodesByCondition every node would need a
 	// second write to drop its not-ready taint (30,000 writes for the big-gang cluster).
-	cp, err := util.StartControlPlane(ctx, tb, "--disable-admission-plugins=TaintNodesByCondition")
+	// The native pod groups' API is served for issue #43's scenario (native_test.go); the
+	// schedulers of the other scenarios run with the default gates.
+	cp, err := util.StartControlPlane(ctx, tb, "--disable-admission-plugins=TaintNodesByCondition",
+		"--feature-gates="+nativeGates, "--runtime-config=scheduling.k8s.io/v1beta1=true")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)
 		return 1

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -63,7 +64,7 @@ func (s runSpec) objects(ns string, k Kind) ([]*schedulingv1alpha1.PodGroup, []*
 	unitOf := map[string]GangSpec{}
 	for _, u := range s.units {
 		group := ""
-		if k.ours() && !u.Plain {
+		if k.ours() && !k.native() && !u.Plain {
 			group = u.Name
 			annotations := map[string]string{
 				podgroup.NetworkTopologyAnnotation: fmt.Sprintf(`{"mode":"hard","highestTierAllowed":%d}`, u.Tier),
@@ -81,6 +82,9 @@ func (s runSpec) objects(ns string, k Kind) ([]*schedulingv1alpha1.PodGroup, []*
 		}
 		for i := range u.Size {
 			p := gpuPod(ns, fmt.Sprintf("%s-%04d", u.Name, i), k.schedulerName(), u.GPUs, group)
+			if k.native() && !u.Plain {
+				p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(u.Name)}
+			}
 			if u.StageSize > 0 {
 				p.Annotations = map[string]string{podgroup.RankAnnotation: strconv.Itoa(i)}
 			}
@@ -120,6 +124,13 @@ func runGangs(t *testing.T, c clients, tp Topology, s runSpec, k Kind, rep int) 
 	for _, pg := range groups {
 		if err := util.CreatePodGroup(ctx, c.scheduling, pg); err != nil {
 			t.Fatal(err)
+		}
+	}
+	if k.native() {
+		for _, pg := range s.nativeGroups(ns) {
+			if _, err := c.kube.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	tr := newTracker(t, c, ns)
@@ -169,6 +180,7 @@ func runGangs(t *testing.T, c clients, tp Topology, s runSpec, k Kind, rep int) 
 		CreateSeconds:     createEnd.Sub(createStart).Seconds(),
 		BindWindowSeconds: last.Sub(first).Seconds(),
 		procStats:         stats,
+		logPath:           sched.logPath,
 	}
 	if s.mode != backlog {
 		r.AfterLastCreatedSeconds = last.Sub(createEnd).Seconds()
@@ -181,7 +193,7 @@ func runGangs(t *testing.T, c clients, tp Topology, s runSpec, k Kind, rep int) 
 	if at := firstCompleteGang(tr.snapshot(names), unitOf); !at.IsZero() {
 		r.FirstGangSeconds = at.Sub(start).Seconds()
 	}
-	if gangs := s.gangs(); k.ours() && len(gangs) > 0 {
+	if gangs := s.gangs(); k.ours() && !k.native() && len(gangs) > 0 {
 		plans, err := sched.planDurations()
 		if err != nil {
 			t.Fatal(err)
@@ -274,7 +286,7 @@ func checkPlacements(t *testing.T, tp Topology, placements map[string]string, un
 			t.Errorf("node %s holds %d GPUs of %d", node, gpus, nodeGPUs)
 		}
 	}
-	if !k.ours() {
+	if !k.ours() && !k.native() {
 		return
 	}
 	specs := map[string]GangSpec{}

@@ -37,7 +37,11 @@ const (
 	Vanilla Kind = "vanilla"
 )
 
-func (k Kind) ours() bool { return k != Vanilla }
+func (k Kind) ours() bool { return k != Vanilla && k != VanillaTAS }
+
+// native reports whether the kind schedules Kubernetes' own pod groups: its scheduler runs
+// with their gates (nativeGates) and its gangs are native PodGroups.
+func (k Kind) native() bool { return k == OursNative || k == VanillaTAS }
 
 func (k Kind) schedulerName() string {
 	if k.ours() {
@@ -79,6 +83,9 @@ func schedulerConfig(k Kind) (string, error) {
 }
 
 func kindConfig(k Kind) (string, error) {
+	if k == OursNative {
+		k = OursBinPack // the same configuration; the gates differ (startScheduler)
+	}
 	if !k.ours() {
 		return defaultProfileConfig(nil)
 	}
@@ -219,7 +226,11 @@ func startScheduler(t testing.TB, k Kind, name string) *schedProcess {
 	}
 	// -v=2: the "Gang planned" line (with the plan's duration) is at V(2), and so is
 	// kube-scheduler's per-pod "Successfully bound pod to node": both kinds log the same way.
-	cmd := exec.Command(binary, "--config="+configPath, "--secure-port=0", "-v=2")
+	args := []string{"--config=" + configPath, "--secure-port=0", "-v=2"}
+	if k.native() {
+		args = append(args, "--feature-gates="+nativeGates)
+	}
+	cmd := exec.Command(binary, args...)
 	cmd.Env = os.Environ()
 	if env != "" {
 		cmd.Env = append(cmd.Env, env)

@@ -52,6 +52,8 @@ type RunResult struct {
 	Plans       int     `json:"plans"`
 	PlanTotalMs float64 `json:"planTotalMs"`
 	PlanMaxMs   float64 `json:"planMaxMs"`
+	// logPath is the scheduler's log.
+	logPath string
 }
 
 // ThroughputResult is scenario 1.

@@ -38,6 +38,8 @@ type Results struct {
 	Churn         *ChurnResult      `json:"churn,omitempty"`
 	// Plan is kubectl hypernode plan's read and plans (TestPlanCommand).
 	Plan *PlanResult `json:"plan,omitempty"`
+	// NativeGang is one gang as a native pod group (TestNativeGang).
+	NativeGang *NativeGangResult `json:"nativeGang,omitempty"`
 }
 
 // Machine describes where the numbers were taken.
@@ -135,7 +137,8 @@ func TestReport(t *testing.T) {
 		(back.Blocked != nil) != (results.Blocked != nil) || (back.Plain != nil) != (results.Plain != nil) ||
 		(back.Preemption != nil) != (results.Preemption != nil) || (back.BigGangStages != nil) != (results.BigGangStages != nil) ||
 		(back.Mixed != nil) != (results.Mixed != nil) || (back.Restart != nil) != (results.Restart != nil) ||
-		(back.Churn != nil) != (results.Churn != nil) || (back.Plan != nil) != (results.Plan != nil) {
+		(back.Churn != nil) != (results.Churn != nil) || (back.Plan != nil) != (results.Plan != nil) ||
+		(back.NativeGang != nil) != (results.NativeGang != nil) {
 		t.Errorf("results.json lost a scenario")
 	}
 	for _, lr := range []*LoadResult{back.Plain, back.Mixed, back.Restart} {
@@ -225,6 +228,9 @@ func summaryTable(r *Results) string {
 			fmt.Fprintf(&b, "| %s | %.1f | %s | %.1f | %.0f | %s |\n", k, secs, plan, cpu, rss, strings.Join(each, ", "))
 		}
 		fmt.Fprintf(&b, "\nratio ours / vanilla: **%.2f** (target <= 1.2)\n\n", bg.Ratio)
+	}
+	if ng := r.NativeGang; ng != nil {
+		writeNativeGang(&b, ng)
 	}
 	if q := r.Quality; q != nil {
 		fmt.Fprintf(&b, "## Placement quality: %d-job trace on %d nodes (leaves of %d, spines of %d leaves)\n\n", len(q.Trace), q.Topology.Nodes, q.Topology.LeafSize, q.Topology.LeavesPerSpine)
