@@ -60,7 +60,7 @@ func ParseTierLabelKey(key string) (tier int, ok bool) {
 // and two names that share their first 52 characters still differ. (Any other invalid input
 // has its invalid characters replaced by '-' the same way; the API never yields one.)
 func TierLabelValue(hyperNodeName string) string {
-	if len(validation.IsValidLabelValue(hyperNodeName)) == 0 {
+	if isLabelValue(hyperNodeName) {
 		return hyperNodeName
 	}
 	sum := sha256.Sum256([]byte(hyperNodeName))
@@ -78,8 +78,29 @@ func TierLabelValue(hyperNodeName string) string {
 	return trimmed + "-" + hash
 }
 
+// isLabelValue is validation.IsValidLabelValue without its regular expression: the
+// publisher maps every tier of every node on each look.
+func isLabelValue(s string) bool {
+	if s == "" {
+		return true
+	}
+	if len(s) > validation.LabelValueMaxLength || !isAlphanumeric(s[0]) || !isAlphanumeric(s[len(s)-1]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isLabelValueChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlphanumeric(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
 func isLabelValueChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+	return isAlphanumeric(c) || c == '-' || c == '_' || c == '.'
 }
 
 // TierLabels returns the tier labels of a node in a snapshot: for the usable leaf that holds

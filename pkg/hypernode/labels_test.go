@@ -118,3 +118,12 @@ func TestTierLabels(t *testing.T) {
 		t.Errorf("the long spine name maps to %q", v)
 	}
 }
+
+// TestIsLabelValue: the fast check agrees with the API's validation.
+func TestIsLabelValue(t *testing.T) {
+	for _, s := range []string{"", "a", "A-b_c.d", "-a", "a-", "a.", "_a", "a b", "a/b", "é", strings.Repeat("a", 63), strings.Repeat("a", 64), "0", "a..b"} {
+		if got, want := isLabelValue(s), len(validation.IsValidLabelValue(s)) == 0; got != want {
+			t.Errorf("isLabelValue(%q) = %v, the API says %v", s, got, want)
+		}
+	}
+}
