@@ -368,7 +368,7 @@ func (p *Publisher) sync(ctx context.Context, name string) error {
 		return err
 	}
 	metrics.NodeLabelWrites.WithLabelValues(metrics.ResultSuccess).Inc()
-	klog.FromContext(ctx).V(2).Info("Node tier labels written", "node", name, "set", change.Set, "removed", change.Remove)
+	klog.FromContext(ctx).V(4).Info("Node tier labels written", "node", name, "set", change.Set, "removed", change.Remove)
 	return nil
 }
 
