@@ -114,9 +114,10 @@ func (s *Snapshot) TierLabels(node string) map[string]string {
 	out := map[string]string{}
 	for name := leaf; name != "" && name != VirtualRootName; {
 		info, ok := s.HyperNode(name)
-		if !ok || info.Excluded {
-			// A usable leaf has usable ancestors; a snapshot that says otherwise gets no labels
-			// rather than a partial chain.
+		if !ok || info.Excluded || info.Tier < 0 {
+			// A usable leaf has usable ancestors, and the API refuses a negative tier (whose
+			// key ParseTierLabelKey would not read back); a snapshot that says otherwise gets
+			// no labels rather than a partial chain.
 			return nil
 		}
 		out[TierLabelKey(info.Tier)] = TierLabelValue(name)
