@@ -21,8 +21,8 @@ import (
 // TestControllerManifestsWiring checks what a schema check cannot in the rendered
 // kustomization: the controller's Deployment runs the binary the image holds, as the
 // ServiceAccount the RBAC binds, in the namespace of its Role, with the ConfigMap, Lease and
-// credentials Secret the Role names; the shipped configuration parses and every source in it
-// builds.
+// credentials Secret the Role names; the shipped configuration parses, every source in it
+// builds, and node labels are off.
 func TestControllerManifestsWiring(t *testing.T) {
 	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(repoRoot, "manifests"))
 	if err != nil {
@@ -97,6 +97,10 @@ func TestControllerManifestsWiring(t *testing.T) {
 	parsed, err := config.Parse(conf, ns)
 	if err != nil {
 		t.Fatalf("the shipped %s: %v", config.Key, err)
+	}
+	// Node labels ship off, as a section that parses: turning them on is one word.
+	if len(parsed.NodeLabelsErrs) > 0 || parsed.NodeLabels.Enabled || len(parsed.Warnings) > 0 {
+		t.Errorf("the shipped %s: nodeLabels %s, errors %v, warnings %v; want a valid section, off", config.Key, parsed.NodeLabels, parsed.NodeLabelsErrs, parsed.Warnings)
 	}
 	var secrets []string
 	for _, e := range parsed.Entries {

@@ -1,5 +1,6 @@
 // Package app is the hypernode-controller binary: options, clients, leader election, and the
-// two controllers it runs as leader (pkg/controller/status, pkg/controller/discovery).
+// controllers it runs as leader (pkg/controller/status, pkg/controller/discovery,
+// pkg/controller/nodelabels).
 package app
 
 import (
@@ -31,7 +32,7 @@ type Options struct {
 	KubeAPIQPS         float32
 	KubeAPIBurst       int
 	StatusWorkers      int
-	// StatusDelay collects changes before HyperNode status is written.
+	// StatusDelay collects changes before HyperNode status and node tier labels are written.
 	StatusDelay time.Duration
 }
 
@@ -60,12 +61,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader tries to renew the Lease before it gives up leading.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often to try to acquire or renew the Lease.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the leader-election Lease, of the ConfigMap, and the default namespace of credentials Secrets.")
-	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap, "ConfigMap in --namespace whose key hypernode-controller.conf configures discovery (Volcano's networkTopologyDiscovery format).")
+	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap, "ConfigMap in --namespace whose key hypernode-controller.conf configures discovery (Volcano's networkTopologyDiscovery format) and the tree as node labels (nodeLabels).")
 	fs.StringVar(&o.HealthzBindAddress, "healthz-bind-address", o.HealthzBindAddress, "Address of the /healthz and /metrics endpoints; 0 turns them off.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Requests per second to the API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the API server.")
 	fs.IntVar(&o.StatusWorkers, "status-workers", o.StatusWorkers, "HyperNode status writes in parallel.")
-	fs.DurationVar(&o.StatusDelay, "status-delay", o.StatusDelay, "How long changes are collected before HyperNode status is written (a burst of changes is one write per HyperNode).")
+	fs.DurationVar(&o.StatusDelay, "status-delay", o.StatusDelay, "How long changes are collected before HyperNode status and node tier labels are written (a burst of changes is one write per HyperNode, and per node).")
 }
 
 // Validate checks the options.

@@ -33,8 +33,10 @@ import (
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/discovery/source"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/eventlog"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/metrics"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/nodelabels"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/controller/status"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/crdclient"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 )
 
 // ReportingController names the controller in its Events.
@@ -53,6 +55,13 @@ func Run(ctx context.Context, o *Options) error {
 	config.QPS, config.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	config = restclient.AddUserAgent(config, "hypernode-controller")
 	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	// Node label writes have a client (and a client-side rate limit) of their own, so that a
+	// first publish on a big cluster never delays HyperNode and status writes; the
+	// publisher's writesPerSecond bounds them.
+	nodeWriter, err := kubernetes.NewForConfig(restclient.AddUserAgent(restclient.CopyConfig(config), "hypernode-controller-node-labels"))
 	if err != nil {
 		return err
 	}
@@ -76,7 +85,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 
 	if !o.LeaderElect {
-		err := runControllers(ctx, o, kube, topo, meta, identity)
+		err := runControllers(ctx, o, kube, nodeWriter, topo, meta, identity)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -91,7 +100,7 @@ func Run(ctx context.Context, o *Options) error {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}
 	return lead(ctx, o, lock, watchdog, func(ctx context.Context) error {
-		return runControllers(ctx, o, kube, topo, meta, identity)
+		return runControllers(ctx, o, kube, nodeWriter, topo, meta, identity)
 	})
 }
 
@@ -157,9 +166,9 @@ func lead(ctx context.Context, o *Options, lock resourcelock.Interface, watchdog
 	return nil
 }
 
-// runControllers starts the informers and runs the status controller and the discovery
-// manager until ctx ends.
-func runControllers(ctx context.Context, o *Options, kube kubernetes.Interface, topo topologyclient.Interface, meta metadata.Interface, identity string) error {
+// runControllers starts the informers and runs the status controller, the node label
+// publisher and the discovery manager (which configures the publisher) until ctx ends.
+func runControllers(ctx context.Context, o *Options, kube, nodeWriter kubernetes.Interface, topo topologyclient.Interface, meta metadata.Interface, identity string) error {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	nodes := newNodeMetadataInformer(meta)
@@ -178,12 +187,17 @@ func runControllers(ctx context.Context, o *Options, kube kubernetes.Interface, 
 	if err != nil {
 		return err
 	}
+	publisher, err := nodelabels.New(nodeWriter, nodes, hyperNodes, events, o.StatusDelay)
+	if err != nil {
+		return err
+	}
 	manager, err := discovery.NewManager(discovery.Options{
-		Namespace: o.Namespace,
-		ConfigMap: o.ConfigMap,
-		Client:    topo,
-		Env:       source.Env{Nodes: nodes.Lister(), Secrets: kube.CoreV1(), Namespace: o.Namespace, HyperNodes: hyperNodes.Lister()},
-		Events:    events,
+		Namespace:  o.Namespace,
+		ConfigMap:  o.ConfigMap,
+		Client:     topo,
+		Env:        source.Env{Nodes: nodes.Lister(), Secrets: kube.CoreV1(), Namespace: o.Namespace, HyperNodes: hyperNodes.Lister()},
+		Events:     events,
+		NodeLabels: publisher,
 	}, configMaps.Core().V1().ConfigMaps(), nodes, hyperNodes)
 	if err != nil {
 		return err
@@ -202,14 +216,15 @@ func runControllers(ctx context.Context, o *Options, kube kubernetes.Interface, 
 
 	go events.Run(ctx)
 	go statusController.Run(ctx, o.StatusWorkers)
+	go publisher.Run(ctx, nodelabels.Workers)
 	manager.Run(ctx)
 	return nil
 }
 
 // nodeMetadataInformer watches node metadata only (the controllers read names and labels),
-// and stores each as a *v1.Node with just its name, UID, resourceVersion and labels: a node
-// of a GPU cluster is tens of kilobytes with its images and conditions, its labels a few
-// hundred bytes.
+// and stores each as a *v1.Node with just its name, UID, resourceVersion, labels and the
+// node label publisher's ownership record (its one annotation): a node of a GPU cluster is
+// tens of kilobytes with its images and conditions, its labels a few hundred bytes.
 type nodeMetadataInformer struct{ informer cache.SharedIndexInformer }
 
 var _ coreinformers.NodeInformer = nodeMetadataInformer{}
@@ -222,13 +237,17 @@ func newNodeMetadataInformer(meta metadata.Interface) nodeMetadataInformer {
 		if !ok {
 			return obj, nil
 		}
-		return &v1.Node{ObjectMeta: metav1.ObjectMeta{
+		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name:              m.Name,
 			UID:               m.UID,
 			ResourceVersion:   m.ResourceVersion,
 			Labels:            m.Labels,
 			DeletionTimestamp: m.DeletionTimestamp,
-		}}, nil
+		}}
+		if r, ok := m.Annotations[hypernode.TierLabelsAnnotation]; ok {
+			node.Annotations = map[string]string{hypernode.TierLabelsAnnotation: r}
+		}
+		return node, nil
 	})
 	return nodeMetadataInformer{informer: informer}
 }

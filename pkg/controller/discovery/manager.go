@@ -60,8 +60,18 @@ type Options struct {
 	Client               topologyclient.Interface
 	Env                  source.Env
 	Events               *eventlog.Recorder
+	// NodeLabels, if set, is given the nodeLabels section of every configuration that has
+	// no error in it (and the default, off, when the ConfigMap does not exist).
+	NodeLabels NodeLabelsConfigurer
 	// Timing; zero values take the defaults.
 	Timing Timing
+}
+
+// NodeLabelsConfigurer takes the nodeLabels section of the configuration
+// (pkg/controller/nodelabels). The Manager reads the ConfigMap for it, so that one reader
+// reports the configuration's problems.
+type NodeLabelsConfigurer interface {
+	Configure(ctx context.Context, cfg config.NodeLabels)
 }
 
 // Manager runs the configured discovery sources.
@@ -74,8 +84,11 @@ type Manager struct {
 
 	mu      sync.Mutex
 	runners map[string]*runner
-	// loaded is the description of the running sources last reported as loaded.
+	// loaded is the description of the running sources and the node labels setting last
+	// reported as loaded.
 	loaded string
+	// nodeLabels is the node labels setting last applied.
+	nodeLabels *config.NodeLabels
 }
 
 // NewManager registers the manager's handlers on the informers; the informers must be
@@ -218,8 +231,9 @@ func (m *Manager) apply(ctx context.Context) {
 	cm, err := m.configMaps.ConfigMaps(m.opts.Namespace).Get(m.opts.ConfigMap)
 	if apierrors.IsNotFound(err) {
 		m.report(ctx, v1.EventTypeWarning, ReasonConfigMissing,
-			"the ConfigMap %s does not exist: no discovery source runs (HyperNode status is still kept up to date); create it with the key %s", cmName, config.Key)
+			"the ConfigMap %s does not exist: no discovery source runs and node labels are off (HyperNode status is still kept up to date); create it with the key %s", cmName, config.Key)
 		m.stopAll()
+		m.configureNodeLabels(ctx, config.DefaultNodeLabels())
 		return
 	}
 	if err != nil {
@@ -239,6 +253,12 @@ func (m *Manager) apply(ctx context.Context) {
 	}
 	for _, w := range parsed.Warnings {
 		m.report(ctx, v1.EventTypeWarning, ReasonConfigWarning, "%s", w)
+	}
+	if len(parsed.NodeLabelsErrs) > 0 {
+		m.report(ctx, v1.EventTypeWarning, ReasonInvalidConfig, "%s in ConfigMap %s: %s; node labels keep their previous setting (%s)",
+			config.Key, cmName, parsed.NodeLabelsErrs.ToAggregate().Error(), m.nodeLabelsSetting())
+	} else {
+		m.configureNodeLabels(ctx, parsed.NodeLabels)
 	}
 
 	type wanted struct {
@@ -313,12 +333,36 @@ func (m *Manager) apply(ctx context.Context) {
 		}
 		r.start(ctx)
 	}
-	if running := m.runningLocked(); running != m.loaded {
-		m.loaded = running
-		msg := fmt.Sprintf("%s of ConfigMap %s loaded; discovery sources running: %s", config.Key, cmName, running)
+	if loaded := m.runningLocked() + "; node labels: " + m.nodeLabelsSettingLocked(); loaded != m.loaded {
+		m.loaded = loaded
+		msg := fmt.Sprintf("%s of ConfigMap %s loaded; discovery sources running: %s", config.Key, cmName, loaded)
 		klog.FromContext(ctx).Info(msg)
 		m.opts.Events.Eventf(m.configRef(), v1.EventTypeNormal, ReasonConfigLoaded, "Discover", "%s", msg)
 	}
+}
+
+// configureNodeLabels hands a valid nodeLabels section to the publisher when it changed.
+func (m *Manager) configureNodeLabels(ctx context.Context, cfg config.NodeLabels) {
+	m.mu.Lock()
+	unchanged := m.nodeLabels != nil && m.nodeLabels.Enabled == cfg.Enabled && m.nodeLabels.Rate() == cfg.Rate()
+	m.nodeLabels = &cfg
+	m.mu.Unlock()
+	if !unchanged && m.opts.NodeLabels != nil {
+		m.opts.NodeLabels.Configure(ctx, cfg)
+	}
+}
+
+func (m *Manager) nodeLabelsSetting() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.nodeLabelsSettingLocked()
+}
+
+func (m *Manager) nodeLabelsSettingLocked() string {
+	if m.nodeLabels == nil {
+		return "not configured yet: nothing is written"
+	}
+	return m.nodeLabels.String()
 }
 
 // reportStopped says that a source stopped and that its HyperNodes stay.

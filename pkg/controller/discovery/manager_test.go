@@ -48,6 +48,12 @@ type harness struct {
 
 func newHarness(t *testing.T, kubeObjs []runtime.Object, hns ...runtime.Object) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil, kubeObjs, hns...)
+}
+
+// newHarnessWith is newHarness with a node labels configurer.
+func newHarnessWith(t *testing.T, nodeLabels NodeLabelsConfigurer, kubeObjs []runtime.Object, hns ...runtime.Object) *harness {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	h := &harness{kube: kubefake.NewClientset(kubeObjs...), topo: topologyfake.NewSimpleClientset(hns...)}
@@ -57,9 +63,10 @@ func newHarness(t *testing.T, kubeObjs []runtime.Object, hns ...runtime.Object) 
 	events := eventlog.New(h.kube.EventsV1(), "hypernode.dev/hypernode-controller", "test")
 	m, err := NewManager(Options{
 		Namespace: testNamespace, ConfigMap: testConfigMap, Client: h.topo,
-		Env:    source.Env{Nodes: nodes.Lister(), Secrets: h.kube.CoreV1(), Namespace: testNamespace},
-		Events: events,
-		Timing: Timing{Debounce: 20 * time.Millisecond, RetryBase: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond},
+		Env:        source.Env{Nodes: nodes.Lister(), Secrets: h.kube.CoreV1(), Namespace: testNamespace},
+		Events:     events,
+		NodeLabels: nodeLabels,
+		Timing:     Timing{Debounce: 20 * time.Millisecond, RetryBase: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond},
 	}, factory.Core().V1().ConfigMaps(), nodes, topoFactory.Topology().V1alpha1().HyperNodes())
 	if err != nil {
 		t.Fatal(err)
@@ -451,4 +458,61 @@ func TestDuplicateWantedNamesWriteNothing(t *testing.T) {
 	if len(list.Items) != 0 {
 		t.Errorf("%d HyperNodes written", len(list.Items))
 	}
+}
+
+// nodeLabelsRecorder records the node labels settings the manager hands over.
+type nodeLabelsRecorder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *nodeLabelsRecorder) Configure(_ context.Context, cfg config.NodeLabels) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, cfg.String())
+}
+
+func (r *nodeLabelsRecorder) wait(t *testing.T, want ...string) {
+	t.Helper()
+	var got []string
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		got = slices.Clone(r.got)
+		return cmp.Equal(want, got), nil
+	})
+	if err != nil {
+		t.Fatalf("node labels settings %q, want %q", got, want)
+	}
+}
+
+// TestNodeLabelsConfig: the nodeLabels section reaches the publisher when it is valid; a
+// mistake in it is reported and changes nothing (the sources still start); a deleted
+// ConfigMap turns node labels off.
+func TestNodeLabelsConfig(t *testing.T) {
+	rec := &nodeLabelsRecorder{}
+	h := newHarnessWith(t, rec, []runtime.Object{configMap(labelConfig + "nodeLabels:\n  enabled: true\n"), gkeNode("n0", "b1", "s1")})
+	rec.wait(t, "on (at most 50 node writes per second)")
+	h.waitEvent(t, testNamespace, ReasonConfigLoaded, "discovery sources running: label; node labels: on (at most 50 node writes per second)")
+	ctx := context.Background()
+
+	if _, err := h.kube.CoreV1().ConfigMaps(testNamespace).Update(ctx, configMap(labelConfig+"nodeLabels:\n  enabled: true\n  writesPerSecond: 0\n"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitEvent(t, testNamespace, ReasonInvalidConfig, "nodeLabels.writesPerSecond: Invalid value: 0: must be a positive number",
+		"node labels keep their previous setting (on (at most 50 node writes per second))")
+
+	if _, err := h.kube.CoreV1().ConfigMaps(testNamespace).Update(ctx, configMap(labelConfig+"nodeLabels:\n  enabled: true\n  writesPerSecond: 5\n"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.wait(t, "on (at most 50 node writes per second)", "on (at most 5 node writes per second)")
+	if diff := cmp.Diff([]string{"label"}, h.m.Running()); diff != "" {
+		t.Errorf("running sources (-want,+got):\n%s", diff)
+	}
+
+	if err := h.kube.CoreV1().ConfigMaps(testNamespace).Delete(ctx, testConfigMap, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.wait(t, "on (at most 50 node writes per second)", "on (at most 5 node writes per second)", "off")
+	h.waitEvent(t, testNamespace, ReasonConfigMissing, "node labels are off")
 }

@@ -61,13 +61,30 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 
+	// NodeLabelWrites counts the node patches of the tier label publisher, by result.
+	NodeLabelWrites = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      namespace,
+		Name:           "node_label_writes_total",
+		Help:           "Node writes of the tier label publisher (one JSON merge patch of a node's hypernode.dev/tier-N labels and its ownership record), by result: success or error (a conflict included; it is retried).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	// NodeLabelsNotOwned is the number of hypernode.dev/tier-N labels, over all nodes, that
+	// the publisher did not write and so leaves alone.
+	NodeLabelsNotOwned = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      namespace,
+		Name:           "node_labels_not_owned",
+		Help:           "hypernode.dev/tier-N node labels that hypernode-controller did not write (not in the node's hypernode.dev/tier-labels annotation) while it publishes the tree as node labels: it neither overwrites nor removes them.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	registerOnce sync.Once
 )
 
 // Register registers the metrics in the legacy registry; later calls do nothing.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(DiscoveryRuns, DiscoveryDuration, HyperNodeWrites, StatusWrites)
+		legacyregistry.MustRegister(DiscoveryRuns, DiscoveryDuration, HyperNodeWrites, StatusWrites, NodeLabelWrites, NodeLabelsNotOwned)
 	})
 }
 

@@ -16,9 +16,13 @@
 //	  enabled: true
 //	  config:
 //	    presets: [topograph]
+//	nodeLabels:
+//	  enabled: true
+//	  writesPerSecond: 50
 //
 // Parse decodes it strictly per entry: a mistake in one entry is reported with its field path
 // and does not stop the other entries. Each source decodes and validates its own `config`.
+// nodeLabels, the tree published as node labels, is this project's own section (NodeLabels).
 package config
 
 import (
@@ -47,6 +51,7 @@ const MinInterval = 10 * time.Second
 // Configuration is the whole configuration.
 type Configuration struct {
 	NetworkTopologyDiscovery []DiscoveryConfig `json:"networkTopologyDiscovery"`
+	NodeLabels               *NodeLabels       `json:"nodeLabels,omitempty"`
 }
 
 // DiscoveryConfig configures one discovery source.
@@ -115,6 +120,10 @@ type Parsed struct {
 	Entries []Entry
 	// Warnings are parts of the configuration that are ignored (unknown top-level keys).
 	Warnings []string
+	// NodeLabels is the nodeLabels section, defaulted (DefaultNodeLabels when absent); with
+	// NodeLabelsErrs, it is not to be applied.
+	NodeLabels     NodeLabels
+	NodeLabelsErrs field.ErrorList
 }
 
 // Parse decodes the configuration text. A document that is not YAML, or whose
@@ -127,11 +136,12 @@ func Parse(text, defaultNamespace string) (*Parsed, error) {
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
-		return nil, fmt.Errorf("%s must be a YAML mapping with the key networkTopologyDiscovery: %w", Key, err)
+		return nil, fmt.Errorf("%s must be a YAML mapping with the keys networkTopologyDiscovery and nodeLabels: %w", Key, err)
 	}
 	out := &Parsed{}
+	out.NodeLabels, out.NodeLabelsErrs = parseNodeLabels(top[nodeLabelsKey])
 	for key := range top {
-		if key != "networkTopologyDiscovery" {
+		if key != "networkTopologyDiscovery" && key != nodeLabelsKey {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("%s: the key %q is not read by the HyperNode controller and is ignored", Key, key))
 		}
 	}

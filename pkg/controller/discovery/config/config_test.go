@@ -165,3 +165,49 @@ func TestParseErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestParseNodeLabels(t *testing.T) {
+	type result struct {
+		Enabled bool
+		Rate    float64
+		Errs    []string
+	}
+	for _, tc := range []struct {
+		name, text string
+		want       result
+	}{
+		{name: "absent: off", text: "networkTopologyDiscovery: []\n", want: result{Rate: 50}},
+		{name: "null: off", text: "nodeLabels:\n", want: result{Rate: 50}},
+		{name: "on, default rate", text: "nodeLabels:\n  enabled: true\n", want: result{Enabled: true, Rate: 50}},
+		{name: "on, a rate", text: "nodeLabels:\n  enabled: true\n  writesPerSecond: 2.5\n", want: result{Enabled: true, Rate: 2.5}},
+		{name: "zero rate", text: "nodeLabels:\n  enabled: true\n  writesPerSecond: 0\n",
+			want: result{Enabled: true, Errs: []string{"nodeLabels.writesPerSecond: Invalid value: 0: must be a positive number of node writes per second"}}},
+		{name: "negative rate", text: "nodeLabels:\n  writesPerSecond: -3\n",
+			want: result{Rate: -3, Errs: []string{"nodeLabels.writesPerSecond: Invalid value: -3: must be a positive number of node writes per second"}}},
+		{name: "a rate that is not a number", text: "nodeLabels:\n  enabled: true\n  writesPerSecond: fast\n",
+			want: result{Rate: 50, Errs: []string{`nodeLabels.writesPerSecond: Invalid value: "string": must be a number`}}},
+		{name: "unknown field", text: "nodeLabels:\n  enable: true\n",
+			want: result{Rate: 50, Errs: []string{"nodeLabels.enable: Forbidden: unknown field"}}},
+		{name: "a quoted bool", text: "nodeLabels:\n  enabled: \"true\"\n",
+			want: result{Rate: 50, Errs: []string{`nodeLabels.enabled: Invalid value: "string": must be a YAML bool (true or false, unquoted)`}}},
+		{name: "not a mapping", text: "nodeLabels: true\n",
+			want: result{Rate: 50, Errs: []string{`nodeLabels: Invalid value: "bool": must be a mapping`}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parsed, err := Parse(tc.text, "hypernode-system")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := result{Enabled: parsed.NodeLabels.Enabled, Rate: parsed.NodeLabels.Rate()}
+			for _, err := range parsed.NodeLabelsErrs {
+				got.Errs = append(got.Errs, err.Error())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("nodeLabels (-want,+got):\n%s", diff)
+			}
+			if len(parsed.Warnings) > 0 {
+				t.Errorf("warnings %v, want none", parsed.Warnings)
+			}
+		})
+	}
+}
