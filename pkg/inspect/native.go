@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -65,7 +66,7 @@ func nativeView(pg *schedulingv1beta1.PodGroup) (view *schedulingv1alpha1.PodGro
 		return view, n.TopologyKey, true
 	}
 	if _, annotated := pg.Annotations[podgroup.NetworkTopologyAnnotation]; !annotated && n.TopologyKey != "" {
-		tier, _ := podgroup.TierOfLabel(n.TopologyKey)
+		tier, _ := hypernode.ParseTierLabelKey(n.TopologyKey)
 		raw, _ := json.Marshal(podgroup.NetworkTopology{Mode: podgroup.ModeHard, HighestTierAllowed: &tier})
 		if view.Annotations == nil {
 			view.Annotations = map[string]string{}
@@ -84,7 +85,7 @@ func (c *Cluster) explainNative(pg *schedulingv1beta1.PodGroup, res v1.ResourceN
 	e.API = NativeAPI
 	switch {
 	case foreign:
-		e.Warnings = append(e.Warnings, fmt.Sprintf("its topology key %s is not a HyperNode tier label (%sN): the scheduler places it in one domain of that label, which explain does not analyse", key, podgroup.TierLabelPrefix))
+		e.Warnings = append(e.Warnings, fmt.Sprintf("its topology key %s is not a HyperNode tier label (%sN): the scheduler places it in one domain of that label, which explain does not analyse", key, hypernode.TierLabelPrefix))
 	case key != "" && e.NetworkTopology != nil && e.NetworkTopology.Annotation == view.Annotations[podgroup.NetworkTopologyAnnotation] && pg.Annotations[podgroup.NetworkTopologyAnnotation] == "":
 		e.NetworkTopology.Annotation, e.NetworkTopology.TopologyKey = "", key
 	}

@@ -2,29 +2,11 @@ package podgroup
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 )
-
-// TierLabelPrefix starts the node labels that name a node's HyperNode at a tier
-// (hypernode.dev/tier-1 is its leaf): hypernode-controller publishes them on request, and a
-// native pod group's schedulingConstraints.topology key of that form means "hard at that tier".
-const TierLabelPrefix = "hypernode.dev/tier-"
-
-// TierOfLabel returns the tier a tier label key names.
-func TierOfLabel(key string) (int, bool) {
-	s, ok := strings.CutPrefix(key, TierLabelPrefix)
-	if !ok {
-		return 0, false
-	}
-	tier, err := strconv.Atoi(s)
-	if err != nil || tier < 1 || strconv.Itoa(tier) != s {
-		return 0, false
-	}
-	return tier, true
-}
 
 // Native is what a native (scheduling.k8s.io) pod group says about its placement.
 type Native struct {
@@ -45,7 +27,7 @@ type Native struct {
 func NativeGang(n Native, pods []*v1.Pod, defaultTopology *NetworkTopology) Gang {
 	topology, topologyErr := ParseNetworkTopology(n.Annotations)
 	if topology == nil && topologyErr == nil && n.TopologyKey != "" {
-		if tier, ok := TierOfLabel(n.TopologyKey); ok {
+		if tier, ok := hypernode.ParseTierLabelKey(n.TopologyKey); ok {
 			topology = &NetworkTopology{Mode: ModeHard, HighestTierAllowed: &tier}
 		}
 	}
@@ -84,7 +66,7 @@ func (n Native) ForeignKey() (string, bool) {
 	if _, annotated := n.Annotations[NetworkTopologyAnnotation]; annotated {
 		return "", false
 	}
-	if _, ok := TierOfLabel(n.TopologyKey); ok {
+	if _, ok := hypernode.ParseTierLabelKey(n.TopologyKey); ok {
 		return "", false
 	}
 	return n.TopologyKey, true
