@@ -80,8 +80,10 @@ type Cluster struct {
 	Nodes      []*v1.Node
 	Pods       []*v1.Pod
 	PodGroups  []*schedulingv1alpha1.PodGroup
-	// NativePodGroups are Kubernetes' own pod groups (scheduling.k8s.io), where served.
+	// NativePodGroups are Kubernetes' own pod groups (scheduling.k8s.io), where served
+	// (NativeServed).
 	NativePodGroups []*schedulingv1beta1.PodGroup
+	NativeServed    bool
 	Events          []*v1.Event
 	// DeviceClasses tell which extended resources DRA provides (a node lacks them in its
 	// allocatable).

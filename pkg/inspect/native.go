@@ -2,9 +2,7 @@ package inspect
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
@@ -39,7 +37,13 @@ func (cl *Cluster) readNativePodGroups(ctx context.Context, c Clients, opts Load
 		}, func(pg *schedulingv1beta1.PodGroup) { cl.NativePodGroups = append(cl.NativePodGroups, pg) })
 	}
 	switch {
-	case err == nil, apierrors.IsNotFound(err):
+	case err == nil:
+		cl.NativeServed = true
+	case apierrors.IsNotFound(err) && opts.PodGroup != nil:
+		// The group is missing, or the API is: only a list can tell which.
+		_, lerr := c.Kube.SchedulingV1beta1().PodGroups(opts.PodGroup.Namespace).List(ctx, metav1.ListOptions{Limit: 1})
+		cl.NativeServed = lerr == nil
+	case apierrors.IsNotFound(err):
 	case apierrors.IsForbidden(err):
 		cl.Warnings = append(cl.Warnings, fmt.Sprintf("native pod groups (%s) could not be read: %v", NativeAPI, err))
 	default:
@@ -48,37 +52,12 @@ func (cl *Cluster) readNativePodGroups(ctx context.Context, c Clients, opts Load
 	return nil
 }
 
-// nativeView is a native pod group as the scheduler reads it, in the shape explain reads a
-// PodGroup: its annotations, minCount as minMember, and a tier label topology key as the
-// hard constraint it means. It also returns the topology key, and whether that key is
-// foreign (not a tier label: the scheduler places the group by the label's values).
-func nativeView(pg *schedulingv1beta1.PodGroup) (view *schedulingv1alpha1.PodGroup, key string, foreign bool) {
-	n := podgroup.Native{Key: podgroup.Key{Namespace: pg.Namespace, Name: pg.Name}, Annotations: pg.Annotations}
-	if c := pg.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
-		n.TopologyKey = c.Topology[0].Key
-	}
-	view = &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID,
-		Annotations: maps.Clone(pg.Annotations)}}
-	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
-		view.Spec.MinMember = g.MinCount
-	}
-	if _, ok := n.ForeignKey(); ok {
-		return view, n.TopologyKey, true
-	}
-	if _, annotated := pg.Annotations[podgroup.NetworkTopologyAnnotation]; !annotated && n.TopologyKey != "" {
-		tier, _ := hypernode.ParseTierLabelKey(n.TopologyKey)
-		raw, _ := json.Marshal(podgroup.NetworkTopology{Mode: podgroup.ModeHard, HighestTierAllowed: &tier})
-		if view.Annotations == nil {
-			view.Annotations = map[string]string{}
-		}
-		view.Annotations[podgroup.NetworkTopologyAnnotation] = string(raw)
-	}
-	return view, n.TopologyKey, false
-}
-
 // explainNative explains a native pod group as Explain explains a PodGroup.
 func (c *Cluster) explainNative(pg *schedulingv1beta1.PodGroup, res v1.ResourceName) Explanation {
-	view, key, foreign := nativeView(pg)
+	n := podgroup.NativeOf(pg)
+	view, foreign := n.View()
+	view.UID = pg.UID
+	key := n.TopologyKey
 	var counts MemberCounts
 	members := c.members(pg.Namespace, pg.Name, nativeMemberOf, &counts)
 	e, gang := c.explainGang(view, members, counts, res, nativeHeldBack)

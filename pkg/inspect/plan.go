@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,7 +28,10 @@ type PlanReport struct {
 	Job          string `json:"job"`
 	PodGroup     string `json:"podGroup"`
 	PodGroupFrom string `json:"podGroupFrom"`
-	MinMember    int32  `json:"minMember"`
+	// Native: the group is Kubernetes' own pod group (scheduling.k8s.io), analysed as its
+	// PodGroup view (minCount as minMember, a tier label key as its constraint).
+	Native    bool  `json:"native,omitempty"`
+	MinMember int32 `json:"minMember"`
 	// Members counts the pods the job's controller creates at once; Priority is theirs.
 	Members  int    `json:"members"`
 	Priority int32  `json:"priority"`
@@ -153,6 +157,10 @@ func (c *Cluster) Plan(job *jobspec.Job, opts PlanOptions) (PlanReport, error) {
 		return PlanReport{}, err
 	}
 	members, pg := job.Members, job.PodGroup
+	if job.Native && !c.NativeServed {
+		return PlanReport{}, fmt.Errorf("%s %s is a native pod group (%s), which this cluster does not serve: turn on the GenericWorkload and TopologyAwareWorkloadScheduling gates "+
+			"(docs/user-guide.md, \"Native pod groups\"), or use a PodGroup (scheduling.x-k8s.io/v1alpha1)", job.Kind, job.Name, NativeAPI)
+	}
 	var live MemberCounts
 	existing := c.members(pg.Namespace, pg.Name, labelMemberOf, &live)
 	if len(existing) > 0 {
@@ -166,7 +174,8 @@ func (c *Cluster) Plan(job *jobspec.Job, opts PlanOptions) (PlanReport, error) {
 		Resource: e.Resource, Request: e.Request, RequestFrom: e.RequestFrom, Shapes: e.Shapes,
 		NetworkTopology: e.NetworkTopology, SubGroups: e.SubGroups, Search: e.Search, Warnings: e.Warnings, Note: NothingChanged}
 	// The operators of the other kinds name the scheduler they were configured with.
-	if opts.SchedulerName != "" && (job.Kind == "Job" || job.Kind == "PodGroup" || job.Kind == "RayCluster") {
+	r.Native = job.Native
+	if opts.SchedulerName != "" && (job.Kind == "Job" || strings.HasPrefix(job.Kind, "PodGroup") || job.Kind == "RayCluster") {
 		for _, p := range members {
 			if p.Spec.SchedulerName != opts.SchedulerName {
 				r.Warnings = append(r.Warnings, fmt.Sprintf("pod %s names schedulerName %q, not %s: that scheduler places it, and the plan says where %s would",

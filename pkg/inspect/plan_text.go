@@ -20,8 +20,12 @@ func WritePlan(w io.Writer, r PlanReport) error {
 	for _, warning := range r.Warnings {
 		p.wrap("  warning: ", "    ", warning)
 	}
-	p.wrap("  ", "    ", fmt.Sprintf("PodGroup %s (%s), minMember %d; %d %s at once, priority %d",
-		r.PodGroup, podGroupSource(r.PodGroupFrom), r.MinMember, r.Members, plural(r.Members, "pod", "pods"), r.Priority))
+	group, min := "PodGroup", "minMember"
+	if r.Native {
+		group, min = "Native pod group", "minCount"
+	}
+	p.wrap("  ", "    ", fmt.Sprintf("%s %s (%s), %s %d; %d %s at once, priority %d",
+		group, r.PodGroup, podGroupSource(r.PodGroupFrom), min, r.MinMember, r.Members, plural(r.Members, "pod", "pods"), r.Priority))
 	writeGang(p, Explanation{Request: r.Request, RequestFrom: r.RequestFrom, Shapes: r.Shapes,
 		NetworkTopology: r.NetworkTopology, SubGroups: r.SubGroups})
 

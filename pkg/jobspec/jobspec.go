@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +36,9 @@ type Job struct {
 	// Members are the pods the controller creates at once, named as it names them (a batch
 	// Job's pods, whose names end in a random suffix, are named job-INDEX or job-N).
 	Members []*v1.Pod
+	// Native: the gang is Kubernetes' own pod group; PodGroup is then its view
+	// (podgroup.Native.View) and Members are in the view's PodGroup (native.go).
+	Native bool
 }
 
 // AnnotatePodGroup sets an annotation on the job's PodGroup (a copy: the PodGroup may be the
@@ -56,7 +60,8 @@ const (
 )
 
 // Known lists the kinds Derive knows, as its errors name them.
-const Known = "PodGroup (scheduling.x-k8s.io/v1alpha1) with its Pods or a PodTemplate, Job (batch/v1) with a PodGroup, " +
+const Known = "PodGroup (scheduling.x-k8s.io/v1alpha1) with its Pods or a PodTemplate, PodGroup (scheduling.k8s.io/v1beta1) with its Pods, " +
+	"Job (batch/v1) with a PodGroup or spec.scheduling, " +
 	"PyTorchJob (kubeflow.org/v1), MPIJob (kubeflow.org/v2beta1), RayCluster (ray.io/v1)"
 
 // ErrUnknownKind is wrapped by the errors for objects of a kind Derive does not know.
@@ -145,6 +150,20 @@ func Derive(objs []*unstructured.Unstructured, namespace string, lookup PodGroup
 			}
 			in.podGroups[pg.Namespace+"/"+pg.Name] = pg
 			in.podGroupOrder = append(in.podGroupOrder, pg)
+		case "scheduling.k8s.io/PodGroup":
+			if gv != schedulingv1beta1.SchemeGroupVersion.String() {
+				return nil, fmt.Errorf("PodGroup %s: apiVersion %s; the scheduler reads %s", u.GetName(), gv, schedulingv1beta1.SchemeGroupVersion)
+			}
+			pg := &schedulingv1beta1.PodGroup{}
+			if err := convert(u, pg); err != nil {
+				return nil, err
+			}
+			in.natives = append(in.natives, pg)
+		case "scheduling.k8s.io/Workload":
+			// The PodGroups the scheduler reads are made from it; the file gives them.
+			if err := convert(u, &schedulingv1beta1.Workload{}); err != nil {
+				return nil, err
+			}
 		case "/Pod":
 			p := &v1.Pod{}
 			if err := convert(u, p); err != nil {
@@ -178,6 +197,10 @@ func Derive(objs []*unstructured.Unstructured, namespace string, lookup PodGroup
 	var out *Job
 	var err error
 	switch {
+	case job == nil && len(in.natives) > 0 && len(in.podGroupOrder) == 0:
+		out, err = in.nativeGroupWithPods()
+	case job == nil && len(in.natives) > 0:
+		return nil, fmt.Errorf("the input has a PodGroup of each API (%s and %s): plan one group at a time", in.podGroupOrder[0].Name, in.natives[0].Name)
 	case job == nil:
 		out, err = in.podGroupWithPods()
 	case len(in.pods) > 0:
@@ -216,6 +239,7 @@ type input struct {
 	lookup        PodGroupLookup
 	podGroups     map[string]*schedulingv1alpha1.PodGroup
 	podGroupOrder []*schedulingv1alpha1.PodGroup
+	natives       []*schedulingv1beta1.PodGroup
 	pods          []*v1.Pod
 	templates     []*v1.PodTemplate
 }

@@ -117,6 +117,58 @@ spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}
 				{Name: "team-a/w-0", Rank: 0, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "pg")},
 			}},
 	}, {
+		name: "a native PodGroup with its pods and Workload: the tier label key is its constraint",
+		yaml: `apiVersion: scheduling.k8s.io/v1beta1
+kind: Workload
+metadata: {name: wl}
+spec:
+  podGroupTemplates:
+  - name: workers
+    schedulingPolicy: {gang: {minCount: 2}}
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: npg}
+spec:
+  schedulingPolicy: {gang: {minCount: 2}}
+  schedulingConstraints: {topology: [{key: hypernode.dev/tier-1}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w-0}
+spec: {schedulingGroup: {podGroupName: npg}, containers: [{name: c, image: x, resources: {requests: {cpu: "2"}}}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w-1}
+spec: {schedulingGroup: {podGroupName: npg}, containers: [{name: c, image: x, resources: {requests: {cpu: "2"}}}]}
+`,
+		want: derived{Kind: "PodGroup (scheduling.k8s.io/v1beta1)", Job: "team-a/npg", PodGroup: "team-a/npg", From: FromFile, MinMember: 2,
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`},
+			Members: []member{
+				{Name: "team-a/w-0", Rank: -1, CPU: "2", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "npg")},
+				{Name: "team-a/w-1", Rank: -1, CPU: "2", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "npg")},
+			}},
+	}, {
+		name: "a Job with spec.scheduling: the Job controller's native gang, minCount from parallelism",
+		yaml: `apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  parallelism: 3
+  completionMode: Indexed
+  scheduling:
+    schedulingPolicy: {gang: {}}
+    schedulingConstraints: {topology: [{key: hypernode.dev/tier-2}]}
+  template:` + strings.ReplaceAll(tmpl("1"), "\n    ", "\n      ") + "\n",
+		want: derived{Kind: "Job", Job: "team-a/train", PodGroup: "team-a/train", From: FromController, MinMember: 3,
+			Annotations: map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":2}`},
+			Members: []member{
+				{Name: "team-a/train-0", Rank: 0, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "train", "batch.kubernetes.io/job-completion-index", "0", "job-name", "train")},
+				{Name: "team-a/train-1", Rank: 1, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "train", "batch.kubernetes.io/job-completion-index", "1", "job-name", "train")},
+				{Name: "team-a/train-2", Rank: 2, CPU: "1", Labels: lbl(schedulingv1alpha1.PodGroupLabel, "train", "batch.kubernetes.io/job-completion-index", "2", "job-name", "train")},
+			}},
+	}, {
 		name: "PodGroup with a PodTemplate: minMember copies",
 		yaml: `apiVersion: scheduling.x-k8s.io/v1alpha1
 kind: PodGroup
@@ -274,8 +326,22 @@ func TestDeriveRefuses(t *testing.T) {
 	}, {
 		name: "a Job without a PodGroup label",
 		yaml: "apiVersion: batch/v1\nkind: Job\nmetadata: {name: lone}\nspec:\n  template:" + strings.ReplaceAll(tmpl("1"), "\n    ", "\n      ") + "\n",
-		wantErr: "Job lone: its pod template has no scheduling.x-k8s.io/pod-group label, so the scheduler places its pods one at a time, not as a gang; " +
-			"label the template with the name of its PodGroup",
+		wantErr: "Job lone: its pod template has no scheduling.x-k8s.io/pod-group label and the Job no spec.scheduling, so the scheduler places its pods one at a time, not as a gang; " +
+			"label the template with the name of its PodGroup, or give the Job spec.scheduling",
+	}, {
+		name: "a pod in a PodGroup and a native pod group",
+		yaml: "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: npg}\nspec: {schedulingPolicy: {gang: {minCount: 1}}}\n---\n" +
+			"apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {scheduling.x-k8s.io/pod-group: pg}}\nspec: {schedulingGroup: {podGroupName: npg}, containers: [{name: c, image: x}]}\n",
+		wantErr: "p is in PodGroup pg (label scheduling.x-k8s.io/pod-group) and in the native pod group npg: the scheduler refuses a pod in two gangs (InTwoPodGroups); remove the label or the native group",
+	}, {
+		name: "a native pod group with a foreign topology key",
+		yaml: "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: npg}\nspec: {schedulingPolicy: {gang: {minCount: 1}}, schedulingConstraints: {topology: [{key: topology.kubernetes.io/zone}]}}\n---\n" +
+			"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {schedulingGroup: {podGroupName: npg}, containers: [{name: c, image: x}]}\n",
+		wantErr: "pod group npg: its topology key topology.kubernetes.io/zone is not a HyperNode tier label (hypernode.dev/tier-N): the scheduler places it in one domain of that label, which plan does not analyse",
+	}, {
+		name:    "a native pod group without members",
+		yaml:    "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: npg}\nspec: {schedulingPolicy: {gang: {minCount: 2}}}\n",
+		wantErr: "pod group npg: the input has no member: add its Pods (spec.schedulingGroup.podGroupName: npg)",
 	}, {
 		name:    "a Job whose PodGroup exists nowhere",
 		yaml:    "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    metadata: {labels: {scheduling.x-k8s.io/pod-group: nowhere}}" + tmpl("1") + "\n",

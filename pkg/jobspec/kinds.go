@@ -82,18 +82,6 @@ func (in *input) batchJob(u *unstructured.Unstructured) (*Job, error) {
 	if err := convert(u, j); err != nil {
 		return nil, err
 	}
-	name := j.Spec.Template.Labels[schedulingv1alpha1.PodGroupLabel]
-	if name == "" {
-		return nil, fmt.Errorf("Job %s: its pod template has no %s label, so the scheduler places its pods one at a time, not as a gang; "+
-			"label the template with the name of its PodGroup", j.Name, schedulingv1alpha1.PodGroupLabel)
-	}
-	pg, from, err := in.podGroup(j.Namespace, name)
-	if err != nil {
-		return nil, err
-	}
-	if pg == nil {
-		return nil, fmt.Errorf("Job %s: its pods' PodGroup %s/%s is neither in the input nor in the cluster", j.Name, j.Namespace, name)
-	}
 	n := int32(1)
 	if j.Spec.Parallelism != nil {
 		n = *j.Spec.Parallelism
@@ -105,6 +93,21 @@ func (in *input) batchJob(u *unstructured.Unstructured) (*Job, error) {
 		return nil, fmt.Errorf("Job %s: parallelism %d starts no pod", j.Name, n)
 	}
 	indexed := j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion
+	if j.Spec.Scheduling != nil {
+		return in.nativeJob(j, n, indexed)
+	}
+	name := j.Spec.Template.Labels[schedulingv1alpha1.PodGroupLabel]
+	if name == "" {
+		return nil, fmt.Errorf("Job %s: its pod template has no %s label and the Job no spec.scheduling, so the scheduler places its pods one at a time, not as a gang; "+
+			"label the template with the name of its PodGroup, or give the Job spec.scheduling", j.Name, schedulingv1alpha1.PodGroupLabel)
+	}
+	pg, from, err := in.podGroup(j.Namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	if pg == nil {
+		return nil, fmt.Errorf("Job %s: its pods' PodGroup %s/%s is neither in the input nor in the cluster", j.Name, j.Namespace, name)
+	}
 	job := &Job{Kind: "Job", Namespace: j.Namespace, Name: j.Name, PodGroup: pg, PodGroupFrom: from}
 	for i := range int(n) {
 		p := memberOf(j.Spec.Template, j.Namespace, fmt.Sprintf("%s-%d", j.Name, i), name)

@@ -1,9 +1,14 @@
 package podgroup
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 )
@@ -74,3 +79,38 @@ func (n Native) ForeignKey() (string, bool) {
 
 // String names the group in messages.
 func (n Native) String() string { return fmt.Sprintf("pod group %s", n.Key) }
+
+// NativeOf reads what a native PodGroup object says about its placement.
+func NativeOf(pg *schedulingv1beta1.PodGroup) Native {
+	n := Native{Key: Key{Namespace: pg.Namespace, Name: pg.Name}, Annotations: pg.Annotations}
+	if c := pg.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
+		n.TopologyKey = c.Topology[0].Key
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g != nil {
+		n.MinCount = int(g.MinCount)
+	}
+	return n
+}
+
+// View is a native pod group in the shape of a scheduler-plugins PodGroup, for the tools that
+// analyse PodGroups (kubectl hypernode explain and plan): its annotations, minCount as
+// minMember, and a tier label topology key as the hard constraint annotation it means
+// (NativeGang reads the same). It also reports whether the topology key is foreign: the
+// scheduler then places the group by that label's values, which the view does not carry.
+func (n Native) View() (view *schedulingv1alpha1.PodGroup, foreign bool) {
+	view = &schedulingv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: n.Key.Namespace, Name: n.Key.Name,
+		Annotations: maps.Clone(n.Annotations)}}
+	view.Spec.MinMember = int32(n.MinCount)
+	if _, ok := n.ForeignKey(); ok {
+		return view, true
+	}
+	if _, annotated := n.Annotations[NetworkTopologyAnnotation]; !annotated && n.TopologyKey != "" {
+		tier, _ := hypernode.ParseTierLabelKey(n.TopologyKey)
+		raw, _ := json.Marshal(NetworkTopology{Mode: ModeHard, HighestTierAllowed: &tier})
+		if view.Annotations == nil {
+			view.Annotations = map[string]string{}
+		}
+		view.Annotations[NetworkTopologyAnnotation] = string(raw)
+	}
+	return view, false
+}

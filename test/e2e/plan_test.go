@@ -285,7 +285,7 @@ func TestPlanRefusesBadInput(t *testing.T) {
 	}{{
 		name:     "unknown kind",
 		input:    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
-		wantErr:  "error: unknown kind Deployment (apps/v1) of \"web\": plan knows PodGroup (scheduling.x-k8s.io/v1alpha1) with its Pods or a PodTemplate, Job (batch/v1) with a PodGroup, PyTorchJob (kubeflow.org/v1), MPIJob (kubeflow.org/v2beta1), RayCluster (ray.io/v1)\n" + see,
+		wantErr:  "error: unknown kind Deployment (apps/v1) of \"web\": plan knows PodGroup (scheduling.x-k8s.io/v1alpha1) with its Pods or a PodTemplate, PodGroup (scheduling.k8s.io/v1beta1) with its Pods, Job (batch/v1) with a PodGroup or spec.scheduling, PyTorchJob (kubeflow.org/v1), MPIJob (kubeflow.org/v2beta1), RayCluster (ray.io/v1)\n" + see,
 		wantCode: 2,
 	}, {
 		name:     "malformed file",
@@ -295,7 +295,7 @@ func TestPlanRefusesBadInput(t *testing.T) {
 	}, {
 		name:     "Job without a PodGroup label",
 		input:    jobYAML("lone", 2, "", ourScheduler),
-		wantErr:  "error: Job lone: its pod template has no scheduling.x-k8s.io/pod-group label, so the scheduler places its pods one at a time, not as a gang; label the template with the name of its PodGroup\n" + see,
+		wantErr:  "error: Job lone: its pod template has no scheduling.x-k8s.io/pod-group label and the Job no spec.scheduling, so the scheduler places its pods one at a time, not as a gang; label the template with the name of its PodGroup, or give the Job spec.scheduling\n" + see,
 		wantCode: 2,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,6 +39,11 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	if gangstate.SimulationMark.In(state) {
 		return nil, skipUnless(held)
 	}
+	if node := nativeNode(state, pod); node != "" {
+		// A native group's member in its pod-group cycle goes where GeneratePlacements
+		// planned it, as a PodGroup's member does (native.go).
+		return &fwk.PreFilterResult{NodeNames: sets.New(node)}, nil
+	}
 	v, err := p.gangs.Begin(ctx, state, pod, p.cycle)
 	switch {
 	case err != nil:

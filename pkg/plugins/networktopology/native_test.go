@@ -11,6 +11,7 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/klog/v2"
@@ -39,6 +40,8 @@ import (
 type nativeEnv struct {
 	ctx    context.Context
 	plugin *NetworkTopologyAware
+	// pgState is the pod-group cycle state of the last generate.
+	pgState *framework.CycleState
 }
 
 // newNativeEnv builds the env with running pods (placed by their spec.nodeName) and native
@@ -126,7 +129,8 @@ func (e *nativeEnv) generate(t *testing.T, pg *schedulingv1beta1.PodGroup, pendi
 	if err != nil {
 		t.Fatal(err)
 	}
-	result, status := e.plugin.GeneratePlacements(e.ctx, framework.NewCycleState(), pgi, &fwk.Placement{Nodes: all})
+	e.pgState = framework.NewCycleState()
+	result, status := e.plugin.GeneratePlacements(e.ctx, e.pgState, pgi, &fwk.Placement{Nodes: all})
 	if !status.IsSuccess() {
 		return nil, status
 	}
@@ -291,5 +295,44 @@ func TestScorePlacement(t *testing.T) {
 	want := map[string]int64{"l0/leaves=[l0]": 100, "not generated": 66, "l1": 33, "sp0": 0}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("scores (-want +got):\n%s", diff)
+	}
+}
+
+// TestNativeMembersNarrowedToTheirPlannedNodes: after a first attempt's generation, each
+// member's PreFilter in the pod-group cycle narrows it to the node the plan gives it; after a
+// retry's (several placements) nobody is narrowed; outside a pod-group cycle neither.
+func TestNativeMembersNarrowedToTheirPlannedNodes(t *testing.T) {
+	group := nativeGroup("g", 2, `{"mode":"hard","highestTierAllowed":1}`, "")
+	e := newNativeEnv(t, []*v1.Pod{runningOn("busy", "n0", "1")}, group)
+	pending := pendingOf("g", 2)
+	narrowed := func() []string {
+		var out []string
+		for _, pod := range pending {
+			state := framework.NewCycleState()
+			state.SetPodGroupSchedulingCycle(e.pgState)
+			result, _ := e.plugin.PreFilter(e.ctx, state, pod, nil)
+			if result == nil || result.AllNodes() {
+				out = append(out, pod.Name+": all")
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s: %v", pod.Name, sets.List(result.NodeNames)))
+		}
+		return out
+	}
+	if _, status := e.generate(t, group, pending); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	// l0 is the fullest leaf that holds two: one fits on n0 next to busy, one on n1.
+	if diff := cmp.Diff([]string{"g-0: [n0]", "g-1: [n1]"}, narrowed()); diff != "" {
+		t.Errorf("first attempt (-want +got):\n%s", diff)
+	}
+	if _, status := e.generate(t, group, pending); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	if diff := cmp.Diff([]string{"g-0: all", "g-1: all"}, narrowed()); diff != "" {
+		t.Errorf("retry (-want +got):\n%s", diff)
+	}
+	if got := nativeNode(framework.NewCycleState(), pending[0]); got != "" {
+		t.Errorf("outside a pod-group cycle: narrowed to %q", got)
 	}
 }
