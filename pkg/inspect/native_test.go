@@ -5,6 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+
+	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/jobspec"
+
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
@@ -97,4 +105,78 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestPlanNativeJob: a Job with spec.scheduling is planned as the Job controller's native gang
+// (its tier label key hard at tier 1) where the cluster serves native pod groups, and refused
+// where it does not.
+func TestPlanNativeJob(t *testing.T) {
+	objs, err := jobspec.ReadBytes([]byte(`apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: team-a}
+spec:
+  parallelism: 4
+  completionMode: Indexed
+  scheduling:
+    schedulingPolicy: {gang: {minCount: 4}}
+    schedulingConstraints: {topology: [{key: hypernode.dev/tier-1}]}
+  template:
+    spec:
+      schedulerName: hypernode-scheduler
+      containers:
+      - name: c
+        image: x
+        resources: {requests: {nvidia.com/gpu: "4", cpu: "8", memory: 32Gi}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := jobspec.Derive(objs, "team-a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := loadTestCluster(t)
+	r, err := c.Plan(job, PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{fmt.Sprint(r.Native, r.Placed), r.PodGroupFrom, r.NetworkTopology.Description, r.Placement.Domain}
+	// The test cluster's only leaf with 16 free GPUs is s2.
+	if diff := cmp.Diff([]string{"true true", jobspec.FromController, "hard topology (tier<=1)", "s2"}, got); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	var text strings.Builder
+	if err := WritePlan(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Native pod group team-a/train (as the job's controller will create it),"; !strings.Contains(text.String(), want) {
+		t.Errorf("plan text lacks %q:\n%s", want, text.String())
+	}
+
+	c.NativeServed = false
+	_, err = c.Plan(job, PlanOptions{})
+	want := "Job train is a native pod group (scheduling.k8s.io/v1beta1), which this cluster does not serve: turn on the GenericWorkload and TopologyAwareWorkloadScheduling gates " +
+		`(docs/user-guide.md, "Native pod groups"), or use a PodGroup (scheduling.x-k8s.io/v1alpha1)`
+	if err == nil || err.Error() != want {
+		t.Errorf("plan where native pod groups are not served: %v, want %q", err, want)
+	}
+}
+
+// TestNativeServedReadFromTheCluster: a cluster whose apiserver does not serve native pod
+// groups (the list is NotFound) is recorded as such, without a warning.
+func TestNativeServedReadFromTheCluster(t *testing.T) {
+	kube := kubefake.NewClientset()
+	kube.PrependReactor("list", "podgroups", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schedulingv1beta1.Resource("podgroups"), "")
+	})
+	c, err := Load(t.Context(), Clients{Kube: kube, Topology: topologyfake.NewSimpleClientset(), Scheduling: schedfake.NewSimpleClientset()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NativeServed || len(c.Warnings) != 0 {
+		t.Errorf("NativeServed %v, warnings %q; want false and none", c.NativeServed, c.Warnings)
+	}
+	if served := loadTestCluster(t).NativeServed; !served {
+		t.Errorf("a cluster that lists native pod groups: NativeServed false")
+	}
 }
