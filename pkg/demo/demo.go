@@ -41,6 +41,9 @@ type Job struct {
 	// Plan: kubectl hypernode plan is shown before the job is submitted, and the job must
 	// land where it said.
 	Plan bool
+	// Native: the job is a Job with spec.scheduling, whose native pod group the Job
+	// controller makes (NativeScene); its pods have no PodGroup label.
+	Native bool
 }
 
 // Scene is a topology, its simulated nodes, and the jobs submitted to it in order.
@@ -210,7 +213,11 @@ func (r *Runner) Submit(ctx context.Context, s Scene, j Job) (Result, error) {
 
 // Observe reads where a job's pods are now.
 func (r *Runner) Observe(ctx context.Context, s Scene, j Job) (Result, error) {
-	pods, err := r.Cluster.Kube.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: PodGroupLabel + "=" + j.Name})
+	selector := PodGroupLabel + "=" + j.Name
+	if j.Native {
+		selector = "batch.kubernetes.io/job-name=" + j.Name
+	}
+	pods, err := r.Cluster.Kube.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return Result{}, err
 	}
@@ -243,7 +250,20 @@ func PodKey(p *v1.Pod) string {
 	return p.Name
 }
 
-// Report prints kubectl-hypernode's explanation of a job and returns it.
+// ReportJob prints kubectl-hypernode's explanation of a job's gang and returns it.
+func (r *Runner) ReportJob(ctx context.Context, namespace string, j Job) (inspect.Explanation, error) {
+	podGroup := j.Name
+	if j.Native {
+		var err error
+		if podGroup, err = r.nativeGroupOf(ctx, namespace, j); err != nil {
+			return inspect.Explanation{}, err
+		}
+	}
+	return r.Report(ctx, namespace, podGroup)
+}
+
+// Report prints kubectl-hypernode's explanation of a PodGroup (or native pod group) and
+// returns it.
 func (r *Runner) Report(ctx context.Context, namespace, podGroup string) (inspect.Explanation, error) {
 	// The same reads as kubectl hypernode explain.
 	cluster, err := inspect.LoadWith(ctx, r.Clients, inspect.LoadOptions{EventNamespace: namespace,

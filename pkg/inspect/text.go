@@ -325,7 +325,11 @@ func WriteExplanation(w io.Writer, e Explanation) error {
 		p.wrap("  warning: ", "    ", warning)
 	}
 	m := e.Members
-	members := fmt.Sprintf("minMember %d; members: %d live (%d bound, %d pending)", e.MinMember, m.Seen, m.Bound, m.Pending)
+	min := "minMember"
+	if e.API != "" {
+		min = "minCount"
+	}
+	members := fmt.Sprintf("%s %d; members: %d live (%d bound, %d pending)", min, e.MinMember, m.Seen, m.Bound, m.Pending)
 	if m.Finished > 0 {
 		members += fmt.Sprintf(", %d finished", m.Finished)
 	}

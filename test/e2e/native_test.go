@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/demo"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/inspect"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/localcluster"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
 )
@@ -172,5 +175,32 @@ func TestNativeJobInOneLeaf(t *testing.T) {
 	sort.Strings(placed)
 	if diff := cmp.Diff([]string{"n6", "n6", "n7", "n7"}, placed); diff != "" {
 		t.Errorf("the Job's nodes (-want +got):\n%s\n(%s)", diff, podGroup)
+	}
+
+	// The demo's native scene on the same control plane: its Job in one leaf of the 64-node
+	// fabric, explained as a native pod group.
+	runner, err := demo.NewRunner(c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scene := demo.NativeScene()
+	if err := runner.Setup(ctx, scene); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range scene.Jobs {
+		res, err := runner.Submit(ctx, scene, j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := runner.ReportJob(ctx, scene.Namespace, j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := demo.Check(res, e); err != nil {
+			t.Error(err)
+		}
+		if e.API != inspect.NativeAPI || e.Placement == nil || e.Placement.Tier != 1 || e.NetworkTopology.TopologyKey != "hypernode.dev/tier-1" {
+			t.Errorf("the demo's native job explained as %+v; want a native pod group placed at tier 1 by its key", e)
+		}
 	}
 }
