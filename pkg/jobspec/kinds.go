@@ -108,9 +108,16 @@ func (in *input) batchJob(u *unstructured.Unstructured) (*Job, error) {
 	if pg == nil {
 		return nil, fmt.Errorf("Job %s: its pods' PodGroup %s/%s is neither in the input nor in the cluster", j.Name, j.Namespace, name)
 	}
-	job := &Job{Kind: "Job", Namespace: j.Namespace, Name: j.Name, PodGroup: pg, PodGroupFrom: from}
+	return &Job{Kind: "Job", Namespace: j.Namespace, Name: j.Name, PodGroup: pg, PodGroupFrom: from,
+		Members: jobPods(j, n, indexed, name)}, nil
+}
+
+// jobPods are the n pods the Job controller creates at once, in podGroup: named JOB-N, with
+// the Job's labels, and an Indexed Job's completion index (their rank).
+func jobPods(j *batchv1.Job, n int32, indexed bool, podGroup string) []*v1.Pod {
+	var out []*v1.Pod
 	for i := range int(n) {
-		p := memberOf(j.Spec.Template, j.Namespace, fmt.Sprintf("%s-%d", j.Name, i), name)
+		p := memberOf(j.Spec.Template, j.Namespace, fmt.Sprintf("%s-%d", j.Name, i), podGroup)
 		p.Labels[batchv1.JobNameLabel], p.Labels["job-name"] = j.Name, j.Name
 		if indexed {
 			p.Labels[jobCompletionIndex] = strconv.Itoa(i)
@@ -119,9 +126,9 @@ func (in *input) batchJob(u *unstructured.Unstructured) (*Job, error) {
 			}
 			p.Annotations[jobCompletionIndex] = strconv.Itoa(i)
 		}
-		job.Members = append(job.Members, p)
+		out = append(out, p)
 	}
-	return job, nil
+	return out
 }
 
 // pyTorchInitContainer is training-operator's default init-pytorch container (its template

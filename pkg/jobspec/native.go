@@ -2,7 +2,6 @@ package jobspec
 
 import (
 	"fmt"
-	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
@@ -86,20 +85,8 @@ func (in *input) nativeJob(j *batchv1.Job, n int32, indexed bool) (*Job, error) 
 	if view.Spec.MinMember == 0 {
 		view.Spec.MinMember = 1
 	}
-	job := &Job{Kind: "Job", Namespace: j.Namespace, Name: j.Name, PodGroup: view, PodGroupFrom: FromController, Native: true}
-	for i := range int(n) {
-		p := memberOf(j.Spec.Template, j.Namespace, fmt.Sprintf("%s-%d", j.Name, i), view.Name)
-		p.Labels[batchv1.JobNameLabel], p.Labels["job-name"] = j.Name, j.Name
-		if indexed {
-			p.Labels[jobCompletionIndex] = strconv.Itoa(i)
-			if p.Annotations == nil {
-				p.Annotations = map[string]string{}
-			}
-			p.Annotations[jobCompletionIndex] = strconv.Itoa(i)
-		}
-		job.Members = append(job.Members, p)
-	}
-	return job, nil
+	return &Job{Kind: "Job", Namespace: j.Namespace, Name: j.Name, PodGroup: view, PodGroupFrom: FromController, Native: true,
+		Members: jobPods(j, n, indexed, view.Name)}, nil
 }
 
 // analysed is a native group's member as plan analyses it: in the view's PodGroup.

@@ -119,7 +119,12 @@ func (r *Registry) GangLocked(key Key) Gang {
 // exactly as the registry parses them, defaultTopology standing for the scheduler's
 // (Registry.SetDefaultTopology; nil: none).
 func NewGang(pg *schedulingv1alpha1.PodGroup, pods []*v1.Pod, defaultTopology *NetworkTopology) Gang {
-	gang := Gang{Key: Key{Namespace: pg.Namespace, Name: pg.Name}, Info: infoOf(pg, defaultTopology)}
+	return withPods(Gang{Key: Key{Namespace: pg.Namespace, Name: pg.Name}, Info: infoOf(pg, defaultTopology)}, pods)
+}
+
+// withPods adds the live member pods to a gang whose Info is parsed: a pod with a node is
+// placed, the others pending, both in rank order, each counted in its sub-group.
+func withPods(gang Gang, pods []*v1.Pod) Gang {
 	gang.Info.Members = len(pods)
 	for _, p := range pods {
 		m := Member{Pod: p, Node: p.Spec.NodeName}

@@ -41,24 +41,7 @@ func NativeGang(n Native, pods []*v1.Pod, defaultTopology *NetworkTopology) Gang
 	if topology == nil && topologyErr == nil && n.TopologyKey == "" && defaultTopology != nil && policyErr == nil && !info.PlacedByTopology() {
 		info.Topology, info.TopologyDefault = defaultTopology.clone(), true
 	}
-	gang := Gang{Key: n.Key, Info: info}
-	gang.Info.Members = len(pods)
-	for _, p := range pods {
-		m := Member{Pod: p, Node: p.Spec.NodeName}
-		m.SubGroup, m.InSubGroup = SubGroupOf(policies, p)
-		if m.InSubGroup {
-			gang.SubGroups = countedIn(gang.SubGroups, m.SubGroup, m.Node != "")
-		}
-		if m.Node != "" {
-			gang.Info.Scheduled++
-			gang.Placed = append(gang.Placed, m)
-		} else {
-			gang.Pending = append(gang.Pending, m)
-		}
-	}
-	SortByRank(gang.Pending)
-	SortByRank(gang.Placed)
-	return gang
+	return withPods(Gang{Key: n.Key, Info: info}, pods)
 }
 
 // ForeignKey returns the topology key of a native pod group that is not ours to resolve (not
