@@ -6,6 +6,10 @@ import (
 	"runtime"
 	"testing"
 
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/kubernetes/pkg/features"
+
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/yaml"
@@ -36,14 +40,21 @@ func shipped() *config.Plugins {
 		Permit:     set("Gang"),
 		PreBind:    set("VolumeBinding", "DynamicResources", "Gang"),
 		PostBind:   set("Gang"),
+		// With the native pod groups' gates (the shipped sections; without the gates the
+		// framework lists these plugins too).
+		PlacementGenerate:  set("NetworkTopologyAware"),
+		PlacementScore:     set("NodeResourcesFit", "NetworkTopologyAware"),
+		PodGroupPostFilter: set("GangPreemption", "DynamicResources"),
 	}
 }
 
 func TestProblems(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(p *config.Plugins)
-		want []string
+		// native: with the gate GenericWorkload on.
+		native bool
+		edit   func(p *config.Plugins)
+		want   []string
 	}{
 		{name: "the shipped configuration"},
 		{name: "the minimal profile multiPoint [Gang, NetworkTopologyAware]", edit: func(p *config.Plugins) {
@@ -78,6 +89,14 @@ func TestProblems(t *testing.T) {
 		}, want: []string{
 			"NetworkTopologyAware's PostFilter runs after GangPreemption's: pods would be evicted for a member that could move to a free node of its gang's domain; name NetworkTopologyAware before GangPreemption under postFilter: enabled",
 		}},
+		{name: "DynamicResources' PodGroupPostFilter before GangPreemption's, native pod groups off: not checked", edit: func(p *config.Plugins) {
+			p.PodGroupPostFilter = set("DynamicResources", "GangPreemption")
+		}},
+		{name: "DynamicResources' PodGroupPostFilter before GangPreemption's", native: true, edit: func(p *config.Plugins) {
+			p.PodGroupPostFilter = set("DynamicResources", "GangPreemption")
+		}, want: []string{
+			"GangPreemption's PodGroupPostFilter runs after DynamicResources's: a native pod group that NetworkTopologyAware could not place would get DynamicResources' error (its state is missing: no member ran PreFilter) instead of the preemption's decision; name GangPreemption before DynamicResources under podGroupPostFilter: enabled",
+		}},
 		{name: "GangRetryGate without Gang", edit: func(p *config.Plugins) {
 			*p = config.Plugins{QueueSort: set("PrioritySort"), PreEnqueue: set("SchedulingGates", "GangRetryGate"), PostFilter: set("DefaultPreemption")}
 		}, want: []string{
@@ -110,6 +129,7 @@ func TestProblems(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.GenericWorkload, tc.native)
 			p := shipped()
 			if tc.edit != nil {
 				tc.edit(p)
@@ -149,6 +169,18 @@ Give the profile these plugins (manifests/scheduler/config.yaml; docs/user-guide
       postFilter:
         enabled:
         - name: NetworkTopologyAware
+        - name: GangPreemption
+      placementGenerate:
+        enabled:
+        - name: NetworkTopologyAware
+        disabled:
+        - name: TopologyPlacementGenerator
+      placementScore:
+        enabled:
+        - name: NetworkTopologyAware
+          weight: 10
+      podGroupPostFilter:
+        enabled:
         - name: GangPreemption`
 	if diff := cmp.Diff(want, err.Error()); diff != "" {
 		t.Errorf("error (-want +got):\n%s", diff)
