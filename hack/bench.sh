@@ -2,9 +2,10 @@
 # The full benchmark harness (issue #8): throughput, big gang, placement quality, the small
 # instance against exhaustive search, plain pods next to a blocked gang, issue #15's gang
 # preemption, issue #18's plain pods, mixed load and restart with a backlog (pods arriving
-# while the scheduler runs, and a backlog that exists when it starts), and issue #40's churn of
-# a shared GPU fabric (vanilla, ours without and with holds), at the sizes of
-# docs/benchmarks.md.
+# while the scheduler runs, and a backlog that exists when it starts), issue #40's churn of
+# a shared GPU fabric (vanilla, ours without and with holds), and issue #43's native pod group
+# (the classic path, ours with the native gates, upstream's TopologyPlacementGenerator), at the
+# sizes of docs/benchmarks.md.
 #
 # Run by `make bench` after `make build`. Needs bin/kube-scheduler (ours); builds upstream's
 # kube-scheduler from the same module (k8s.io/kubernetes v1.37.1) as the vanilla scheduler.
