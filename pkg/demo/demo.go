@@ -327,11 +327,10 @@ func (r *Runner) ReportTree(ctx context.Context) error {
 // garbage collector removes its finalizer).
 func (r *Runner) Teardown(ctx context.Context, s Scene) error {
 	kube := r.Cluster.Kube
-	for _, j := range s.Jobs {
-		err := kube.BatchV1().Jobs(s.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
+	// Every Job of the namespace, not only the scene's: a test's own Job whose pods are
+	// deleted would get them back from the Job controller, without their PodGroup.
+	if err := kube.BatchV1().Jobs(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}, metav1.ListOptions{}); err != nil {
+		return err
 	}
 	if err := kube.CoreV1().Pods(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
 		return err

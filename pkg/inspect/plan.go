@@ -162,13 +162,17 @@ func (c *Cluster) Plan(job *jobspec.Job, opts PlanOptions) (PlanReport, error) {
 			"(docs/user-guide.md, \"Native pod groups\"), or use a PodGroup (scheduling.x-k8s.io/v1alpha1)", job.Kind, job.Name, NativeAPI)
 	}
 	var live MemberCounts
-	existing := c.members(pg.Namespace, pg.Name, labelMemberOf, &live)
+	groupOf, gate := labelMemberOf, heldBack
+	if job.Native {
+		groupOf, gate = nativeMemberOf, nativeHeldBack
+	}
+	existing := c.members(pg.Namespace, pg.Name, groupOf, &live)
 	if len(existing) > 0 {
 		// Planned alone: the room its earlier pods take is counted as free.
 		c = c.without(existing)
 	}
 	counts := MemberCounts{Seen: len(members)}
-	e, gang := c.explainGang(pg, members, counts, opts.Resource, heldBack)
+	e, gang := c.explainGang(pg, members, counts, opts.Resource, gate)
 	r := PlanReport{Kind: job.Kind, Job: job.Namespace + "/" + job.Name, PodGroup: pg.Namespace + "/" + pg.Name,
 		PodGroupFrom: job.PodGroupFrom, MinMember: pg.Spec.MinMember, Members: len(members), Priority: priority,
 		Resource: e.Resource, Request: e.Request, RequestFrom: e.RequestFrom, Shapes: e.Shapes,

@@ -44,6 +44,18 @@ func NativeGang(n Native, pods []*v1.Pod, defaultTopology *NetworkTopology) Gang
 	return withPods(Gang{Key: n.Key, Info: info}, pods)
 }
 
+// GangOf returns the gang a pod is a member of: its PodGroup label's, or its native pod
+// group's (native); two pods are in the same gang when both results are equal.
+func GangOf(p *v1.Pod) (key Key, native, ok bool) {
+	if key, ok := KeyOf(p); ok {
+		return key, false, true
+	}
+	if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		return Key{Namespace: p.Namespace, Name: *sg.PodGroupName}, true, true
+	}
+	return Key{}, false, false
+}
+
 // ForeignKey returns the topology key of a native pod group that is not ours to resolve (not
 // a tier label, and no constraint annotation overrides it): its domains are the nodes'
 // values of that label, as upstream's TopologyPlacementGenerator reads it.

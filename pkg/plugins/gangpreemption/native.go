@@ -46,7 +46,7 @@ func (pl *GangPreemption) podGroupPostFilter(ctx context.Context, pgi fwk.PodGro
 	if len(pending) == 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s has no pending members", n))
 	}
-	if nominations, msg, ok := pl.nativeUnderWay(n.Key); ok {
+	if nominations, msg, ok := pl.nativeUnderWay(pgi.GetKey(), n); ok {
 		// The victims still terminate: the members keep their nominations.
 		return &fwk.PodGroupPostFilterResult{NominatingInfos: nominations}, fwk.NewStatus(fwk.Success, msg)
 	}
@@ -96,9 +96,9 @@ func (pl *GangPreemption) podGroupPostFilter(ctx context.Context, pgi fwk.PodGro
 		deadline: time.Now().Add(time.Duration(grace)*time.Second + victimSlack)}
 	pl.nativesMu.Lock()
 	if pl.natives == nil {
-		pl.natives = map[podgroup.Key]*nativeAttempt{}
+		pl.natives = map[string]*nativeAttempt{}
 	}
-	pl.natives[n.Key] = a
+	pl.natives[pgi.GetKey()] = a
 	pl.nativesMu.Unlock()
 	schedmetrics.PreemptionVictims.Observe(float64(len(victims)))
 	msg := fmt.Sprintf("%s: evicting %d pod(s) of lower priority in %s so that %d members fit: %s",
@@ -128,7 +128,7 @@ type nativeAttempt struct {
 // nativeUnderWay returns the nominations of a native group's preemption whose victims still
 // terminate; a preemption whose victims are gone, that failed or whose deadline passed is
 // forgotten (the group decides again).
-func (pl *GangPreemption) nativeUnderWay(key podgroup.Key) (map[types.NamespacedName]*fwk.NominatingInfo, string, bool) {
+func (pl *GangPreemption) nativeUnderWay(key string, n podgroup.Native) (map[types.NamespacedName]*fwk.NominatingInfo, string, bool) {
 	pl.nativesMu.Lock()
 	defer pl.nativesMu.Unlock()
 	now := time.Now()
@@ -151,7 +151,7 @@ func (pl *GangPreemption) nativeUnderWay(key podgroup.Key) (map[types.Namespaced
 		delete(pl.natives, key)
 		return nil, "", false
 	}
-	return a.nominations, fmt.Sprintf("pod group %s waits for %d of the %d pods evicted for it in %s to terminate", key, left, len(a.victims), a.domain), true
+	return a.nominations, fmt.Sprintf("%s waits for %d of the %d pods evicted for it in %s to terminate", n, left, len(a.victims), a.domain), true
 }
 
 // evictForNative evicts a native group's victims; the first failure stops the rest, marks

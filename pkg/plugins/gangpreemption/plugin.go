@@ -82,10 +82,10 @@ type GangPreemption struct {
 	// guarded by refusedMu.
 	refusedMu sync.Mutex
 	refused   map[types.UID]time.Time
-	// natives are the native pod groups' preemptions under way, guarded by nativesMu
-	// (native.go).
+	// natives are the native pod groups' preemptions under way, by entity key (a PodGroup and
+	// a CompositePodGroup may share a name), guarded by nativesMu (native.go).
 	nativesMu sync.Mutex
-	natives   map[podgroup.Key]*nativeAttempt
+	natives   map[string]*nativeAttempt
 	// holdRecords writes each gang's hold record on its PodGroup (hold.go); holdWakes are
 	// the retries of gangs that may hold later, guarded by holdWakesMu.
 	holdRecords *podgroup.HoldWriter

@@ -166,7 +166,7 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 	if s.stuck(p) {
 		return nil
 	}
-	if key, native, ok := gangOf(p); ok {
+	if key, native, ok := podgroup.GangOf(p); ok {
 		if key == s.own && native == s.ownNative {
 			return nil
 		}
@@ -176,6 +176,11 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 		}
 		if u, ok := s.units[id]; ok || s.spared.Has(id) {
 			return u
+		}
+		if native && !s.nativeGang(key) {
+			// A native group of the basic policy (a Job's, with WorkloadWithJob) is no gang:
+			// its pods go one by one, as pods in no group.
+			return s.podUnit(p)
 		}
 		u := &unit{key: id, priority: corev1helpers.PodPriority(p)}
 		for _, m := range s.placedMembers(key, native) {
@@ -202,6 +207,11 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 		s.units[id] = u
 		return u
 	}
+	return s.podUnit(p)
+}
+
+// podUnit is the victim unit of a pod evicted alone, or nil when it is not a victim.
+func (s *simulation) podUnit(p *v1.Pod) *unit {
 	if s.stays(corev1helpers.PodPriority(p)) || (s.finishing && neverFinishes(p)) {
 		return nil
 	}
@@ -218,16 +228,11 @@ func (s *simulation) unitOf(p *v1.Pod) *unit {
 	return u
 }
 
-// gangOf returns the gang a pod is a member of: its PodGroup label's, or its native pod
-// group's (native).
-func gangOf(p *v1.Pod) (key podgroup.Key, native, ok bool) {
-	if key, ok := podgroup.KeyOf(p); ok {
-		return key, false, true
-	}
-	if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
-		return podgroup.Key{Namespace: p.Namespace, Name: *sg.PodGroupName}, true, true
-	}
-	return podgroup.Key{}, false, false
+// nativeGang reports whether a native pod group has the gang policy (false when the
+// scheduler's snapshot does not have it).
+func (s *simulation) nativeGang(key podgroup.Key) bool {
+	pg, err := s.pl.handle.SnapshotSharedLister().PodGroups().Get(key.Namespace, key.Name)
+	return err == nil && pg != nil && pg.Spec.SchedulingPolicy.Gang != nil
 }
 
 // placedMembers are a gang's bound or reserved members: the registry's for a PodGroup's, the
@@ -527,7 +532,7 @@ func (s *simulation) removeFrom(ctx context.Context, views []view, ni fwk.NodeIn
 func (s *simulation) addNominated(ctx context.Context, views []view, clone fwk.NodeInfo) {
 	for _, pi := range s.pl.handle.NominatedPodsForNode(clone.Node().Name) {
 		p := pi.GetPod()
-		if key, ok := podgroup.KeyOf(p); (ok && key == s.own) || corev1helpers.PodPriority(p) < s.priority {
+		if key, native, ok := podgroup.GangOf(p); (ok && key == s.own && native == s.ownNative) || corev1helpers.PodPriority(p) < s.priority {
 			continue
 		}
 		clone.AddPodInfo(pi)

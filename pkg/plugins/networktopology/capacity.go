@@ -308,7 +308,7 @@ func (p *NetworkTopologyAware) filterWithOthersNominated(ctx context.Context, st
 // othersNominated are the pods nominated on ni that Filter counts for pod (priority at least
 // pod's), except pod's own gang's members (filterWithOthersNominated).
 func (p *NetworkTopologyAware) othersNominated(ni fwk.NodeInfo, pod *v1.Pod) []fwk.PodInfo {
-	key, inGang := podgroup.KeyOf(pod)
+	key, native, inGang := podgroup.GangOf(pod)
 	priority := corev1helpers.PodPriority(pod)
 	var others []fwk.PodInfo
 	for _, pi := range p.handle.NominatedPodsForNode(ni.Node().Name) {
@@ -316,7 +316,7 @@ func (p *NetworkTopologyAware) othersNominated(ni fwk.NodeInfo, pod *v1.Pod) []f
 		if np.UID == pod.UID || corev1helpers.PodPriority(np) < priority {
 			continue
 		}
-		if theirs, ok := podgroup.KeyOf(np); inGang && ok && theirs == key {
+		if theirs, theirsNative, ok := podgroup.GangOf(np); inGang && ok && theirs == key && theirsNative == native {
 			continue
 		}
 		others = append(others, pi)

@@ -39,10 +39,13 @@ func (p *NetworkTopologyAware) PreFilter(ctx context.Context, state fwk.CycleSta
 	if gangstate.SimulationMark.In(state) {
 		return nil, skipUnless(held)
 	}
-	if node := nativeNode(state, pod); node != "" {
+	if node, leaf := nativeNode(state, pod); node != "" {
 		// A native group's member in its pod-group cycle goes where GeneratePlacements
-		// planned it, as a PodGroup's member does (native.go).
-		return &fwk.PreFilterResult{NodeNames: sets.New(node)}, nil
+		// planned it, as a PodGroup's member does (native.go); Filter enforces it too, since
+		// kube-scheduler tries a pod's nominated node before the PreFilter result.
+		nodes := sets.New(node)
+		state.Write(preFilterStateKey, &preFilterState{leaf: leaf, node: node, nodes: nodes})
+		return &fwk.PreFilterResult{NodeNames: nodes}, nil
 	}
 	v, err := p.gangs.Begin(ctx, state, pod, p.cycle)
 	switch {

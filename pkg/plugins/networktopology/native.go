@@ -76,7 +76,7 @@ func (p *NetworkTopologyAware) GeneratePlacements(ctx context.Context, state fwk
 	if err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("%s: %w", n, err))
 	}
-	retry := p.attempts.begin(n.Key)
+	retry := p.attempts.begin(pgi.GetKey(), pending)
 	var out []*fwk.Placement
 	var podNode map[string]string
 	if key, ok := n.ForeignKey(); ok {
@@ -85,7 +85,7 @@ func (p *NetworkTopologyAware) GeneratePlacements(ctx context.Context, state fwk
 		out, podNode, err = p.treePlacements(ctx, tree, n, pending, placed, parent, retry)
 	}
 	if err != nil {
-		p.attempts.forget(n.Key)
+		p.attempts.forget(pgi.GetKey())
 		gangstate.NoPlacementMark.Set(state)
 		var unsat *placement.Unsatisfiable
 		if errors.As(err, &unsat) {
@@ -278,14 +278,16 @@ func holdsDomain(tree *hypernode.Snapshot, name, common string) bool {
 }
 
 // nativeNode is the node GeneratePlacements planned a native group's member on, in the
-// member's pod-group cycle ("" outside one, or without a planned node).
-func nativeNode(state fwk.CycleState, pod *v1.Pod) string {
+// member's pod-group cycle, and its leaf ("" outside one, or without a planned node).
+func nativeNode(state fwk.CycleState, pod *v1.Pod) (node, leaf string) {
 	if pod.Spec.SchedulingGroup == nil {
-		return ""
+		return "", ""
 	}
 	g := generatedOf(state.GetPodGroupSchedulingCycle())
 	if g == nil {
-		return ""
+		return "", ""
 	}
-	return g.podNode[pod.Name]
+	node = g.podNode[pod.Name]
+	leaf, _ = g.tree.LeafOf(node)
+	return node, leaf
 }

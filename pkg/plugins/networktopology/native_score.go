@@ -3,15 +3,17 @@ package networktopology
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/placement"
-	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // ScorePlacement ranks a feasible placement of a native pod group by where its proposed
@@ -21,7 +23,7 @@ import (
 // kube-scheduler's score range.
 func (p *NetworkTopologyAware) ScorePlacement(_ context.Context, state fwk.PlacementCycleState, pgi fwk.PodGroupInfo, a *fwk.PodGroupAssignments) (int64, *fwk.Status) {
 	// A placement of this group scored: one was feasible, so its next cycle starts afresh.
-	p.attempts.forget(podgroup.Key{Namespace: pgi.GetNamespace(), Name: pgi.GetName()})
+	p.attempts.forget(pgi.GetKey())
 	tree := p.cache.Snapshot()
 	rank := retryPlacements
 	if g := generatedOf(state.GetPodGroupSchedulingCycle()); g != nil {
@@ -91,39 +93,55 @@ func generatedOf(state fwk.PodGroupCycleState) *generated {
 // attemptTTL drops the record of a group that has not been generated for since.
 const attemptTTL = 10 * time.Minute
 
-// nativeAttempts remembers the native pod groups whose last generated placements all failed
-// the framework's simulation (none was scored): their next cycle gets the wider placements.
+// nativeAttempts remembers, per native pod group (its entity key: a PodGroup and a
+// CompositePodGroup may share a name), the pending members of its last generation. The same
+// members pending again mean that cycle did not place them (none of its placements was
+// feasible, or the group failed later): their next cycle gets the wider placements. After a
+// success the pending members differ (members added later, a Job's replacement pods), and the
+// group gets the planner's placement alone again. ScorePlacement forgets the record: a
+// feasible placement was found.
 type nativeAttempts struct {
-	mu       sync.Mutex
-	unscored map[podgroup.Key]time.Time
-	swept    time.Time
+	mu    sync.Mutex
+	last  map[string]attempt
+	swept time.Time
 }
 
-// begin records a generation for the group and reports whether its previous one (for the
-// same group) was not followed by any scored placement.
-func (a *nativeAttempts) begin(key podgroup.Key) bool {
+type attempt struct {
+	at      time.Time
+	pending string
+}
+
+// begin records a generation for the group and reports whether its previous one had the
+// same pending members.
+func (a *nativeAttempts) begin(key string, pending []*v1.Pod) bool {
+	uids := make([]string, len(pending))
+	for i, p := range pending {
+		uids[i] = string(p.UID)
+	}
+	slices.Sort(uids)
+	signature := strings.Join(uids, ",")
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
-	if a.unscored == nil {
-		a.unscored = map[podgroup.Key]time.Time{}
+	if a.last == nil {
+		a.last = map[string]attempt{}
 	}
 	if now.Sub(a.swept) > time.Minute {
-		for k, at := range a.unscored {
-			if now.Sub(at) > attemptTTL {
-				delete(a.unscored, k)
+		for k, at := range a.last {
+			if now.Sub(at.at) > attemptTTL {
+				delete(a.last, k)
 			}
 		}
 		a.swept = now
 	}
-	_, retry := a.unscored[key]
-	a.unscored[key] = now
-	return retry
+	prev, seen := a.last[key]
+	a.last[key] = attempt{at: now, pending: signature}
+	return seen && prev.pending == signature
 }
 
 // forget drops the group's record: a placement was feasible, or none was generated.
-func (a *nativeAttempts) forget(key podgroup.Key) {
+func (a *nativeAttempts) forget(key string) {
 	a.mu.Lock()
-	delete(a.unscored, key)
+	delete(a.last, key)
 	a.mu.Unlock()
 }

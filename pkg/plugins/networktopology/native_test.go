@@ -332,7 +332,43 @@ func TestNativeMembersNarrowedToTheirPlannedNodes(t *testing.T) {
 	if diff := cmp.Diff([]string{"g-0: all", "g-1: all"}, narrowed()); diff != "" {
 		t.Errorf("retry (-want +got):\n%s", diff)
 	}
-	if got := nativeNode(framework.NewCycleState(), pending[0]); got != "" {
+	// Once the group placed some members, the others' next generation (other pending
+	// members) is a first attempt again.
+	if _, status := e.generate(t, group, pending[:1]); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	if diff := cmp.Diff([]string{"g-0: [n0]", "g-1: all"}, narrowed()); diff != "" {
+		t.Errorf("after the pending members changed (-want +got):\n%s", diff)
+	}
+	if got, _ := nativeNode(framework.NewCycleState(), pending[0]); got != "" {
 		t.Errorf("outside a pod-group cycle: narrowed to %q", got)
+	}
+}
+
+// TestNativeSiblingsNominationsAreNotTakenRoom: the nominations of a native group's own
+// members (a preemption's) hold room for the group, not against it; those of another group,
+// native or not, of the same name count.
+func TestNativeSiblingsNominationsAreNotTakenRoom(t *testing.T) {
+	e := newNativeEnv(t, nil)
+	pod := nativePod("g", 0, "")
+	classic := st.MakePod().Namespace("ns").Name("c").UID("c").Label("scheduling.x-k8s.io/pod-group", "g").Obj()
+	for _, other := range []*v1.Pod{nativePod("g", 1, ""), nativePod("h", 0, ""), classic} {
+		pi, err := framework.NewPodInfo(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.plugin.handle.AddNominatedPod(klog.Background(), pi, &fwk.NominatingInfo{NominatedNodeName: "n1", NominatingMode: fwk.ModeOverride})
+	}
+	ni, err := e.plugin.handle.SnapshotSharedLister().NodeInfos().Get("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, pi := range e.plugin.othersNominated(ni, pod) {
+		got = append(got, pi.GetPod().Name)
+	}
+	sort.Strings(got)
+	if diff := cmp.Diff([]string{"c", "h-0"}, got); diff != "" {
+		t.Errorf("nominations counted against g-0 (-want +got):\n%s", diff)
 	}
 }

@@ -286,6 +286,17 @@ func TestNativeTooBigBindsNothing(t *testing.T) {
 // spine-1 is the tighter fit: exactly the pod on node-5 goes, and the group binds on
 // node-5..node-8. Upstream's pod-group preemption picks victims cluster-wide.
 func TestNativePreemptionSeed004Example2(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// lowGroup puts the low-priority pods in a native group of the basic policy (what the
+		// Job controller gives a plain Job): no gang, so they are still evicted one by one.
+		lowGroup bool
+	}{{name: "plain low-priority pods"}, {name: "low-priority pods in a basic native group", lowGroup: true}} {
+		t.Run(tc.name, func(t *testing.T) { nativePreemption(t, tc.lowGroup) })
+	}
+}
+
+func nativePreemption(t *testing.T, lowGroup bool) {
 	var nodes []*v1.Node
 	for i := range 12 {
 		nodes = append(nodes, util.Node(fmt.Sprintf("node-%d", i), "8", "32Gi", nil))
@@ -302,8 +313,23 @@ func TestNativePreemptionSeed004Example2(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var inGroup func(*v1.Pod)
+	if lowGroup {
+		basic := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "lows"},
+			Spec: schedulingv1beta1.PodGroupSpec{PriorityClassName: e.ns + "-low", SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+				Basic: &schedulingv1beta1.BasicSchedulingPolicy{}}}}
+		if _, err := e.c.Kube.SchedulingV1beta1().PodGroups(e.ns).Create(ctx, basic, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		inGroup = func(p *v1.Pod) { p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("lows")} }
+	}
 	for _, n := range []string{"node-0", "node-1", "node-5"} {
-		e.running("low-"+n, n, "8", func(p *v1.Pod) { p.Spec.PriorityClassName = e.ns + "-low" })
+		e.running("low-"+n, n, "8", func(p *v1.Pod) {
+			p.Spec.PriorityClassName = e.ns + "-low"
+			if inGroup != nil {
+				inGroup(p)
+			}
+		})
 	}
 	e.startScheduler(nil)
 	names := e.group("train", 4, `{"mode":"hard","highestTierAllowed":2}`, 4, "8", e.ns+"-high")
