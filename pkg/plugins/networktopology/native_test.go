@@ -167,7 +167,22 @@ func TestGeneratePlacements(t *testing.T) {
 		// wantErr is the whole refusal; wantCode its code (Unschedulable lets preemption try).
 		wantErr  string
 		wantCode fwk.Code
+		// defaultTopology is the scheduler's defaultNetworkTopology (nil: none).
+		defaultTopology *podgroup.NetworkTopology
 	}{{
+		name:            "no constraint of its own: the scheduler's default (hard tier 1) refuses six",
+		group:           nativeGroup("g", 6, "", ""),
+		pending:         pendingOf("g", 6),
+		defaultTopology: &podgroup.NetworkTopology{Mode: podgroup.ModeHard, HighestTierAllowed: ptr.To(1)},
+		wantErr:         "pod group ns/g: hard topology (tier<=1): no HyperNode can host 6 pods; tier 1: l1 4/6, l2 4/6 (+2 more)",
+		wantCode:        fwk.Unschedulable,
+	}, {
+		name:            "a tier label key overrides the default",
+		group:           nativeGroup("g", 6, "", "hypernode.dev/tier-2"),
+		pending:         pendingOf("g", 6),
+		defaultTopology: &podgroup.NetworkTopology{Mode: podgroup.ModeHard, HighestTierAllowed: ptr.To(1)},
+		want:            []string{"sp0/leaves=[l0 l1]: [n0 n1 n2 n3]"},
+	}, {
 		name:    "hard tier 1: the fullest leaf that holds it (BinPack)",
 		group:   nativeGroup("g", 3, `{"mode":"hard","highestTierAllowed":1}`, ""),
 		pending: pendingOf("g", 3),
@@ -226,6 +241,9 @@ func TestGeneratePlacements(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newNativeEnv(t, append([]*v1.Pod{busy}, tc.placed...), tc.group)
+			if err := e.plugin.registry.SetDefaultTopology(tc.defaultTopology); err != nil {
+				t.Fatal(err)
+			}
 			if tc.retry {
 				if _, status := e.generate(t, tc.group, tc.pending); !status.IsSuccess() {
 					t.Fatalf("first attempt: %v", status)
