@@ -39,10 +39,15 @@ func (p *NetworkTopologyAware) labelPlacements(n podgroup.Native, key string, pe
 			domains[value] = append(domains[value], ni)
 		}
 	}
+	members := make([]podgroup.Member, len(pending))
+	for i, pod := range pending {
+		members[i] = podgroup.Member{Pod: pod}
+	}
+	shapes := podgroup.ShapesOf(members)
 	bounds := map[string]int{}
 	var fitting []string
 	for value, nodes := range domains {
-		if b := p.boundOf(pending, nodes); b >= len(pending) {
+		if b := p.boundOf(shapes, nodes); b >= len(pending) {
 			bounds[value] = b
 			fitting = append(fitting, value)
 		}
@@ -65,15 +70,11 @@ func (p *NetworkTopologyAware) labelPlacements(n podgroup.Native, key string, pe
 	return out, nil
 }
 
-// boundOf is how many of the pending pods the nodes can hold at most: per shape, the sum of
-// its capacity bounds, the smallest share of any shape.
-func (p *NetworkTopologyAware) boundOf(pending []*v1.Pod, nodes []fwk.NodeInfo) int {
-	members := make([]podgroup.Member, len(pending))
-	for i, pod := range pending {
-		members[i] = podgroup.Member{Pod: pod}
-	}
+// boundOf is how many of the pending pods (of these shapes) the nodes can hold at most: per
+// shape, the sum of its capacity bounds; the smallest share of any shape.
+func (p *NetworkTopologyAware) boundOf(shapes []podgroup.Shape, nodes []fwk.NodeInfo) int {
 	total := 0
-	for _, s := range podgroup.ShapesOf(members) {
+	for _, s := range shapes {
 		sum := 0
 		for _, node := range p.capacityBounds(s.Rep, nodes, len(s.Members)) {
 			sum += node.Capacity
