@@ -10,7 +10,7 @@ STATICCHECK_VERSION ?= v0.8.2
 # Integration tests share one apiserver per package; give slow machines room.
 TEST_TIMEOUT ?= 25m
 
-.PHONY: all build test test-unit test-integration test-e2e test-bench-short bench bench-instructions demo local-up generate verify clean tools
+.PHONY: all build test test-unit test-integration test-e2e test-bench-short bench bench-faults bench-instructions demo local-up generate verify clean tools
 
 all: build
 
@@ -98,8 +98,9 @@ test-integration: bin/helm bin/kube-scheduler
 test-e2e: build
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/...
 
-## test-bench-short: the benchmark harness on a few hundred nodes, so that it cannot rot
-test-bench-short:
+## test-bench-short: the benchmark harness on a few hundred nodes, so that it cannot rot (the
+## fault run's short variant runs the binaries of bin/)
+test-bench-short: build
 	$(GO) test -count=1 -short -timeout 10m ./test/bench/...
 
 ## bench: the full benchmark harness (throughput, big gang, placement quality), then a plain
@@ -107,6 +108,10 @@ test-bench-short:
 bench: build
 	./hack/bench.sh
 	./hack/bench-instructions.sh
+
+## bench-faults: issue #45's fault run alone (about 70 minutes; `make bench` runs it too)
+bench-faults: build
+	BENCH_RUN='TestFaults|TestReport' BENCH_OUT=$${BENCH_OUT:-_output/bench-faults} ./hack/bench.sh
 
 ## bench-instructions: a plain pod's cycle in each profile, in instructions and cache misses (valgrind)
 bench-instructions:

@@ -4,13 +4,14 @@
 # preemption, issue #18's plain pods, mixed load and restart with a backlog (pods arriving
 # while the scheduler runs, and a backlog that exists when it starts), issue #40's churn of
 # a shared GPU fabric (vanilla, ours without and with holds), and issue #43's native pod group
-# (the classic path, ours with the native gates, upstream's TopologyPlacementGenerator), at the
-# sizes of docs/benchmarks.md.
+# (the classic path, ours with the native gates, upstream's TopologyPlacementGenerator), and
+# issue #45's fault run (the churn trace on a local cluster of real binaries, without and with
+# faults), at the sizes of docs/benchmarks.md.
 #
 # Run by `make bench` after `make build`. Needs bin/kube-scheduler (ours); builds upstream's
 # kube-scheduler from the same module (k8s.io/kubernetes v1.37.1) as the vanilla scheduler.
 # Writes _output/bench/results.json, summary.md and the schedulers' logs, and prints the
-# summary. Takes about 2 hours on 2 cores (the churn scenario about 45 minutes, issue #18's
+# summary. Takes about 3 hours on 2 cores (the fault run about 70 minutes, the churn scenario about 45 minutes, issue #18's
 # three scenarios about 40, the preemption scenario about 13, the big gang with and without
 # stages about 9) and uses both: do not run it next to other work.
 #
@@ -40,7 +41,7 @@ mkdir -p "${OUT}/bin"
 "${GO}" build -o "${OUT}/bin/kube-scheduler-vanilla" k8s.io/kubernetes/cmd/kube-scheduler
 
 start=$(date +%s)
-"${GO}" test -count=1 -timeout 180m -v -run "${RUN}" ./test/bench/ -args \
+"${GO}" test -count=1 -timeout 300m -v -run "${RUN}" ./test/bench/ -args \
   -bench.full \
   -bench.repeat="${REPEAT}" \
   -bench.out="${OUT}" \

@@ -97,9 +97,16 @@ type Cluster struct {
 	verbosity                          int
 	etcd, apiserver, controllerManager *Process
 	kwok, scheduler                    *Process
-	// previousSchedulers are the scheduler processes that ran before the current one.
+	// previousSchedulers are the scheduler processes that ran before the current one;
+	// replicas are the schedulers started beside it (replicas.go).
 	previousSchedulers []*Process
+	replicas           []*Process
 	schedulerPort      int
+	// apiserverPort and apiserverArgs are kept for RestartAPIServer; previousAPIServers
+	// are the processes it replaced.
+	apiserverPort      int
+	apiserverArgs      []string
+	previousAPIServers []*Process
 	controllerPort     int
 	// The HyperNode controller, when started (controller.go).
 	controller          *Process
@@ -209,12 +216,12 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if port == 0 {
 		return errors.New("no free loopback port for kube-apiserver")
 	}
+	c.apiserverPort = port
 	args := c.gateArgs()
 	if c.native {
 		args = append(args, "--runtime-config=scheduling.k8s.io/v1beta1=true")
 	}
-	var err error
-	c.apiserver, err = startProcess("kube-apiserver", c.logDir(), c.bin("kube-apiserver"), append(args,
+	c.apiserverArgs = append(args,
 		"--etcd-servers="+c.etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--tls-cert-file="+c.pki.ServingCert, "--tls-private-key-file="+c.pki.ServingKey,
@@ -236,8 +243,9 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		// The loopback address cannot be the `kubernetes` Service's endpoint.
 		"--endpoint-reconciler-type=none",
 		"--cert-dir="+filepath.Join(c.Dir, "apiserver"),
-		"--profiling=false")...)
-	if err != nil {
+		"--profiling=false")
+	var err error
+	if c.apiserver, err = startProcess("kube-apiserver", c.logDir(), c.bin("kube-apiserver"), c.apiserverArgs...); err != nil {
 		return err
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", port)
@@ -257,14 +265,41 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	err = c.poll(ctx, c.apiserver, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		body, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && string(body) == "ok", nil
-	})
-	if err != nil {
+	if err := c.waitAPIServer(ctx); err != nil {
 		return err
 	}
 	c.step("kube-apiserver ready at %s (pid %d)", server, c.apiserver.Pid())
+	return nil
+}
+
+func (c *Cluster) waitAPIServer(ctx context.Context) error {
+	return c.poll(ctx, c.apiserver, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		body, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, or SIGKILL as in a crash) and starts it
+// again on the same port with the same flags; etcd keeps the data. It returns once the new
+// process is ready.
+func (c *Cluster) RestartAPIServer(ctx context.Context, kill bool) error {
+	var err error
+	if kill {
+		err = c.apiserver.Kill()
+	} else {
+		err = c.apiserver.Stop(30 * time.Second)
+	}
+	if err != nil {
+		return err
+	}
+	c.previousAPIServers = append(c.previousAPIServers, c.apiserver)
+	if c.apiserver, err = startProcess("kube-apiserver", c.logDir(), c.bin("kube-apiserver"), c.apiserverArgs...); err != nil {
+		return err
+	}
+	if err := c.waitAPIServer(ctx); err != nil {
+		return err
+	}
+	c.step("kube-apiserver restarted (pid %d)", c.apiserver.Pid())
 	return nil
 }
 
@@ -333,10 +368,13 @@ func (c *Cluster) Processes() []*Process {
 			out = append(out, p)
 		}
 	}
+	// Exited already; listed for Leftovers.
+	out = append(out, c.previousAPIServers...)
 	out = append(out, c.previousSchedulers...)
 	if c.scheduler != nil {
 		out = append(out, c.scheduler)
 	}
+	out = append(out, c.replicas...)
 	out = append(out, c.previousControllers...)
 	if c.controller != nil {
 		out = append(out, c.controller)

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +21,11 @@ type Process struct {
 	logFile *os.File
 	done    chan struct{}
 	waitErr error
+	// scanned is how far LeadingScheduler has read the log (it starts where the log file
+	// ended when the process started: logs are appended to); acquired, whether it found the
+	// Lease taken.
+	scanned  int64
+	acquired bool
 }
 
 // startProcess starts bin with args in its own process group, so that stopping it also stops
@@ -34,6 +40,11 @@ func startProcess(name, logDir, bin string, args ...string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	logStart, err := logFile.Seek(0, io.SeekEnd)
+	if err != nil {
+		_ = logFile.Close()
+		return nil, err
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
@@ -42,7 +53,7 @@ func startProcess(name, logDir, bin string, args ...string) (*Process, error) {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &Process{Name: name, LogPath: logPath, cmd: cmd, logFile: logFile, done: make(chan struct{})}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, logFile: logFile, done: make(chan struct{}), scanned: logStart}
 	go func() {
 		p.waitErr = cmd.Wait()
 		_ = logFile.Close()

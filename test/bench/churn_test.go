@@ -358,15 +358,21 @@ func (j *churnJob) gpus() int { return j.Pods * j.GPUs }
 // churnRunner drives one run: each step (a tracker poll) creates the jobs that arrived, notes
 // the jobs whose pods are all bound and deletes those whose run time is over.
 type churnRunner struct {
-	c     clients
-	cfg   churnConfig
-	k     Kind
-	ns    string
-	tr    *tracker
-	sched *schedProcess
-	index map[string]int
-	jobs  []*churnJob
-	next  int // the first job that has not arrived
+	c   clients
+	cfg churnConfig
+	k   Kind
+	ns  string
+	tr  *tracker
+	// alive fails when a process the run needs has exited; create and remove make and
+	// delete a job's objects (createJobObjects and deleteJob; the fault run retries them).
+	alive  func() error
+	create func(ctx context.Context, c clients, ns string, job Job, k Kind) ([]string, error)
+	remove func(ctx context.Context, c clients, ns string, job Job, names []string, k Kind) error
+	index  map[string]int
+	// untilStarted ends the run once every job has started (the fault run), not finished.
+	untilStarted bool
+	jobs         []*churnJob
+	next         int // the first job that has not arrived
 
 	waiting, running []*churnJob
 	start, end       time.Time
@@ -388,12 +394,7 @@ func runChurn(t *testing.T, c clients, cfg churnConfig, trace []Job, k Kind) Chu
 	defer sched.stop(t)
 	waitReady(t, c, ns, tr, sched, "probe")
 
-	r := &churnRunner{c: c, cfg: cfg, k: k, ns: ns, tr: tr, sched: sched, index: cfg.tp.nodeIndex()}
-	for _, j := range trace {
-		r.jobs = append(r.jobs, &churnJob{Job: j, due: cfg.wall(j.Arrival), length: cfg.wall(j.Duration)})
-	}
-	r.start = time.Now()
-	r.lastChange = r.start
+	r := newChurnRunner(c, cfg, trace, k, ns, tr, sched.alive)
 	if err := tr.poll(10*time.Millisecond, cfg.capAfter+time.Minute, r.step); err != nil {
 		t.Fatalf("%s: %v (log %s)", k, err, sched.logPath)
 	}
@@ -416,8 +417,19 @@ func runChurn(t *testing.T, c clients, cfg churnConfig, trace []Job, k Kind) Chu
 	return run
 }
 
+// newChurnRunner prepares a run of the trace; its clock starts now.
+func newChurnRunner(c clients, cfg churnConfig, trace []Job, k Kind, ns string, tr *tracker, alive func() error) *churnRunner {
+	r := &churnRunner{c: c, cfg: cfg, k: k, ns: ns, tr: tr, alive: alive, create: createJobObjects, remove: deleteJob, index: cfg.tp.nodeIndex()}
+	for _, j := range trace {
+		r.jobs = append(r.jobs, &churnJob{Job: j, due: cfg.wall(j.Arrival), length: cfg.wall(j.Duration)})
+	}
+	r.start = time.Now()
+	r.lastChange = r.start
+	return r
+}
+
 func (r *churnRunner) step() (bool, error) {
-	if err := r.sched.alive(); err != nil {
+	if err := r.alive(); err != nil {
 		return false, err
 	}
 	now := time.Now()
@@ -441,7 +453,7 @@ func (r *churnRunner) arrive(now time.Time) error {
 	due := r.jobs[first:r.next]
 	r.waiting = append(r.waiting, due...)
 	return parallel(len(due), func(i int) error {
-		names, err := createJobObjects(context.Background(), r.c, r.ns, due[i].Job, r.k)
+		names, err := r.create(context.Background(), r.c, r.ns, due[i].Job, r.k)
 		due[i].names = names
 		return err
 	})
@@ -483,7 +495,7 @@ func (r *churnRunner) complete(now time.Time) error {
 	}
 	r.running = running
 	return parallel(len(due), func(i int) error {
-		return deleteJob(context.Background(), r.c, r.ns, due[i].Job, due[i].names, r.k)
+		return r.remove(context.Background(), r.c, r.ns, due[i].Job, due[i].names, r.k)
 	})
 }
 
@@ -494,6 +506,8 @@ func (r *churnRunner) over(now time.Time) bool {
 		r.lastBound, r.lastChange = bound, now
 	}
 	switch {
+	case arrived && len(r.waiting) == 0 && r.untilStarted:
+		r.ended = "every job started"
 	case arrived && len(r.waiting) == 0 && len(r.running) == 0:
 		r.ended = "every job ran"
 	case now.Sub(r.start) >= r.cfg.capAfter:

@@ -27,6 +27,8 @@ type Job struct {
 	GPUs     int     `json:"gpusPerPod"`
 	Mode     string  `json:"mode"` // hard or soft
 	Tier     int     `json:"tier"` // highestTierAllowed
+	// PriorityClass of the pods ("" for none: priority 0).
+	PriorityClass string `json:"priorityClass,omitempty"`
 }
 
 // JobOutcome is what happened to one job in one replay.
@@ -331,6 +333,7 @@ func createJobObjects(ctx context.Context, c clients, ns string, job Job, k Kind
 	names := make([]string, job.Pods)
 	for i := range pods {
 		pods[i] = gpuPod(ns, fmt.Sprintf("%s-%03d", job.Name, i), k.schedulerName(), job.GPUs, group)
+		pods[i].Spec.PriorityClassName = job.PriorityClass
 		names[i] = pods[i].Name
 	}
 	return names, parallel(len(pods), func(i int) error {

@@ -36,6 +36,7 @@ type Results struct {
 	Mixed         *LoadResult       `json:"mixedLoad,omitempty"`
 	Restart       *LoadResult       `json:"restartBacklog,omitempty"`
 	Churn         *ChurnResult      `json:"churn,omitempty"`
+	Faults        *FaultResult      `json:"faults,omitempty"`
 	// Plan is kubectl hypernode plan's read and plans (TestPlanCommand).
 	Plan *PlanResult `json:"plan,omitempty"`
 	// NativeGang is one gang as a native pod group (TestNativeGang).
@@ -138,7 +139,7 @@ func TestReport(t *testing.T) {
 		(back.Preemption != nil) != (results.Preemption != nil) || (back.BigGangStages != nil) != (results.BigGangStages != nil) ||
 		(back.Mixed != nil) != (results.Mixed != nil) || (back.Restart != nil) != (results.Restart != nil) ||
 		(back.Churn != nil) != (results.Churn != nil) || (back.Plan != nil) != (results.Plan != nil) ||
-		(back.NativeGang != nil) != (results.NativeGang != nil) {
+		(back.NativeGang != nil) != (results.NativeGang != nil) || (back.Faults != nil) != (results.Faults != nil) {
 		t.Errorf("results.json lost a scenario")
 	}
 	for _, lr := range []*LoadResult{back.Plain, back.Mixed, back.Restart} {
@@ -279,6 +280,7 @@ func summaryTable(r *Results) string {
 	loadSummary(&b, "Mixed load: half plain pods, half in gangs, interleaved", r.Mixed, false)
 	loadSummary(&b, "Restart with a backlog of gangs", r.Restart, true)
 	churnSummary(&b, r.Churn)
+	faultSummary(&b, r.Faults)
 	planSummary(&b, r.Plan)
 	return b.String()
 }
@@ -320,6 +322,31 @@ func churnSummary(b *strings.Builder, cr *ChurnResult) {
 	tg := cr.Targets
 	fmt.Fprintf(b, "\nWith holds: max wait **%.1f s** against longest run + hold wait %.1f s (met: %t); utilization (window) with holds minus without **%+.1f points** (target >= -5: %t); hard gangs within their tier: %t\n\n",
 		tg.MaxWaitHoldsSeconds, tg.MaxWaitBoundSeconds, tg.MaxWaitMet, tg.UtilDeltaPoints, tg.UtilMet, tg.HardWithinTier)
+}
+
+// faultSummary renders issue #45's fault run (nothing when it did not run).
+func faultSummary(b *strings.Builder, fr *FaultResult) {
+	if fr == nil || len(fr.Runs) == 0 {
+		return
+	}
+	tr, tp := fr.Trace, fr.Topology
+	fmt.Fprintf(b, "## Faults: %d jobs (%d pods, %d gangs of high priority) over %.0f s on %d kwok nodes, two scheduler replicas, the controller discovering from labels\n\n",
+		tr.Jobs, tr.Pods, fr.HighPods, tr.WindowSeconds, tp.Nodes)
+	b.WriteString("| run | ended (s) | faults by kind | violations | explained by a fault | longest partial gang s (unexplained) | hard gangs checked | evictions (twice, wasted, wasted in a fault) | holds seen (lost at a failover) | failover: Lease / next bind median, max s | self exits | jobs restarted | wait mean / p99 s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range fr.Runs {
+		kinds := make([]string, 0, len(r.ByKind))
+		for _, k := range faultKinds {
+			if r.ByKind[k] > 0 {
+				kinds = append(kinds, fmt.Sprintf("%s %d", k, r.ByKind[k]))
+			}
+		}
+		ch := r.Checks
+		fmt.Fprintf(b, "| %s | %s (%.0f) | %s | %d | %d | %.1f (%.1f) | %d | %d (%d, %d, %d) | %d (%d) | %.1f / %.1f, %.1f | %d | %d | %.1f / %.1f |\n",
+			r.Name, r.Churn.Ended, r.Churn.WallSeconds, strings.Join(kinds, ", "), len(ch.Violations), len(ch.Explained), ch.LongestPartialSecs, ch.PartialUnexplained,
+			ch.HardChecked, ch.Evictions, ch.EvictedTwice, ch.WastedEvictions, ch.WastedExplained, ch.HoldsSeen, ch.HoldsLostAtFailover,
+			r.FailoverAcquireMedian, r.FailoverBindMedian, r.FailoverBindMax, len(r.SchedulerSelfExits), r.JobsRestarted, r.MeanWait, r.P99Wait)
+	}
+	fmt.Fprintf(b, "\nLeader kills: %d; extra queueing delay with faults: mean %+.1f s, p99 %+.1f s\n\n", fr.LeaderKills, fr.ExtraMean, fr.ExtraP99)
 }
 
 // jobWaitText is a job's wait, marked when it never started.
