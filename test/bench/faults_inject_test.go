@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -16,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -283,7 +283,9 @@ func (in *injector) failNode(ctx context.Context, f *Fault) error {
 		for _, p := range pods.Items {
 			names = append(names, p.Name)
 		}
-		return deletePodsNamed(ctx, in.c, in.ns, names)
+		return parallel(len(names), func(i int) error {
+			return ignoreNotFound(in.c.kube.CoreV1().Pods(in.ns).Delete(ctx, names[i], metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+		})
 	})
 	f.Detail = fmt.Sprintf("%s down with %d pods", name, len(names))
 	in.lost <- names
@@ -383,10 +385,16 @@ func faultNodeLabels(tp Topology, l int) map[string]string {
 	return map[string]string{faultLabels[0]: "core", faultLabels[1]: tp.spineName(tp.spineOf(l)), faultLabels[2]: tp.leafName(l)}
 }
 
-// isConnectionError reports an error of a request that did not reach a serving apiserver.
-func isConnectionError(err error) bool {
-	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "client connection lost")
+// transient reports an error worth retrying while the apiserver restarts: every error that is
+// not an answer of the API (a transport error: refused, reset, EOF, a body cut short), and the
+// answers that say "later".
+func transient(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	return apierrors.IsConflict(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsTooManyRequests(err)
 }
 
 // retryAPI retries f while the API is unavailable (an apiserver restart), for up to two
@@ -398,8 +406,7 @@ func retryAPI(ctx context.Context, f func() error) error {
 		if last == nil {
 			return true, nil
 		}
-		if apierrors.IsConflict(last) || apierrors.IsServerTimeout(last) || apierrors.IsTimeout(last) ||
-			apierrors.IsServiceUnavailable(last) || apierrors.IsInternalError(last) || apierrors.IsTooManyRequests(last) || isConnectionError(last) {
+		if transient(last) {
 			return false, nil
 		}
 		return false, last
