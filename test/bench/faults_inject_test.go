@@ -54,7 +54,8 @@ var faultKinds = []string{faultLeaderKill, faultAPIServer, faultNodeFailure, fau
 // Fault is one injected fault: planned (AtSeconds, Kind, Target from the seed) and what
 // happened (Detail; Error if injecting failed).
 type Fault struct {
-	AtSeconds float64 `json:"atSeconds"`
+	AtSeconds float64 `json:"atSeconds"` // planned; InjectedSeconds, when it began
+	Injected  float64 `json:"injectedSeconds"`
 	Kind      string  `json:"kind"`
 	Target    int     `json:"target"` // a seeded choice: the node, leaf or delay, by kind
 	Detail    string  `json:"detail,omitempty"`
@@ -108,9 +109,10 @@ type injector struct {
 	pending   sync.WaitGroup                 // nodes coming back, hold checks
 }
 
-// run injects the faults at their times until ctx ends, and keeps two schedulers running.
-// A fault begun is carried out to its end (a node brought back, a controller started again),
-// also after ctx ends: ctx only stops new faults.
+// run injects the faults at their times, and keeps two schedulers running, until ctx ends
+// (the run's end). A fault that the ones before it delayed is injected late (its Fault says
+// when); one begun is carried out to its end (a node brought back, a controller started
+// again), also after ctx ends.
 func (in *injector) run(ctx context.Context, schedule []Fault) {
 	next := 0
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -121,6 +123,7 @@ func (in *injector) run(ctx context.Context, schedule []Fault) {
 			f := schedule[next]
 			next++
 			f.at = time.Now()
+			f.Injected = f.at.Sub(in.start).Seconds()
 			if err := in.inject(context.Background(), &f); err != nil {
 				f.Error = err.Error()
 				in.t.Logf("fault %s at %.0fs: %v", f.Kind, f.AtSeconds, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	topologyv1alpha1 "github.com/hypernode-dev/hypernode-scheduler/apis/topology/v1alpha1"
 	topologyinformers "github.com/hypernode-dev/hypernode-scheduler/pkg/client/informers/externalversions"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/localcluster"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gangpreemption"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
@@ -38,16 +38,20 @@ type faultWatcher struct {
 	// leafLabel and spineLabel are the node labels the topology is discovered from.
 	leafLabel, spineLabel string
 
-	gangs    map[string]*watchedGang // by PodGroup name
-	pods     map[types.UID]*watchedPod
-	nodes    map[string]*watchedNode
-	binds    []time.Time                 // every bind seen, in order
-	evicted  map[types.UID][]metav1.Time // DisruptionTarget conditions seen (their transition times)
-	evicts   []eviction
-	holds    map[string]*podgroup.HoldRecord // by PodGroup name
-	overlaps map[[2]string]time.Time         // hold pairs sharing a node, since
-	leaders  []leaderChange
-	holder   string
+	gangs   map[string]*watchedGang // by PodGroup name
+	pods    map[types.UID]*watchedPod
+	nodes   map[string]*watchedNode
+	binds   []time.Time                 // every bind seen, in order
+	evicted map[types.UID][]metav1.Time // DisruptionTarget conditions seen (their transition times)
+	evicts  []eviction
+	holds   map[string]*podgroup.HoldRecord // by PodGroup name
+	// holdChanges: each PodGroup's hold records as they changed (nil: removed); released: when
+	// its HoldReleased Events came.
+	holdChanges map[string][]holdChange
+	released    map[string][]time.Time
+	overlaps    map[[2]string]time.Time // hold pairs sharing a node, since
+	leaders     []leaderChange
+	holder      string
 	// deleting: HyperNodes the harness deleted (name to when).
 	deleting map[string]time.Time
 	faults   []faultWindow
@@ -97,6 +101,11 @@ type eviction struct {
 	at       time.Time
 }
 
+type holdChange struct {
+	at  time.Time
+	rec *podgroup.HoldRecord
+}
+
 type leaderChange struct {
 	at     time.Time
 	holder string
@@ -139,8 +148,10 @@ type FaultChecks struct {
 	WastedExplained     int      `json:"wastedEvictionsExplained"`
 	HoldsSeen           int      `json:"holdsSeen"`
 	HoldsLostAtFailover int      `json:"holdsLostAtFailover"`
-	HyperNodeDeletes    int      `json:"hyperNodeDeletesUnexplained"`
-	Binds               int      `json:"binds"`
+	// HoldsMovedAfterFailover: holds whose first change after a failover was another domain.
+	HoldsMovedAfterFailover int `json:"holdsMovedAfterFailover"`
+	HyperNodeDeletes        int `json:"hyperNodeDeletesUnexplained"`
+	Binds                   int `json:"binds"`
 }
 
 func newFaultWatcher(t testing.TB, c clients, ns, leafLabel, spineLabel string) *faultWatcher {
@@ -149,11 +160,14 @@ func newFaultWatcher(t testing.TB, c clients, ns, leafLabel, spineLabel string) 
 	w := &faultWatcher{ns: ns, start: time.Now(), leafLabel: leafLabel, spineLabel: spineLabel,
 		gangs: map[string]*watchedGang{}, pods: map[types.UID]*watchedPod{}, nodes: map[string]*watchedNode{},
 		evicted: map[types.UID][]metav1.Time{}, holds: map[string]*podgroup.HoldRecord{}, overlaps: map[[2]string]time.Time{},
+		holdChanges: map[string][]holdChange{}, released: map[string][]time.Time{},
 		deleting: map[string]time.Time{}, cancel: cancel}
 	kube := informers.NewSharedInformerFactory(c.kube, 0)
 	inNs := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace(ns))
 	system := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace(localcluster.SchedulerNamespace))
 	sched := schedinformers.NewSharedInformerFactoryWithOptions(c.scheduling, 0, schedinformers.WithNamespace(ns))
+	released := informers.NewSharedInformerFactoryWithOptions(c.kube, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "reason=" + gangpreemption.EventHoldReleased }))
 	topo := topologyinformers.NewSharedInformerFactory(c.topology, 0)
 	var regs []cache.InformerSynced
 	add := func(inf cache.SharedIndexInformer, h cache.ResourceEventHandlerFuncs) {
@@ -180,6 +194,8 @@ func newFaultWatcher(t testing.TB, c clients, ns, leafLabel, spineLabel string) 
 				w.podGroup(pg, true)
 			}
 		}})
+	add(released.Core().V1().Events().Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { w.holdReleased(obj.(*v1.Event)) }, UpdateFunc: func(_, obj any) { w.holdReleased(obj.(*v1.Event)) }})
 	add(topo.Topology().V1alpha1().HyperNodes().Informer(), cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) {
 			if hn, ok := unwrap(obj).(*topologyv1alpha1.HyperNode); ok {
@@ -188,7 +204,7 @@ func newFaultWatcher(t testing.TB, c clients, ns, leafLabel, spineLabel string) 
 		}})
 	add(system.Coordination().V1().Leases().Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { w.lease(obj.(*coordinationv1.Lease)) }, UpdateFunc: func(_, obj any) { w.lease(obj.(*coordinationv1.Lease)) }})
-	for _, f := range []interface{ Start(<-chan struct{}) }{kube, inNs, system, sched, topo} {
+	for _, f := range []interface{ Start(<-chan struct{}) }{kube, inNs, system, sched, released, topo} {
 		f.Start(ctx.Done())
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), regs...) {
@@ -408,221 +424,4 @@ func (w *faultWatcher) checkTierLocked(name string, g *watchedGang, now time.Tim
 	if tier > g.job.Tier {
 		w.violation(g.firstBind, now, "hard gang %s (tier %d allowed) spans tier %d: %d leaves, %d spines", name, g.job.Tier, tier, len(leaves), len(spines))
 	}
-}
-
-func (w *faultWatcher) podGroup(pg *schedulingv1alpha1.PodGroup, deleted bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	rec, err := podgroup.ParseHoldRecord(pg.Annotations)
-	if deleted || err != nil || rec == nil {
-		delete(w.holds, pg.Name)
-		return
-	}
-	if w.holds[pg.Name] == nil {
-		w.report.HoldsSeen++
-	}
-	w.holds[pg.Name] = rec
-}
-
-func (w *faultWatcher) hyperNodeGone(name string) {
-	now := time.Now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if at, ok := w.deleting[name]; ok && now.Sub(at) < time.Minute {
-		delete(w.deleting, name)
-		return
-	}
-	w.report.HyperNodeDeletes++
-	w.report.Violations = append(w.report.Violations, fmt.Sprintf("%.1fs: HyperNode %s deleted, not by the harness", now.Sub(w.start).Seconds(), name))
-}
-
-func (w *faultWatcher) lease(l *coordinationv1.Lease) {
-	if l.Name != localcluster.SchedulerLease {
-		return
-	}
-	holder := ptr.Deref(l.Spec.HolderIdentity, "")
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if holder != "" && holder != w.holder {
-		w.leaders = append(w.leaders, leaderChange{at: time.Now(), holder: holder})
-	}
-	w.holder = holder
-}
-
-// tick checks what needs time to pass: holds sharing a node.
-func (w *faultWatcher) tick(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			w.checkHolds(now)
-			w.checkNodes(now)
-		}
-	}
-}
-
-func (w *faultWatcher) checkHolds(now time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	owner := map[string]string{}
-	seen := map[[2]string]bool{}
-	names := make([]string, 0, len(w.holds))
-	for name := range w.holds {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		for _, node := range w.holds[name].Nodes {
-			if other, ok := owner[node]; ok {
-				pair := [2]string{other, name}
-				seen[pair] = true
-				if _, ok := w.overlaps[pair]; !ok {
-					w.overlaps[pair] = now
-				}
-				continue
-			}
-			owner[node] = name
-		}
-	}
-	for pair, since := range w.overlaps {
-		switch {
-		case !seen[pair]:
-			delete(w.overlaps, pair)
-		case now.Sub(since) > overlapLimit:
-			w.violation(since, now, "holds of %s and %s share nodes for more than %v", pair[0], pair[1], overlapLimit)
-			delete(w.overlaps, pair)
-			w.overlaps[pair] = now.Add(time.Hour) // reported once
-		}
-	}
-}
-
-// checkNodes reports nodes over their allocatable for longer than overLimit; no fault
-// explains one: a node's room is the scheduler's to keep.
-func (w *faultWatcher) checkNodes(now time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for name, n := range w.nodes {
-		if !n.overSince.IsZero() && now.Sub(n.overSince) > overLimit {
-			w.report.Violations = append(w.report.Violations, fmt.Sprintf("%.1fs: node %s over its allocatable since %s bound: %v of %v (GPUs, CPU millis, bytes)",
-				n.overSince.Sub(w.start).Seconds(), name, n.overBy, n.used, n.alloc))
-			n.overSince = now.Add(time.Hour) // reported once an hour at most
-		}
-	}
-}
-
-// busyNodes are the nodes with pods bound, by name.
-func (w *faultWatcher) busyNodes() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []string
-	for name, n := range w.nodes {
-		if n.used[0] > 0 {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// holdsNow returns the gangs holding a domain and since when, for a failover's check.
-func (w *faultWatcher) holdsNow() map[string]time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := map[string]time.Time{}
-	for name, rec := range w.holds {
-		if g := w.gangs[name]; g == nil || !g.ran {
-			out[name] = rec.Since
-		}
-	}
-	return out
-}
-
-// checkHoldsKept compares the holds before a failover with the records now: a gang that
-// still waits keeps its hold and its start.
-func (w *faultWatcher) checkHoldsKept(before map[string]time.Time, killed time.Time) {
-	now := time.Now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for name, since := range before {
-		g := w.gangs[name]
-		if g == nil || g.ran || g.ignored {
-			continue
-		}
-		rec := w.holds[name]
-		switch {
-		case rec == nil:
-			w.report.HoldsLostAtFailover++
-			w.report.Violations = append(w.report.Violations, fmt.Sprintf("%.1fs: gang %s lost its hold across the failover at %.1fs",
-				now.Sub(w.start).Seconds(), name, killed.Sub(w.start).Seconds()))
-		case !rec.Since.Equal(since):
-			w.report.HoldsLostAtFailover++
-			w.report.Violations = append(w.report.Violations, fmt.Sprintf("%.1fs: gang %s's hold restarted across the failover at %.1fs (since %v, was %v)",
-				now.Sub(w.start).Seconds(), name, killed.Sub(w.start).Seconds(), rec.Since, since))
-		}
-	}
-}
-
-// failover measures a leader's death: to the next Lease holder, and to the next bind after it.
-func (w *faultWatcher) failover(killed time.Time) (acquired, bound time.Duration, ok bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var at time.Time
-	for _, l := range w.leaders {
-		if l.at.After(killed) {
-			at = l.at
-			break
-		}
-	}
-	if at.IsZero() {
-		return 0, 0, false
-	}
-	i := sort.Search(len(w.binds), func(i int) bool { return w.binds[i].After(at) })
-	if i == len(w.binds) {
-		return at.Sub(killed), 0, false
-	}
-	return at.Sub(killed), w.binds[i].Sub(killed), true
-}
-
-// finish closes the checks at the end of a run: gangs still partial, and evictions that no
-// pod of higher priority used.
-func (w *faultWatcher) finish() FaultChecks {
-	now := time.Now()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	names := make([]string, 0, len(w.gangs))
-	for name := range w.gangs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if g := w.gangs[name]; !g.partialSince.IsZero() && !g.ignored {
-			w.partialEndedLocked(name, g, now)
-		}
-	}
-	for _, e := range w.evicts {
-		used := false
-		if n := w.nodes[e.node]; n != nil {
-			for _, b := range n.binds {
-				if b.at.After(e.at) && b.at.Sub(e.at) <= evictionDeadline && b.priority > e.priority {
-					used = true
-					break
-				}
-			}
-		}
-		if used || now.Sub(e.at) < evictionDeadline {
-			continue
-		}
-		if f := w.explainedLocked(e.at, e.at.Add(evictionDeadline)); f != "" {
-			w.report.WastedExplained++
-			continue
-		}
-		w.report.WastedEvictions++
-		w.report.Violations = append(w.report.Violations, fmt.Sprintf("%.1fs: %s evicted from %s; no pod of higher priority bound there within %v",
-			e.at.Sub(w.start).Seconds(), e.pod, e.node, evictionDeadline))
-	}
-	w.cancel()
-	return w.report
 }
