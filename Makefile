@@ -101,7 +101,7 @@ test-e2e: build
 ## test-bench-short: the benchmark harness on a few hundred nodes, so that it cannot rot (the
 ## fault run's short variant runs the binaries of bin/)
 test-bench-short: build
-	$(GO) test -count=1 -short -timeout 10m ./test/bench/...
+	$(GO) test -count=1 -short -timeout 20m ./test/bench/...
 
 ## bench: the full benchmark harness (throughput, big gang, placement quality), then a plain
 ## pod's cycle in instructions; see docs/benchmarks.md
