@@ -102,9 +102,8 @@ type Cluster struct {
 	previousSchedulers []*Process
 	replicas           []*Process
 	schedulerPort      int
-	// apiserverPort and apiserverArgs are kept for RestartAPIServer; previousAPIServers
+	// apiserverArgs are kept for RestartAPIServer (the port included); previousAPIServers
 	// are the processes it replaced.
-	apiserverPort      int
 	apiserverArgs      []string
 	previousAPIServers []*Process
 	controllerPort     int
@@ -216,7 +215,6 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if port == 0 {
 		return errors.New("no free loopback port for kube-apiserver")
 	}
-	c.apiserverPort = port
 	args := c.gateArgs()
 	if c.native {
 		args = append(args, "--runtime-config=scheduling.k8s.io/v1beta1=true")

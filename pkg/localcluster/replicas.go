@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 )
 
 // Scheduler replicas: the manifests run two schedulers under leader election; the fault run
@@ -29,11 +28,7 @@ func (c *Cluster) StartSchedulerReplica(ctx context.Context) (*Process, error) {
 		return nil, errors.New("no free loopback port for a scheduler replica")
 	}
 	name := fmt.Sprintf("kube-scheduler-replica-%d", len(c.replicas)+1)
-	p, err := startProcess(name, c.logDir(), c.bin("kube-scheduler"), append(c.gateArgs(),
-		"--config="+c.SchedulerConfig,
-		"--authentication-kubeconfig="+c.SchedulerKubeconfig, "--authorization-kubeconfig="+c.SchedulerKubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
-		"--v="+strconv.Itoa(c.verbosity))...)
+	p, err := c.startSchedulerProcess(name, port)
 	if err != nil {
 		return nil, err
 	}

@@ -48,12 +48,7 @@ func (c *Cluster) StartScheduler(ctx context.Context) error {
 	if c.schedulerPort = freePort(); c.schedulerPort == 0 {
 		return errors.New("no free loopback port for the scheduler")
 	}
-	c.scheduler, err = startProcess("kube-scheduler", c.logDir(), c.bin("kube-scheduler"), append(c.gateArgs(),
-		"--config="+c.SchedulerConfig,
-		"--authentication-kubeconfig="+c.SchedulerKubeconfig, "--authorization-kubeconfig="+c.SchedulerKubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(c.schedulerPort),
-		"--v="+strconv.Itoa(c.verbosity))...)
-	if err != nil {
+	if c.scheduler, err = c.startSchedulerProcess("kube-scheduler", c.schedulerPort); err != nil {
 		return err
 	}
 	healthz := fmt.Sprintf("https://127.0.0.1:%d/healthz", c.schedulerPort)
@@ -78,6 +73,16 @@ func (c *Cluster) StartScheduler(ctx context.Context) error {
 	}
 	c.step("hypernode-scheduler leads as %s (pid %d)", holder, c.scheduler.Pid())
 	return nil
+}
+
+// startSchedulerProcess starts bin/kube-scheduler with the cluster's configuration and
+// identity, serving on port, logging to <name>.log.
+func (c *Cluster) startSchedulerProcess(name string, port int) (*Process, error) {
+	return startProcess(name, c.logDir(), c.bin("kube-scheduler"), append(c.gateArgs(),
+		"--config="+c.SchedulerConfig,
+		"--authentication-kubeconfig="+c.SchedulerKubeconfig, "--authorization-kubeconfig="+c.SchedulerKubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+		"--v="+strconv.Itoa(c.verbosity))...)
 }
 
 // writeSchedulerFiles writes a kubeconfig with a bound token of the scheduler's ServiceAccount

@@ -125,10 +125,10 @@ func (w *faultWatcher) checkNodes(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for name, n := range w.nodes {
-		if !n.overSince.IsZero() && now.Sub(n.overSince) > overLimit {
+		if !n.overSince.IsZero() && !n.overReported && now.Sub(n.overSince) > overLimit {
 			w.report.Violations = append(w.report.Violations, fmt.Sprintf("%.1fs: node %s over its allocatable since %s bound: %v of %v (GPUs, CPU millis, bytes)",
 				n.overSince.Sub(w.start).Seconds(), name, n.overBy, n.used, n.alloc))
-			n.overSince = now.Add(time.Hour) // reported once an hour at most
+			n.overReported = true
 		}
 	}
 }

@@ -110,7 +110,7 @@ type FaultRun struct {
 type FaultResult struct {
 	Topology    Topology   `json:"topology"`
 	Trace       ChurnTrace `json:"trace"`
-	HighPods    int        `json:"highPriorityGangs"`
+	HighGangs   int        `json:"highPriorityGangs"`
 	Runs        []FaultRun `json:"runs"`
 	ExtraMean   float64    `json:"extraMeanWaitSeconds"`
 	ExtraP99    float64    `json:"extraP99WaitSeconds"`
@@ -137,7 +137,7 @@ func TestFaults(t *testing.T) {
 	trace, desc, high := faultTrace(cfg)
 	schedule := faultSchedule(cfg.seed, cfg.from, cfg.churn.window, cfg.every)
 	t.Logf("fault run: %d jobs (%d pods, %d gangs of high priority) over %v on %d nodes; %d faults", desc.Jobs, desc.Pods, high, cfg.churn.window, cfg.churn.tp.Nodes, len(schedule))
-	res := &FaultResult{Topology: cfg.churn.tp, Trace: desc, HighPods: high}
+	res := &FaultResult{Topology: cfg.churn.tp, Trace: desc, HighGangs: high}
 	// The fault run first: its numbers are in the log even if the baseline is cut short.
 	runs := [][]Fault{schedule, nil}
 	if !full() || !*flagFaultBaseline {

@@ -80,9 +80,10 @@ type watchedNode struct {
 	used        [3]int64
 	binds       []nodeBind
 	// overSince: when the bound pods' requests first exceeded the allocatable, and the pod
-	// whose bind did it.
-	overSince time.Time
-	overBy    string
+	// whose bind did it; overReported: that stretch was reported.
+	overSince    time.Time
+	overBy       string
+	overReported bool
 }
 
 func (n *watchedNode) over() bool {
@@ -361,7 +362,7 @@ func (w *faultWatcher) podGone(pod *v1.Pod) {
 			n.used[i] -= wp.req[i]
 		}
 		if !n.over() {
-			n.overSince = time.Time{}
+			n.overSince, n.overReported = time.Time{}, false
 		}
 	}
 	if g := w.gangs[wp.group]; g != nil {

@@ -331,7 +331,7 @@ func faultSummary(b *strings.Builder, fr *FaultResult) {
 	}
 	tr, tp := fr.Trace, fr.Topology
 	fmt.Fprintf(b, "## Faults: %d jobs (%d pods, %d gangs of high priority) over %.0f s on %d kwok nodes, two scheduler replicas, the controller discovering from labels\n\n",
-		tr.Jobs, tr.Pods, fr.HighPods, tr.WindowSeconds, tp.Nodes)
+		tr.Jobs, tr.Pods, fr.HighGangs, tr.WindowSeconds, tp.Nodes)
 	b.WriteString("| run | ended (s) | faults by kind | violations | explained by a fault | longest partial gang s (unexplained) | hard gangs checked | evictions (twice, wasted, wasted in a fault) | holds seen (lost at a failover) | failover: Lease / next bind median, max s | self exits | jobs restarted | wait mean / p99 s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range fr.Runs {
 		kinds := make([]string, 0, len(r.ByKind))
