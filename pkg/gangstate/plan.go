@@ -155,6 +155,9 @@ func (t *Tracker) SetPlanLocked(key Key, plan *Plan) (old *Plan) {
 		s.forgetPlanFailureLocked()
 		s.refused = false
 	})
+	if len(plan.PodLeaf) > 0 {
+		s.preempted = ""
+	}
 	if plan.Deferred.Len() > 0 {
 		t.deferring.Insert(key)
 	} else {

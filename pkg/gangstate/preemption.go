@@ -17,6 +17,8 @@ import (
 // terminate (Waiting), then, once every one was seen deleted, the scheduler's cache may
 // still hold some (Draining, Cached). A gang has at most one: a new one ends the one before.
 type Preemption struct {
+	// Domain is the HyperNode the victims were chosen in (another word when the whole
+	// cluster was the domain).
 	Domain  string
 	Victims []*v1.Pod
 	// Members are the nominated members, and Nodes their nodes by pod UID.
@@ -40,6 +42,11 @@ type Preemption struct {
 	// StopEvicting stops sending the preemption's evictions when it ends first.
 	StopEvicting context.CancelFunc
 }
+
+// PreemptedDomainFor bounds how long the planner prefers the domain a gang's ended
+// preemption made room in (View.Preempted): long enough for the plans after the drain, not
+// so long that a gang placed nowhere since steers its plans by an old decision.
+const PreemptedDomainFor = 2 * time.Minute
 
 // preemptionCounts counts the gangs whose preemption is under way, so that a pod of a gang
 // without one asks without the lock.
@@ -116,6 +123,9 @@ func (t *Tracker) EndPreemptionLocked(key Key, p *Preemption) bool {
 
 func (t *Tracker) endPreemptionLocked(key Key, s *Gang, p *Preemption) {
 	s.preemption = nil
+	// The room it made is the gang's to use: the next plan tries that domain first, or the
+	// evictions would be wasted when room frees elsewhere meanwhile.
+	s.preempted, s.preemptedUntil = p.Domain, t.now().Add(PreemptedDomainFor)
 	t.preemptions.underWay.Add(-1)
 	if p.Deadline != nil {
 		p.Deadline.Stop()
@@ -216,6 +226,7 @@ func (t *Tracker) ForgetPreemptionLocked(key Key) *Preemption {
 		return nil
 	}
 	t.step(key, PreemptionEnded, func() { t.endPreemptionLocked(key, s, p) })
+	s.preempted = ""
 	return p
 }
 

@@ -1,11 +1,17 @@
 package gangstate
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // TestPreemptionFollowsItsVictims: a gang's preemption is under way while its victims
@@ -83,4 +89,66 @@ func TestPreemptionFollowsItsVictims(t *testing.T) {
 	}
 	tr.Unlock()
 	check("replaced", true, true, "")
+}
+
+// TestPlanPrefersThePreemptedDomain: once a gang's preemption ends, its views name the
+// domain the preemption made room in, until a plan places members, for PreemptedDomainFor
+// at most; a preemption ended because the PodGroup was deleted names none.
+func TestPlanPrefersThePreemptedDomain(t *testing.T) {
+	start := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		// steps: "preempt" (spine-1), "drain" (its victim goes and the drain ends), "give up"
+		// (EndPreemptionLocked), "forget", "plan" (members placed), "plan nobody", "wait".
+		steps []string
+		want  string
+	}{
+		{name: "none before any preemption", want: ""},
+		{name: "none while it is under way", steps: []string{"preempt"}, want: ""},
+		{name: "drained", steps: []string{"preempt", "drain"}, want: "spine-1"},
+		{name: "given up", steps: []string{"preempt", "give up"}, want: "spine-1"},
+		{name: "a plan that places nobody keeps it", steps: []string{"preempt", "drain", "plan nobody"}, want: "spine-1"},
+		{name: "a plan that places members uses it up", steps: []string{"preempt", "drain", "plan"}, want: ""},
+		{name: "it expires", steps: []string{"preempt", "drain", "wait"}, want: ""},
+		{name: "the PodGroup deleted", steps: []string{"preempt", "forget"}, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newGangEnv(t)
+			now := start
+			e.tr.now = func() time.Time { return now }
+			victim := st.MakePod().Namespace("other").Name("victim").UID("victim").Node("node-1").Obj()
+			for _, step := range tc.steps {
+				e.locked(func() {
+					switch step {
+					case "preempt":
+						e.tr.StartPreemptionLocked(e.key, &Preemption{Domain: "spine-1", Victims: []*v1.Pod{victim}})
+					case "drain":
+						e.tr.VictimGoneLocked(victim.UID)
+						e.tr.StopDrainingLocked(e.key)
+					case "give up":
+						e.tr.EndPreemptionLocked(e.key, e.tr.WaitingPreemptionLocked(e.key))
+					case "forget":
+						e.tr.ForgetPreemptionLocked(e.key)
+					case "plan":
+						e.tr.SetPlanLocked(e.key, plan("a", "b", "c"))
+					case "plan nobody":
+						e.tr.SetPlanLocked(e.key, plan())
+					case "wait":
+						now = now.Add(PreemptedDomainFor)
+					}
+				})
+			}
+			v, err := e.tr.Begin(context.Background(), framework.NewCycleState(), e.pods["a"], Cycle{
+				Placed: func(podgroup.Info) bool { return true },
+				Ready:  func(context.Context) (*hypernode.Snapshot, error) { return nil, nil },
+				Judge:  func(context.Context, *View) Answer { return Replan },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Preempted != tc.want {
+				t.Errorf("View.Preempted = %q, want %q", v.Preempted, tc.want)
+			}
+		})
+	}
 }

@@ -38,6 +38,9 @@ type View struct {
 	// Gang is the gang's members, this one among them, read with the rest of the view when
 	// the gang is planned again (Answer is Replan).
 	Gang podgroup.Gang
+	// Preempted is the domain the gang's last preemption made room in, which its next plan
+	// tries first ("" for none; PreemptedDomainFor).
+	Preempted string
 }
 
 // Answer is what answers a member of a gang that NetworkTopologyAware plans.
@@ -117,6 +120,9 @@ func (t *Tracker) Begin(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if s, _ := t.gangLocked(key); s != nil {
 		s.requeued = ""
 		v.Plan, v.Failure = s.plan, s.planFailure
+		if s.preempted != "" && t.now().Before(s.preemptedUntil) {
+			v.Preempted = s.preempted
+		}
 	}
 	v.Answer = c.Judge(ctx, v)
 	if v.Answer == Replan && v.Plan != nil {

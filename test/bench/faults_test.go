@@ -77,11 +77,7 @@ func faultSetup() faultConfig {
 	return faultConfig{
 		churn: churnConfig{tp: Topology{Name: "faults", Nodes: 64, LeafSize: 8, LeavesPerSpine: 4},
 			scale: 300, window: time.Minute, capAfter: 4 * time.Minute},
-		// No gang of high priority in the short run: preemption can waste evictions (a gang
-		// whose victims are gone may be planned in another domain; docs/benchmarks.md,
-		// "Faults under load"), which the full run reports; make test must not depend on
-		// that open bug's timing.
-		seed: 45, from: 5 * time.Second, nodeDownFor: 10 * time.Second, highShare: 0,
+		seed: 45, from: 5 * time.Second, nodeDownFor: 10 * time.Second, highShare: 0.05,
 		every: map[string]time.Duration{faultLeaderKill: 20 * time.Second, faultAPIServer: 50 * time.Second, faultNodeFailure: 25 * time.Second,
 			faultRewire: 30 * time.Second, faultRecreate: 35 * time.Second, faultControllerKill: 45 * time.Second},
 	}

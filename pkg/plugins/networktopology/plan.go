@@ -93,7 +93,7 @@ func (p *NetworkTopologyAware) planGang(ctx context.Context, state fwk.CycleStat
 	if status := p.request(pl); !status.IsSuccess() {
 		return nil, status
 	}
-	err := p.search(pl)
+	err := p.searchPreferringPreempted(pl)
 	p.lastSimulated.Store(int64(pl.simulated))
 	err = p.fallBack(pl, err)
 	if err != nil {
