@@ -156,7 +156,7 @@ func (t *Tracker) SetPlanLocked(key Key, plan *Plan) (old *Plan) {
 		s.refused = false
 	})
 	if len(plan.PodLeaf) > 0 {
-		s.preempted = ""
+		s.preempted = nil
 	}
 	if plan.Deferred.Len() > 0 {
 		t.deferring.Insert(key)

@@ -43,10 +43,26 @@ type Preemption struct {
 	StopEvicting context.CancelFunc
 }
 
-// PreemptedDomainFor bounds how long the planner prefers the domain a gang's ended
-// preemption made room in (View.Preempted): long enough for the plans after the drain, not
-// so long that a gang placed nowhere since steers its plans by an old decision.
-const PreemptedDomainFor = 2 * time.Minute
+// PreemptedRoomFor bounds how long the planner prefers the room a gang's ended preemption
+// made (View.Preempted): long enough for the plans after the drain, not so long that a gang
+// placed nowhere since steers its plans by an old decision.
+const PreemptedRoomFor = 2 * time.Minute
+
+// PreemptedRoom is the room a gang's ended preemption made: the domain its victims were
+// chosen in and the nodes it nominated the members on (sorted).
+type PreemptedRoom struct {
+	Domain string
+	Nodes  []string
+}
+
+// roomOf is the room the preemption made.
+func roomOf(p *Preemption) *PreemptedRoom {
+	nodes := sets.New[string]()
+	for _, n := range p.Nodes {
+		nodes.Insert(n)
+	}
+	return &PreemptedRoom{Domain: p.Domain, Nodes: sets.List(nodes)}
+}
 
 // preemptionCounts counts the gangs whose preemption is under way, so that a pod of a gang
 // without one asks without the lock.
@@ -123,9 +139,9 @@ func (t *Tracker) EndPreemptionLocked(key Key, p *Preemption) bool {
 
 func (t *Tracker) endPreemptionLocked(key Key, s *Gang, p *Preemption) {
 	s.preemption = nil
-	// The room it made is the gang's to use: the next plan tries that domain first, or the
-	// evictions would be wasted when room frees elsewhere meanwhile.
-	s.preempted, s.preemptedUntil = p.Domain, t.now().Add(PreemptedDomainFor)
+	// The room it made is the gang's to use: the next plan tries it first, or the evictions
+	// would be wasted when room frees elsewhere meanwhile.
+	s.preempted, s.preemptedUntil = roomOf(p), t.now().Add(PreemptedRoomFor)
 	t.preemptions.underWay.Add(-1)
 	if p.Deadline != nil {
 		p.Deadline.Stop()
@@ -226,7 +242,7 @@ func (t *Tracker) ForgetPreemptionLocked(key Key) *Preemption {
 		return nil
 	}
 	t.step(key, PreemptionEnded, func() { t.endPreemptionLocked(key, s, p) })
-	s.preempted = ""
+	s.preempted = nil
 	return p
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -91,26 +92,28 @@ func TestPreemptionFollowsItsVictims(t *testing.T) {
 	check("replaced", true, true, "")
 }
 
-// TestPlanPrefersThePreemptedDomain: once a gang's preemption ends, its views name the
-// domain the preemption made room in, until a plan places members, for PreemptedDomainFor
-// at most; a preemption ended because the PodGroup was deleted names none.
+// TestPlanPrefersThePreemptedDomain: once a gang's preemption ends, its views name the room
+// the preemption made (its domain, the nodes it nominated members on), until a plan places
+// members, for PreemptedRoomFor at most; a preemption ended because the PodGroup was
+// deleted names none.
 func TestPlanPrefersThePreemptedDomain(t *testing.T) {
 	start := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	room := &PreemptedRoom{Domain: "spine-1", Nodes: []string{"node-1", "node-2"}}
 	for _, tc := range []struct {
 		name string
 		// steps: "preempt" (spine-1), "drain" (its victim goes and the drain ends), "give up"
 		// (EndPreemptionLocked), "forget", "plan" (members placed), "plan nobody", "wait".
 		steps []string
-		want  string
+		want  *PreemptedRoom
 	}{
-		{name: "none before any preemption", want: ""},
-		{name: "none while it is under way", steps: []string{"preempt"}, want: ""},
-		{name: "drained", steps: []string{"preempt", "drain"}, want: "spine-1"},
-		{name: "given up", steps: []string{"preempt", "give up"}, want: "spine-1"},
-		{name: "a plan that places nobody keeps it", steps: []string{"preempt", "drain", "plan nobody"}, want: "spine-1"},
-		{name: "a plan that places members uses it up", steps: []string{"preempt", "drain", "plan"}, want: ""},
-		{name: "it expires", steps: []string{"preempt", "drain", "wait"}, want: ""},
-		{name: "the PodGroup deleted", steps: []string{"preempt", "forget"}, want: ""},
+		{name: "none before any preemption", want: nil},
+		{name: "none while it is under way", steps: []string{"preempt"}, want: nil},
+		{name: "drained", steps: []string{"preempt", "drain"}, want: room},
+		{name: "given up", steps: []string{"preempt", "give up"}, want: room},
+		{name: "a plan that places nobody keeps it", steps: []string{"preempt", "drain", "plan nobody"}, want: room},
+		{name: "a plan that places members uses it up", steps: []string{"preempt", "drain", "plan"}, want: nil},
+		{name: "it expires", steps: []string{"preempt", "drain", "wait"}, want: nil},
+		{name: "the PodGroup deleted", steps: []string{"preempt", "forget"}, want: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newGangEnv(t)
@@ -121,7 +124,8 @@ func TestPlanPrefersThePreemptedDomain(t *testing.T) {
 				e.locked(func() {
 					switch step {
 					case "preempt":
-						e.tr.StartPreemptionLocked(e.key, &Preemption{Domain: "spine-1", Victims: []*v1.Pod{victim}})
+						e.tr.StartPreemptionLocked(e.key, &Preemption{Domain: "spine-1", Victims: []*v1.Pod{victim},
+							Nodes: map[types.UID]string{"a": "node-2", "b": "node-1", "c": "node-2"}})
 					case "drain":
 						e.tr.VictimGoneLocked(victim.UID)
 						e.tr.StopDrainingLocked(e.key)
@@ -134,7 +138,7 @@ func TestPlanPrefersThePreemptedDomain(t *testing.T) {
 					case "plan nobody":
 						e.tr.SetPlanLocked(e.key, plan())
 					case "wait":
-						now = now.Add(PreemptedDomainFor)
+						now = now.Add(PreemptedRoomFor)
 					}
 				})
 			}
@@ -146,8 +150,8 @@ func TestPlanPrefersThePreemptedDomain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v.Preempted != tc.want {
-				t.Errorf("View.Preempted = %q, want %q", v.Preempted, tc.want)
+			if diff := cmp.Diff(tc.want, v.Preempted); diff != "" {
+				t.Errorf("View.Preempted (-want,+got):\n%s", diff)
 			}
 		})
 	}

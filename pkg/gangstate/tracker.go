@@ -105,12 +105,12 @@ type Gang struct {
 	firstReserved time.Time
 	quorumBound   bool
 	// preemption is the gang's preemption under way (preemption.go); resumed says a
-	// preemption of an earlier scheduler process was looked for. preempted is the domain
-	// of its last ended preemption, preferred by its plans until preemptedUntil or until a
+	// preemption of an earlier scheduler process was looked for. preempted is the room its
+	// last ended preemption made, preferred by its plans until preemptedUntil or until a
 	// plan places members.
 	preemption     *Preemption
 	resumed        bool
-	preempted      string
+	preempted      *PreemptedRoom
 	preemptedUntil time.Time
 	// hold is the domain held for the gang (hold.go); holdCooldown is until when it may not
 	// hold again.

@@ -38,9 +38,9 @@ type View struct {
 	// Gang is the gang's members, this one among them, read with the rest of the view when
 	// the gang is planned again (Answer is Replan).
 	Gang podgroup.Gang
-	// Preempted is the domain the gang's last preemption made room in, which its next plan
-	// tries first ("" for none; PreemptedDomainFor).
-	Preempted string
+	// Preempted is the room the gang's last preemption made, which its next plan tries
+	// first (nil for none; PreemptedRoomFor).
+	Preempted *PreemptedRoom
 }
 
 // Answer is what answers a member of a gang that NetworkTopologyAware plans.
@@ -120,7 +120,7 @@ func (t *Tracker) Begin(ctx context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if s, _ := t.gangLocked(key); s != nil {
 		s.requeued = ""
 		v.Plan, v.Failure = s.plan, s.planFailure
-		if s.preempted != "" && t.now().Before(s.preemptedUntil) {
+		if s.preempted != nil && t.now().Before(s.preemptedUntil) {
 			v.Preempted = s.preempted
 		}
 	}

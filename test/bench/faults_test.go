@@ -261,6 +261,10 @@ func startFaultCluster(t *testing.T, tp Topology, name string) (*localcluster.Cl
 	t.Helper()
 	ctx := context.Background()
 	dir := filepath.Join(outDir(t), "faults", name)
+	// A run's etcd data from an earlier run in the same output directory would be reused.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -11,48 +11,66 @@ import (
 // victims are gone the gang is planned again. Room that freed elsewhere meanwhile may rank
 // better (BinPack's tighter fit), and a plan from scratch would go there: the evictions were
 // for nothing, and the room they made goes to pods of lower priority. So, as kube-scheduler
-// tries a preemptor's nominated node first, the plan after a preemption tries the preempted
-// domain first (gangstate.View.Preempted), and plans anywhere only when the gang no longer
-// fits there whole.
+// tries a preemptor's nominated node first, the plan after a preemption tries the nodes the
+// preemption nominated the members on, then its domain (gangstate.View.Preempted), and plans
+// anywhere only when the gang fits in neither.
 
-// searchPreferringPreempted runs the planner on the nodes of the domain the gang's last
-// preemption made room in, and on every node when the gang does not fit there whole.
+// searchPreferringPreempted runs the planner on the room the gang's last preemption made,
+// narrowest first, and on every node when the gang does not fit there whole.
 func (p *NetworkTopologyAware) searchPreferringPreempted(pl *planning) error {
-	nodes := preemptedNodes(pl)
-	if nodes == nil {
-		return p.search(pl)
-	}
 	all, req := pl.nodes, pl.req
-	pl.nodes = nodes
-	err := p.search(pl)
-	pl.nodes = all
-	if err == nil {
-		return nil
+	simulated := 0
+	for _, try := range preemptedTries(pl) {
+		pl.nodes = try.nodes
+		err := p.search(pl)
+		pl.nodes = all
+		simulated += pl.simulated
+		if err == nil {
+			pl.simulated = simulated
+			pl.logger.V(4).Info("Gang planned in the room its preemption made", "podGroup", pl.v.Key, "room", try.name, "domain", pl.v.Preempted.Domain)
+			return nil
+		}
+		pl.logger.V(2).Info("The room a gang's preemption made no longer holds it", "podGroup", pl.v.Key, "room", try.name, "domain", pl.v.Preempted.Domain, "reason", err)
+		pl.req, pl.result = req, nil
 	}
-	pl.logger.V(2).Info("The domain a gang preempted in no longer holds it; it is planned anywhere", "podGroup", pl.v.Key, "domain", pl.v.Preempted, "reason", err)
-	simulated := pl.simulated
-	pl.req, pl.result = req, nil
-	err = p.search(pl)
+	err := p.search(pl)
 	pl.simulated += simulated
 	return err
 }
 
-// preemptedNodes returns the nodes of the gang's preempted domain, nil when it has none: no
-// preemption ended lately, it spanned the whole cluster, or the domain left the tree.
-func preemptedNodes(pl *planning) []fwk.NodeInfo {
-	domain := pl.v.Preempted
-	if domain == "" || domain == hypernode.VirtualRootName {
+// preemptedTry is one set of nodes the plan tries first.
+type preemptedTry struct {
+	name  string // "nominated nodes" or "domain", for the log
+	nodes []fwk.NodeInfo
+}
+
+// preemptedTries returns the nodes the gang's last preemption nominated its members on, then
+// the nodes of its domain when that has more; none when no preemption ended lately, or its
+// domain left the tree (the whole cluster: the nominated nodes only).
+func preemptedTries(pl *planning) []preemptedTry {
+	room := pl.v.Preempted
+	if room == nil {
 		return nil
 	}
-	if _, ok := pl.v.Tree.HyperNode(domain); !ok {
-		return nil
+	var tries []preemptedTry
+	if len(room.Nodes) > 0 {
+		tries = append(tries, preemptedTry{name: "nominated nodes", nodes: nodesIn(pl.nodes, sets.New(room.Nodes...))})
 	}
-	inDomain := sets.New(pl.v.Tree.Nodes(domain)...)
-	nodes := make([]fwk.NodeInfo, 0, inDomain.Len())
-	for _, ni := range pl.nodes {
-		if n := ni.Node(); n != nil && inDomain.Has(n.Name) {
-			nodes = append(nodes, ni)
+	if _, ok := pl.v.Tree.HyperNode(room.Domain); ok && room.Domain != hypernode.VirtualRootName {
+		if domain := sets.New(pl.v.Tree.Nodes(room.Domain)...); domain.Len() > len(room.Nodes) {
+			tries = append(tries, preemptedTry{name: "domain", nodes: nodesIn(pl.nodes, domain)})
 		}
 	}
-	return nodes
+	return tries
+}
+
+// nodesIn returns the nodes of all that are in names.
+func nodesIn(all []fwk.NodeInfo, names sets.Set[string]) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, 0, names.Len())
+	for _, ni := range all {
+		if n := ni.Node(); n != nil && names.Has(n.Name) {
+			out = append(out, ni)
+		}
+	}
+	return out
 }

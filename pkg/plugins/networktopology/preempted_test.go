@@ -1,11 +1,13 @@
 package networktopology
 
 import (
+	"fmt"
 	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
@@ -14,21 +16,27 @@ import (
 
 // TestPlanTriesThePreemptedDomainFirst: seed 001's tree (s0..s3 leaves of two 1-CPU nodes), a
 // gang of two hard at tier 1, which BinPack plans in s0 from scratch. After a preemption for
-// it in s2 ended, its plan goes to s2; to s0 when s2 no longer holds it (both tries counted
-// in the nodes simulated), and when the domain is not in the tree.
+// it ended, its plan goes to the nodes it nominated, or to its domain; to s0 when they no
+// longer hold it (both tries counted in the nodes simulated), and when the domain left the
+// tree.
 func TestPlanTriesThePreemptedDomainFirst(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		preempted     string
+		nominated     []string
 		tainted       string
 		wantNodes     []string
 		wantSimulated int
 	}{
 		{name: "no preemption: s0", wantNodes: []string{"node-0"}, wantSimulated: 2},
-		{name: "preempted in s2: s2", preempted: "s2", wantNodes: []string{"node-4"}, wantSimulated: 2},
-		{name: "s2 holds it no longer: s0", preempted: "s2", tainted: "node-5", wantNodes: []string{"node-0"}, wantSimulated: 4},
+		{name: "nominated in s2: s2", preempted: "s2", nominated: []string{"node-5", "node-4"}, wantNodes: []string{"node-4"}, wantSimulated: 2},
+		{name: "s2 holds it no longer: s0", preempted: "s2", nominated: []string{"node-4", "node-5"}, tainted: "node-5",
+			wantNodes: []string{"node-0"}, wantSimulated: 4},
+		{name: "one member nominated, in s2: s2", preempted: "s2", nominated: []string{"node-4"}, wantNodes: []string{"node-4"}, wantSimulated: 3},
+		{name: "no nomination, domain s2: s2", preempted: "s2", wantNodes: []string{"node-4"}, wantSimulated: 2},
 		{name: "the domain left the tree: s0", preempted: "s9", wantNodes: []string{"node-0"}, wantSimulated: 2},
-		{name: "the whole cluster: s0", preempted: "the cluster", wantNodes: []string{"node-0"}, wantSimulated: 2},
+		{name: "the whole cluster, nominated in s3: s3", preempted: "the cluster", nominated: []string{"node-6", "node-7"},
+			wantNodes: []string{"node-6"}, wantSimulated: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newPlanEnvWith(t, map[string]int{"g": 2}, func(n *v1.Node) {
@@ -39,7 +47,10 @@ func TestPlanTriesThePreemptedDomainFirst(t *testing.T) {
 			if tc.preempted != "" {
 				key := podgroup.Key{Namespace: "ns", Name: "g"}
 				e.gangs.Lock()
-				p := &gangstate.Preemption{Domain: tc.preempted}
+				p := &gangstate.Preemption{Domain: tc.preempted, Nodes: map[types.UID]string{}}
+				for i, n := range tc.nominated {
+					p.Nodes[types.UID(fmt.Sprintf("g-%d", i))] = n
+				}
 				e.gangs.StartPreemptionLocked(key, p)
 				e.gangs.EndPreemptionLocked(key, p)
 				e.gangs.Unlock()
