@@ -28,6 +28,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 GO="${GO:-go}"
 OUT="${BENCH_OUT:-${ROOT}/_output/bench}"
+# Absolute: the tests run in test/bench, and the kubeconfigs they write name files by path.
+OUT="$(realpath -m "${OUT}")"
 REPEAT="${BENCH_REPEAT:-3}"
 RUN="${BENCH_RUN:-.}"
 

@@ -41,11 +41,11 @@ func (w *faultWatcher) podGroup(pg *schedulingv1alpha1.PodGroup, deleted bool) {
 		}
 		w.holds[pg.Name] = rec
 	}
-	w.holdChanges[pg.Name] = append(w.holdChanges[pg.Name], holdChange{at: time.Now(), rec: rec})
+	w.holdChanges[pg.Name] = append(w.holdChanges[pg.Name], holdChange{at: w.now(), rec: rec})
 }
 
 func (w *faultWatcher) hyperNodeGone(name string) {
-	now := time.Now()
+	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if at, ok := w.deleting[name]; ok && now.Sub(at) < time.Minute {
@@ -64,7 +64,7 @@ func (w *faultWatcher) lease(l *coordinationv1.Lease) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if holder != "" && holder != w.holder {
-		w.leaders = append(w.leaders, leaderChange{at: time.Now(), holder: holder})
+		w.leaders = append(w.leaders, leaderChange{at: w.now(), holder: holder})
 	}
 	w.holder = holder
 }
@@ -100,23 +100,28 @@ func (w *faultWatcher) checkHolds(now time.Time) {
 				pair := [2]string{other, name}
 				seen[pair] = true
 				if _, ok := w.overlaps[pair]; !ok {
-					w.overlaps[pair] = now
+					w.overlaps[pair] = &holdOverlap{since: now}
 				}
 				continue
 			}
 			owner[node] = name
 		}
 	}
-	for pair, since := range w.overlaps {
+	for pair, o := range w.overlaps {
 		switch {
 		case !seen[pair]:
 			delete(w.overlaps, pair)
-		case now.Sub(since) > overlapLimit:
-			w.violation(since, now, "holds of %s and %s share nodes for more than %v", pair[0], pair[1], overlapLimit)
-			delete(w.overlaps, pair)
-			w.overlaps[pair] = now.Add(time.Hour) // reported once
+		case !o.reported && now.Sub(o.since) > overlapLimit:
+			w.violation(o.since, now, "holds of %s and %s share nodes for more than %v", pair[0], pair[1], overlapLimit)
+			o.reported = true
 		}
 	}
+}
+
+// holdOverlap is two holds sharing a node since a time; reported once per stretch.
+type holdOverlap struct {
+	since    time.Time
+	reported bool
 }
 
 // checkNodes reports nodes over their allocatable for longer than overLimit; no fault
@@ -208,7 +213,7 @@ func (w *faultWatcher) releasedAround(name string, at time.Time) bool {
 func (w *faultWatcher) holdReleased(e *v1.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.released[e.InvolvedObject.Name] = append(w.released[e.InvolvedObject.Name], time.Now())
+	w.released[e.InvolvedObject.Name] = append(w.released[e.InvolvedObject.Name], w.now())
 }
 
 // failover measures a leader's death: to the next Lease holder, and to the next bind after it.
@@ -235,7 +240,7 @@ func (w *faultWatcher) failover(killed time.Time) (acquired, bound time.Duration
 // finish closes the checks at the end of a run: gangs still partial, and evictions that no
 // pod of higher priority used.
 func (w *faultWatcher) finish() FaultChecks {
-	now := time.Now()
+	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	names := make([]string, 0, len(w.gangs))
@@ -269,6 +274,8 @@ func (w *faultWatcher) finish() FaultChecks {
 		w.report.Violations = append(w.report.Violations, fmt.Sprintf("%.1fs: %s evicted from %s; no pod of higher priority bound there within %v",
 			e.at.Sub(w.start).Seconds(), e.pod, e.node, evictionDeadline))
 	}
-	w.cancel()
+	if w.cancel != nil {
+		w.cancel()
+	}
 	return w.report
 }

@@ -35,6 +35,7 @@ type faultWatcher struct {
 	mu    sync.Mutex
 	ns    string
 	start time.Time
+	now   func() time.Time // time.Now; a test's clock in unit tests
 	// leafLabel and spineLabel are the node labels the topology is discovered from.
 	leafLabel, spineLabel string
 
@@ -49,7 +50,7 @@ type faultWatcher struct {
 	// its HoldReleased Events came.
 	holdChanges map[string][]holdChange
 	released    map[string][]time.Time
-	overlaps    map[[2]string]time.Time // hold pairs sharing a node, since
+	overlaps    map[[2]string]*holdOverlap // hold pairs sharing a node
 	leaders     []leaderChange
 	holder      string
 	// deleting: HyperNodes the harness deleted (name to when).
@@ -158,9 +159,9 @@ type FaultChecks struct {
 func newFaultWatcher(t testing.TB, c clients, ns, leafLabel, spineLabel string) *faultWatcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &faultWatcher{ns: ns, start: time.Now(), leafLabel: leafLabel, spineLabel: spineLabel,
+	w := &faultWatcher{ns: ns, start: time.Now(), now: time.Now, leafLabel: leafLabel, spineLabel: spineLabel,
 		gangs: map[string]*watchedGang{}, pods: map[types.UID]*watchedPod{}, nodes: map[string]*watchedNode{},
-		evicted: map[types.UID][]metav1.Time{}, holds: map[string]*podgroup.HoldRecord{}, overlaps: map[[2]string]time.Time{},
+		evicted: map[types.UID][]metav1.Time{}, holds: map[string]*podgroup.HoldRecord{}, overlaps: map[[2]string]*holdOverlap{},
 		holdChanges: map[string][]holdChange{}, released: map[string][]time.Time{},
 		deleting: map[string]time.Time{}, cancel: cancel}
 	kube := informers.NewSharedInformerFactory(c.kube, 0)
@@ -271,7 +272,7 @@ func (w *faultWatcher) fault(kind string, from, to time.Time) {
 func (w *faultWatcher) deletingHyperNode(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.deleting[name] = time.Now()
+	w.deleting[name] = w.now()
 }
 
 func (w *faultWatcher) node(n *v1.Node) {
@@ -291,7 +292,7 @@ func resources(l v1.ResourceList) [3]int64 {
 }
 
 func (w *faultWatcher) pod(pod *v1.Pod) {
-	now := time.Now()
+	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, c := range pod.Status.Conditions {
@@ -349,7 +350,7 @@ func (w *faultWatcher) pod(pod *v1.Pod) {
 }
 
 func (w *faultWatcher) podGone(pod *v1.Pod) {
-	now := time.Now()
+	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wp := w.pods[pod.UID]
