@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -110,6 +111,8 @@ func TestManifestsInstall(t *testing.T) {
 		"RoleBinding/hypernode-controller-events",
 		"ConfigMap/hypernode-controller",
 		"Deployment/hypernode-controller",
+		"PodDisruptionBudget/hypernode-scheduler",
+		"PodDisruptionBudget/hypernode-controller",
 		"CustomResourceDefinition/hypernodes.topology.volcano.sh",
 		"CustomResourceDefinition/podgroups.scheduling.x-k8s.io",
 	}
@@ -127,6 +130,7 @@ func TestManifestsInstall(t *testing.T) {
 		t.Errorf("Deployment image %q", image)
 	}
 	assertDeploymentWiring(t, objs)
+	assertReplicasKeptApart(t, objs)
 	if _, err := cluster.Applier.Apply(ctx, objs, "", true); err != nil {
 		t.Errorf("the apiserver rejects the rendered manifests: %v", err)
 	}
@@ -238,6 +242,40 @@ func assertDeploymentWiring(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 	if len(config.Profiles) != 1 || config.Profiles[0].SchedulerName != "hypernode-scheduler" {
 		t.Errorf("profiles %+v, want one named hypernode-scheduler", config.Profiles)
+	}
+}
+
+// assertReplicasKeptApart checks that each Deployment's PodDisruptionBudget and pod
+// anti-affinity select the Deployment's own pods, by its template's labels.
+func assertReplicasKeptApart(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	byKind := map[string]*unstructured.Unstructured{}
+	for _, obj := range objs {
+		byKind[obj.GetKind()+"/"+obj.GetName()] = obj
+	}
+	for _, name := range []string{"hypernode-scheduler", "hypernode-controller"} {
+		d, pdb := byKind["Deployment/"+name], byKind["PodDisruptionBudget/"+name]
+		if d == nil || pdb == nil {
+			t.Errorf("%s: Deployment %v, PodDisruptionBudget %v", name, d != nil, pdb != nil)
+			continue
+		}
+		labels, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
+		selected, _, _ := unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
+		if !maps.Equal(labels, selected) {
+			t.Errorf("%s: the PodDisruptionBudget selects %v, the pods are labelled %v", name, selected, labels)
+		}
+		if most, _, _ := unstructured.NestedInt64(pdb.Object, "spec", "maxUnavailable"); most != 1 {
+			t.Errorf("%s: maxUnavailable %d, want 1", name, most)
+		}
+		terms, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+		if len(terms) != 1 {
+			t.Errorf("%s: %d preferred anti-affinity terms, want 1", name, len(terms))
+			continue
+		}
+		apart, _, _ := unstructured.NestedStringMap(terms[0].(map[string]any), "podAffinityTerm", "labelSelector", "matchLabels")
+		if key, _, _ := unstructured.NestedString(terms[0].(map[string]any), "podAffinityTerm", "topologyKey"); key != "kubernetes.io/hostname" || !maps.Equal(labels, apart) {
+			t.Errorf("%s: anti-affinity by %q among %v, want by kubernetes.io/hostname among %v", name, key, apart, labels)
+		}
 	}
 }
 

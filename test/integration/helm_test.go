@@ -247,6 +247,7 @@ controller:
 	gotPod := map[string]any{
 		"replicas": d.Object["spec"].(map[string]any)["replicas"], "image": c["image"], "pullPolicy": c["imagePullPolicy"],
 		"command": c["command"], "resources": c["resources"], "nodeSelector": pod["nodeSelector"], "tolerations": pod["tolerations"],
+		"antiAffinityKey": pod["affinity"].(map[string]any)["podAntiAffinity"].(map[string]any)["preferredDuringSchedulingIgnoredDuringExecution"].([]any)[0].(map[string]any)["podAffinityTerm"].(map[string]any)["topologyKey"],
 	}
 	wantPod := map[string]any{
 		"replicas": float64(3), "image": "registry.example.com/hns:v9", "pullPolicy": "Always",
@@ -254,9 +255,14 @@ controller:
 		"resources":    map[string]any{"requests": map[string]any{"cpu": "2", "memory": "2Gi"}},
 		"nodeSelector": map[string]any{"node-role.kubernetes.io/control-plane": ""},
 		"tolerations":  []any{map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}},
+		// No affinity in the values: the manifest's, the replicas preferably apart.
+		"antiAffinityKey": "kubernetes.io/hostname",
 	}
 	if diff := cmp.Diff(wantPod, gotPod); diff != "" {
 		t.Errorf("the scheduler's Deployment (-want +got):\n%s", diff)
+	}
+	if pdb := objs["PodDisruptionBudget "+ns+"/hypernode-scheduler"]; pdb == nil {
+		t.Errorf("no PodDisruptionBudget for the scheduler's replicas")
 	}
 
 	// The controller's discovery configuration and credentials Secret.
