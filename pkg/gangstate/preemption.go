@@ -142,6 +142,10 @@ func (t *Tracker) endPreemptionLocked(key Key, s *Gang, p *Preemption) {
 	// The room it made is the gang's to use: the next plan tries it first, or the evictions
 	// would be wasted when room frees elsewhere meanwhile.
 	s.preempted, s.preemptedUntil = roomOf(p), t.now().Add(PreemptedRoomFor)
+	// The failed plan that led to the preemption no longer describes the cluster, and its
+	// back-off must not answer the members while the room is open: their failed cycles would
+	// drop their nominations, and pods of lower priority would take the room.
+	s.forgetPlanFailureLocked()
 	t.preemptions.underWay.Add(-1)
 	if p.Deadline != nil {
 		p.Deadline.Stop()

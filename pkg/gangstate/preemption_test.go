@@ -95,7 +95,7 @@ func TestPreemptionFollowsItsVictims(t *testing.T) {
 // TestPlanPrefersThePreemptedDomain: once a gang's preemption ends, its views name the room
 // the preemption made (its domain, the nodes it nominated members on), until a plan places
 // members, for PreemptedRoomFor at most; a preemption ended because the PodGroup was
-// deleted names none.
+// deleted names none. The failed plan that led to it is forgotten, one made after is not.
 func TestPlanPrefersThePreemptedDomain(t *testing.T) {
 	start := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	room := &PreemptedRoom{Domain: "spine-1", Nodes: []string{"node-1", "node-2"}}
@@ -105,6 +105,8 @@ func TestPlanPrefersThePreemptedDomain(t *testing.T) {
 		// (EndPreemptionLocked), "forget", "plan" (members placed), "plan nobody", "wait".
 		steps []string
 		want  *PreemptedRoom
+		// wantFailure: the view still has a failed plan ("fail" records one).
+		wantFailure bool
 	}{
 		{name: "none before any preemption", want: nil},
 		{name: "none while it is under way", steps: []string{"preempt"}, want: nil},
@@ -114,6 +116,8 @@ func TestPlanPrefersThePreemptedDomain(t *testing.T) {
 		{name: "a plan that places members uses it up", steps: []string{"preempt", "drain", "plan"}, want: nil},
 		{name: "it expires", steps: []string{"preempt", "drain", "wait"}, want: nil},
 		{name: "the PodGroup deleted", steps: []string{"preempt", "forget"}, want: nil},
+		{name: "the failed plan before it is forgotten", steps: []string{"fail", "preempt", "drain"}, want: room},
+		{name: "a failed plan after it is kept", steps: []string{"preempt", "drain", "fail"}, want: room, wantFailure: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newGangEnv(t)
@@ -135,6 +139,8 @@ func TestPlanPrefersThePreemptedDomain(t *testing.T) {
 						e.tr.ForgetPreemptionLocked(e.key)
 					case "plan":
 						e.tr.SetPlanLocked(e.key, plan("a", "b", "c"))
+					case "fail":
+						e.tr.RecordPlanFailureLocked(e.key, e.pods["a"], &PlanFailure{})
 					case "plan nobody":
 						e.tr.SetPlanLocked(e.key, plan())
 					case "wait":
@@ -152,6 +158,9 @@ func TestPlanPrefersThePreemptedDomain(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, v.Preempted); diff != "" {
 				t.Errorf("View.Preempted (-want,+got):\n%s", diff)
+			}
+			if (v.Failure != nil) != tc.wantFailure {
+				t.Errorf("View.Failure %v, want one: %v", v.Failure, tc.wantFailure)
 			}
 		})
 	}

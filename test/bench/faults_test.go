@@ -48,6 +48,7 @@ const OursShipped Kind = "ours-shipped"
 var (
 	flagFaultWindow   = flag.Duration("bench.faults.window", 0, "the fault run's arrival window in full mode (default 22m; the cap is 30m more)")
 	flagFaultBaseline = flag.Bool("bench.faults.baseline", true, "in full mode, run the trace without faults too, after the fault run (the extra queueing delay is against it)")
+	flagFaultOnlyBase = flag.Bool("bench.faults.baseline-only", false, "in full mode, run only the trace without faults (to check an invariant the baseline broke)")
 )
 
 // faultConfig is the fault run's cluster, clocks and fault periods.
@@ -136,7 +137,11 @@ func TestFaults(t *testing.T) {
 	res := &FaultResult{Topology: cfg.churn.tp, Trace: desc, HighGangs: high}
 	// The fault run first: its numbers are in the log even if the baseline is cut short.
 	runs := [][]Fault{schedule, nil}
-	if !full() || !*flagFaultBaseline {
+	baselineOnly := full() && *flagFaultOnlyBase
+	switch {
+	case baselineOnly:
+		runs = runs[1:]
+	case !full() || !*flagFaultBaseline:
 		runs = runs[:1] // the short run checks the invariants; the baseline only compares
 	}
 	for _, faults := range runs {
@@ -162,6 +167,10 @@ func TestFaults(t *testing.T) {
 			}
 		}
 		res.Runs = append(res.Runs, run)
+	}
+	if baselineOnly {
+		results.Faults = res
+		return
 	}
 	faulty := res.Runs[0]
 	if len(res.Runs) == 2 {
@@ -355,7 +364,7 @@ func (fr *faultRunner) create(ctx context.Context, c clients, ns string, job Job
 	var names []string
 	err := retryAPI(ctx, func() error {
 		var err error
-		names, err = createJobObjectsIdempotent(ctx, c, ns, job, k)
+		names, err = recreateJobObjects(ctx, c, ns, job, k)
 		return err
 	})
 	return names, err
@@ -382,30 +391,6 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-// createJobObjectsIdempotent is createJobObjects that accepts objects that exist already.
-func createJobObjectsIdempotent(ctx context.Context, c clients, ns string, job Job, k Kind) ([]string, error) {
-	names, err := createJobObjects(ctx, c, ns, job, k)
-	if apierrors.IsAlreadyExists(err) {
-		// Some exist: create the others one by one.
-		pods := make([]string, job.Pods)
-		for i := range pods {
-			pods[i] = fmt.Sprintf("%s-%03d", job.Name, i)
-		}
-		for i := range pods {
-			p := gpuPod(ns, pods[i], k.schedulerName(), job.GPUs, "")
-			if job.Mode != "" {
-				p.Labels = map[string]string{util.PodGroupLabel: job.Name}
-			}
-			p.Spec.PriorityClassName = job.PriorityClass
-			if _, err := c.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return nil, err
-			}
-		}
-		return pods, nil
-	}
-	return names, err
 }
 
 // restart submits again, under a new name, every job that lost one of these pods.

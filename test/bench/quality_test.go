@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -320,12 +322,28 @@ func createJob(t *testing.T, c clients, ns string, job Job, k Kind) []string {
 // createJobObjects is createJob returning its error, for callers off the test's goroutine
 // (churn_test.go). A job without a mode is plain pods, no PodGroup, for ours too.
 func createJobObjects(ctx context.Context, c clients, ns string, job Job, k Kind) ([]string, error) {
+	return makeJobObjects(ctx, c, ns, job, k, false)
+}
+
+// recreateJobObjects is createJobObjects for a retry: the objects an earlier attempt created
+// count as created (the fault run retries across an apiserver's restart).
+func recreateJobObjects(ctx context.Context, c clients, ns string, job Job, k Kind) ([]string, error) {
+	return makeJobObjects(ctx, c, ns, job, k, true)
+}
+
+func makeJobObjects(ctx context.Context, c clients, ns string, job Job, k Kind, retry bool) ([]string, error) {
+	created := func(err error) error {
+		if retry && apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
 	group := ""
 	if k.ours() && job.Mode != "" {
 		group = job.Name
 		constraint := fmt.Sprintf(`{"mode":%q,"highestTierAllowed":%d}`, job.Mode, job.Tier)
 		pg := util.PodGroup(ns, job.Name, int32(job.Pods), map[string]string{podgroup.NetworkTopologyAnnotation: constraint})
-		if err := util.CreatePodGroup(ctx, c.scheduling, pg); err != nil {
+		if err := created(util.CreatePodGroup(ctx, c.scheduling, pg)); err != nil {
 			return nil, err
 		}
 	}
@@ -338,7 +356,7 @@ func createJobObjects(ctx context.Context, c clients, ns string, job Job, k Kind
 	}
 	return names, parallel(len(pods), func(i int) error {
 		_, err := util.CreatePods(ctx, c.kube, pods[i])
-		return err
+		return created(err)
 	})
 }
 

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
@@ -68,5 +71,36 @@ func TestPlanTriesThePreemptedDomainFirst(t *testing.T) {
 				t.Errorf("simulated %d nodes, want %d", got, tc.wantSimulated)
 			}
 		})
+	}
+}
+
+// TestPlanAfterAPreemptionNotHeldByTheFailure: a gang's failed plan answers its members while
+// its back-off runs; once a preemption for the gang ended, the next member plans at once,
+// into the room the preemption made (the fault run's baseline: a back-off of 3.5 s let pods
+// of lower priority take the room, and the gang preempted again elsewhere).
+func TestPlanAfterAPreemptionNotHeldByTheFailure(t *testing.T) {
+	e := newPlanEnv(t, map[string]int{"g": 2})
+	key := podgroup.Key{Namespace: "ns", Name: "g"}
+	now := time.Now()
+	e.plugin.setFailure(key, e.pod("g", 0), &gangstate.PlanFailure{Tree: e.cache.Snapshot().Generation(), Revision: e.registry.Info(key).Revision, Made: now, Failures: 3,
+		RetryAt: now.Add(time.Minute), Stale: true, Status: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "no room")})
+	_, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("g", 1))
+	if status.IsSuccess() || status.Message() != "no room" {
+		t.Fatalf("PreFilter during the back-off: %v, want the failure's answer", status)
+	}
+	e.gangs.Lock()
+	p := &gangstate.Preemption{Domain: "s3", Nodes: map[types.UID]string{"g-0": "node-6", "g-1": "node-7"}}
+	e.gangs.StartPreemptionLocked(key, p)
+	e.gangs.EndPreemptionLocked(key, p)
+	e.gangs.Unlock()
+	result, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("g", 1))
+	if !status.IsSuccess() {
+		t.Fatalf("PreFilter after the preemption: %v", status)
+	}
+	if diff := cmp.Diff([]string{"node-6", "node-7"}, sets.List(sets.New(e.plan("g").PodNode["g-0"], e.plan("g").PodNode["g-1"]))); diff != "" {
+		t.Errorf("planned nodes (-want,+got):\n%s", diff)
+	}
+	if got := result.NodeNames.UnsortedList(); len(got) != 1 {
+		t.Errorf("member narrowed to %v, want its one planned node", got)
 	}
 }
