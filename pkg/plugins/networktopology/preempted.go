@@ -4,7 +4,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
 // A gang's preemption evicted pods in one domain so that the gang fits there; when its
@@ -12,8 +14,9 @@ import (
 // better (BinPack's tighter fit), and a plan from scratch would go there: the evictions were
 // for nothing, and the room they made goes to pods of lower priority. So, as kube-scheduler
 // tries a preemptor's nominated node first, the plan after a preemption tries the nodes the
-// preemption nominated the members on, then its domain (gangstate.View.Preempted), and plans
-// anywhere only when the gang fits in neither.
+// preemption nominated the members on, then its domain (gangstate.View.Preempted; after a
+// failover, the nodes the members' status.nominatedNodeName name), and plans anywhere only
+// when the gang fits in neither.
 
 // searchPreferringPreempted runs the planner on the room the gang's last preemption made,
 // narrowest first, and on every node when the gang does not fit there whole.
@@ -27,15 +30,23 @@ func (p *NetworkTopologyAware) searchPreferringPreempted(pl *planning) error {
 		simulated += pl.simulated
 		if err == nil {
 			pl.simulated = simulated
-			pl.logger.V(4).Info("Gang planned in the room its preemption made", "podGroup", pl.v.Key, "room", try.name, "domain", pl.v.Preempted.Domain)
+			pl.logger.V(4).Info("Gang planned in the room its preemption made", "podGroup", pl.v.Key, "room", try.name, "domain", domainOf(pl.v.Preempted))
 			return nil
 		}
-		pl.logger.V(2).Info("The room a gang's preemption made no longer holds it", "podGroup", pl.v.Key, "room", try.name, "domain", pl.v.Preempted.Domain, "reason", err)
+		pl.logger.V(2).Info("The room a gang's preemption made no longer holds it", "podGroup", pl.v.Key, "room", try.name, "domain", domainOf(pl.v.Preempted), "reason", err)
 		pl.req, pl.result = req, nil
 	}
 	err := p.search(pl)
 	pl.simulated += simulated
 	return err
+}
+
+// domainOf is the room's domain for the log ("" when the room is the members' nominations).
+func domainOf(room *gangstate.PreemptedRoom) string {
+	if room == nil {
+		return ""
+	}
+	return room.Domain
 }
 
 // preemptedTry is one set of nodes the plan tries first.
@@ -50,6 +61,9 @@ type preemptedTry struct {
 func preemptedTries(pl *planning) []preemptedTry {
 	room := pl.v.Preempted
 	if room == nil {
+		room = nominatedRoom(pl.v.Gang)
+	}
+	if room == nil {
 		return nil
 	}
 	var tries []preemptedTry
@@ -62,6 +76,24 @@ func preemptedTries(pl *planning) []preemptedTry {
 		}
 	}
 	return tries
+}
+
+// nominatedRoom is the room a preemption made that this process has no record of: the nodes
+// the pending members' status.nominatedNodeName name. Only a preemption writes that field for
+// a gang member (a plan nominates in memory, and rewrites the field only where a preemption
+// wrote it; a dropped plan clears it), so after a failover or a restart that came once the
+// victims were gone (nothing to resume), it still names the room their eviction made.
+func nominatedRoom(gang podgroup.Gang) *gangstate.PreemptedRoom {
+	nodes := sets.New[string]()
+	for _, m := range gang.Pending {
+		if n := m.Pod.Status.NominatedNodeName; n != "" {
+			nodes.Insert(n)
+		}
+	}
+	if nodes.Len() == 0 {
+		return nil
+	}
+	return &gangstate.PreemptedRoom{Nodes: sets.List(nodes)}
 }
 
 // nodesIn returns the nodes of all that are in names.

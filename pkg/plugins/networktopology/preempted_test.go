@@ -19,7 +19,8 @@ import (
 
 // TestPlanTriesThePreemptedDomainFirst: seed 001's tree (s0..s3 leaves of two 1-CPU nodes), a
 // gang of two hard at tier 1, which BinPack plans in s0 from scratch. After a preemption for
-// it ended, its plan goes to the nodes it nominated, or to its domain; to s0 when they no
+// it ended, its plan goes to the nodes it nominated, or to its domain; without a record of it
+// (a failover), to the nodes the members are nominated on in the API; to s0 when they no
 // longer hold it (both tries counted in the nodes simulated), and when the domain left the
 // tree.
 func TestPlanTriesThePreemptedDomainFirst(t *testing.T) {
@@ -27,6 +28,7 @@ func TestPlanTriesThePreemptedDomainFirst(t *testing.T) {
 		name          string
 		preempted     string
 		nominated     []string
+		apiNominated  []string // the members' status.nominatedNodeName, in member order
 		tainted       string
 		wantNodes     []string
 		wantSimulated int
@@ -38,6 +40,10 @@ func TestPlanTriesThePreemptedDomainFirst(t *testing.T) {
 		{name: "one member nominated, in s2: s2", preempted: "s2", nominated: []string{"node-4"}, wantNodes: []string{"node-4"}, wantSimulated: 3},
 		{name: "no nomination, domain s2: s2", preempted: "s2", wantNodes: []string{"node-4"}, wantSimulated: 2},
 		{name: "the domain left the tree: s0", preempted: "s9", wantNodes: []string{"node-0"}, wantSimulated: 2},
+		{name: "no record, the members nominated in s3 in the API (a failover): s3", apiNominated: []string{"node-7", "node-6"},
+			wantNodes: []string{"node-6"}, wantSimulated: 2},
+		{name: "the record before the API", preempted: "s2", nominated: []string{"node-4", "node-5"}, apiNominated: []string{"node-7", "node-6"},
+			wantNodes: []string{"node-4"}, wantSimulated: 2},
 		{name: "the whole cluster, nominated in s3: s3", preempted: "the cluster", nominated: []string{"node-6", "node-7"},
 			wantNodes: []string{"node-6"}, wantSimulated: 2},
 	} {
@@ -58,7 +64,16 @@ func TestPlanTriesThePreemptedDomainFirst(t *testing.T) {
 				e.gangs.EndPreemptionLocked(key, p)
 				e.gangs.Unlock()
 			}
-			result, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), e.pod("g", 0))
+			first := e.pod("g", 0)
+			for i, n := range tc.apiNominated {
+				pod := e.pod("g", i)
+				pod.Status.NominatedNodeName = n
+				e.registry.SetPod(e.pod("g", i), pod)
+				if i == 0 {
+					first = pod
+				}
+			}
+			result, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), first)
 			if !status.IsSuccess() {
 				t.Fatalf("PreFilter: %v", status)
 			}
