@@ -133,6 +133,23 @@ func (e *planEnv) preFilter(t *testing.T, pod *v1.Pod) (fwk.CycleState, []string
 	return state, names
 }
 
+// wantPlanned checks a member's PreFilter answer: it passed, narrowed to nodes, after a plan
+// that simulated that many nodes.
+func (e *planEnv) wantPlanned(t *testing.T, result *fwk.PreFilterResult, status *fwk.Status, nodes []string, simulated int) {
+	t.Helper()
+	if !status.IsSuccess() {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	got := result.NodeNames.UnsortedList()
+	sort.Strings(got)
+	if diff := cmp.Diff(nodes, got); diff != "" {
+		t.Errorf("planned nodes (-want,+got):\n%s", diff)
+	}
+	if got := e.plugin.lastSimulated.Load(); got != int64(simulated) {
+		t.Errorf("simulated %d nodes, want %d", got, simulated)
+	}
+}
+
 func (e *planEnv) plan(key string) *gangstate.Plan {
 	return e.plugin.planOf(podgroup.Key{Namespace: "ns", Name: key})
 }
@@ -310,17 +327,7 @@ func TestLazyPlanMatchesFullSimulation(t *testing.T) {
 				}
 				return
 			}
-			if !status.IsSuccess() {
-				t.Fatalf("PreFilter: %v", status)
-			}
-			got := result.NodeNames.UnsortedList()
-			sort.Strings(got)
-			if diff := cmp.Diff(tc.wantNodes, got); diff != "" {
-				t.Errorf("planned nodes (-want,+got):\n%s", diff)
-			}
-			if got := e.plugin.lastSimulated.Load(); got != int64(tc.wantSimulated) {
-				t.Errorf("simulated %d nodes, want %d", got, tc.wantSimulated)
-			}
+			e.wantPlanned(t, result, status, tc.wantNodes, tc.wantSimulated)
 		})
 	}
 }

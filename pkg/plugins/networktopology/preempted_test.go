@@ -2,7 +2,6 @@ package networktopology
 
 import (
 	"fmt"
-	"sort"
 	"testing"
 	"time"
 
@@ -74,17 +73,7 @@ func TestPlanTriesThePreemptedDomainFirst(t *testing.T) {
 				}
 			}
 			result, status, _ := e.fw.RunPreFilterPlugins(e.ctx, framework.NewCycleState(), first)
-			if !status.IsSuccess() {
-				t.Fatalf("PreFilter: %v", status)
-			}
-			got := result.NodeNames.UnsortedList()
-			sort.Strings(got)
-			if diff := cmp.Diff(tc.wantNodes, got); diff != "" {
-				t.Errorf("planned nodes (-want,+got):\n%s", diff)
-			}
-			if got := e.plugin.lastSimulated.Load(); got != int64(tc.wantSimulated) {
-				t.Errorf("simulated %d nodes, want %d", got, tc.wantSimulated)
-			}
+			e.wantPlanned(t, result, status, tc.wantNodes, tc.wantSimulated)
 		})
 	}
 }
