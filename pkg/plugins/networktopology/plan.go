@@ -80,6 +80,9 @@ type planning struct {
 	deferred      []string
 	yielded       []string
 	simulated     int
+	// room says where the plan was found: "" (everywhere), or the room a preemption made
+	// ("nominated nodes", "domain"; preempted.go).
+	room string
 }
 
 // planGang plans the member's gang and records the plan or the failure. The member gets the
@@ -376,7 +379,7 @@ func (p *NetworkTopologyAware) announce(pl *planning, plan *gangstate.Plan) {
 		p.events.Record(v.Info.PodGroup, v1.EventTypeNormal, EventPlanned, msg)
 	}
 	// V(2): once per gang (not per member), and the benchmark harness reads the duration.
-	pl.logger.V(2).Info("Gang planned", "podGroup", v.Key, "domain", result.Domain, "tier", result.Tier, "pending", len(result.PodLeaf), "deferred", len(pl.deferred), "leaves", leaves, "simulatedNodes", pl.simulated, "duration", time.Since(pl.start), "yielded", pl.yielded)
+	pl.logger.V(2).Info("Gang planned", "podGroup", v.Key, "domain", result.Domain, "tier", result.Tier, "pending", len(result.PodLeaf), "deferred", len(pl.deferred), "leaves", leaves, "simulatedNodes", pl.simulated, "duration", time.Since(pl.start), "yielded", pl.yielded, "preemptedRoom", pl.room)
 }
 
 // forget drops what the plugin keeps for a gang whose PodGroup was deleted; promises its plan

@@ -29,8 +29,7 @@ func (p *NetworkTopologyAware) searchPreferringPreempted(pl *planning) error {
 		pl.nodes = all
 		simulated += pl.simulated
 		if err == nil {
-			pl.simulated = simulated
-			pl.logger.V(4).Info("Gang planned in the room its preemption made", "podGroup", pl.v.Key, "room", try.name, "domain", domainOf(pl.v.Preempted))
+			pl.simulated, pl.room = simulated, try.name
 			return nil
 		}
 		pl.logger.V(2).Info("The room a gang's preemption made no longer holds it", "podGroup", pl.v.Key, "room", try.name, "domain", domainOf(pl.v.Preempted), "reason", err)
