@@ -18,11 +18,7 @@ import (
 // spine-0 (BinPack would choose it). The gang still binds in spine-0, on the room its
 // eviction paid for; spine-1 stays free. This is the fault run's "wasted eviction", driven.
 func TestGangUsesTheRoomItPreempted(t *testing.T) {
-	var nodes []string
-	for i := range 12 {
-		nodes = append(nodes, fmt.Sprintf("node-%d", i))
-	}
-	e := newTopoEnv(t, nodesWithCPU("8", nodes...), nil, util.Seed004Tree()...)
+	e := newTopoEnv(t, nodesWithCPU("8", seed004Nodes()...), nil, util.Seed004Tree()...)
 	e.priorityClasses()
 	peer := func(node, cpus string) string {
 		name := "peer-" + node

@@ -104,11 +104,7 @@ func (e *topoEnv) podsNamed(prefix string, deleting bool) []string {
 // in spine-1 (node-5): the same cost, and spine-1 is the tighter fit, so exactly the pod on
 // node-5 goes and the gang binds on node-5..node-8.
 func TestGangPreemptionSeed004Example2(t *testing.T) {
-	var nodes []string
-	for i := range 12 {
-		nodes = append(nodes, fmt.Sprintf("node-%d", i))
-	}
-	e := newTopoEnv(t, nodesWithCPU("8", nodes...), nil, util.Seed004Tree()...)
+	e := newTopoEnv(t, nodesWithCPU("8", seed004Nodes()...), nil, util.Seed004Tree()...)
 	e.priorityClasses()
 	for _, n := range []string{"node-0", "node-1", "node-5"} {
 		e.lowPodOn(n)
@@ -156,6 +152,15 @@ func TestGangPreemptionSeed004Example2(t *testing.T) {
 	if diff := cmp.Diff(map[string]uint64{metrics.ResultEvicted: 1, metrics.ResultFailed: 0, metrics.ResultStopped: 0}, evictions()); diff != "" {
 		t.Errorf("hypernode_gang_preemption_eviction_duration_seconds counts since the start (-want,+got):\n%s", diff)
 	}
+}
+
+// seed004Nodes are the nodes of util.Seed004Tree: node-0..node-11.
+func seed004Nodes() []string {
+	nodes := make([]string, 0, 12)
+	for i := range 12 {
+		nodes = append(nodes, fmt.Sprintf("node-%d", i))
+	}
+	return nodes
 }
 
 // TestPlainGangPreemptsAllOrNothing: four 8-CPU nodes full of low-priority pods. A gang of

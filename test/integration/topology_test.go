@@ -208,11 +208,7 @@ func TestTopologyExplanationExact(t *testing.T) {
 func TestTopologySeed004BothStrategies(t *testing.T) {
 	for _, strategy := range []string{"BinPack", "LeastWaste"} {
 		t.Run(strategy, func(t *testing.T) {
-			var nodes []string
-			for i := range 12 {
-				nodes = append(nodes, fmt.Sprintf("node-%d", i))
-			}
-			e := newTopoEnv(t, nodesWithCPU("8", nodes...), nil, util.Seed004Tree()...)
+			e := newTopoEnv(t, nodesWithCPU("8", seed004Nodes()...), nil, util.Seed004Tree()...)
 			startScheduler(t, map[string]map[string]any{"NetworkTopologyAware": {"candidateScoringStrategy": strategy}})
 			got := e.waitBound(e.gang("train", 4, `{"mode":"hard","highestTierAllowed":2}`, cpu("8")))
 			if diff := cmp.Diff([]string{"node-5", "node-6", "node-7", "node-8"}, nodeSet(got)); diff != "" {

@@ -23,7 +23,8 @@ import (
 func (p *NetworkTopologyAware) searchPreferringPreempted(pl *planning) error {
 	all, req := pl.nodes, pl.req
 	simulated := 0
-	for _, try := range preemptedTries(pl) {
+	room, tries := preemptedTries(pl)
+	for _, try := range tries {
 		pl.nodes = try.nodes
 		err := p.search(pl)
 		pl.nodes = all
@@ -32,20 +33,12 @@ func (p *NetworkTopologyAware) searchPreferringPreempted(pl *planning) error {
 			pl.simulated, pl.room = simulated, try.name
 			return nil
 		}
-		pl.logger.V(2).Info("The room a gang's preemption made no longer holds it", "podGroup", pl.v.Key, "room", try.name, "domain", domainOf(pl.v.Preempted), "reason", err)
+		pl.logger.V(2).Info("The room a gang's preemption made no longer holds it", "podGroup", pl.v.Key, "room", try.name, "domain", room.Domain, "reason", err)
 		pl.req, pl.result = req, nil
 	}
 	err := p.search(pl)
 	pl.simulated += simulated
 	return err
-}
-
-// domainOf is the room's domain for the log ("" when the room is the members' nominations).
-func domainOf(room *gangstate.PreemptedRoom) string {
-	if room == nil {
-		return ""
-	}
-	return room.Domain
 }
 
 // preemptedTry is one set of nodes the plan tries first.
@@ -54,16 +47,17 @@ type preemptedTry struct {
 	nodes []fwk.NodeInfo
 }
 
-// preemptedTries returns the nodes the gang's last preemption nominated its members on, then
-// the nodes of its domain when that has more; none when no preemption ended lately, or its
-// domain left the tree (the whole cluster: the nominated nodes only).
-func preemptedTries(pl *planning) []preemptedTry {
+// preemptedTries returns the room the gang's last preemption made (the record, or else the
+// members' nominations) and its tries: the nodes it nominated the members on, then the nodes
+// of its domain when that has more (none when the domain is the whole cluster or left the
+// tree); no tries when there is no such room.
+func preemptedTries(pl *planning) (*gangstate.PreemptedRoom, []preemptedTry) {
 	room := pl.v.Preempted
 	if room == nil {
 		room = nominatedRoom(pl.v.Gang)
 	}
 	if room == nil {
-		return nil
+		return nil, nil
 	}
 	var tries []preemptedTry
 	if len(room.Nodes) > 0 {
@@ -74,7 +68,7 @@ func preemptedTries(pl *planning) []preemptedTry {
 			tries = append(tries, preemptedTry{name: "domain", nodes: nodesIn(pl.nodes, domain)})
 		}
 	}
-	return tries
+	return room, tries
 }
 
 // nominatedRoom is the room a preemption made that this process has no record of: the nodes
