@@ -137,7 +137,10 @@ func TestFaults(t *testing.T) {
 	res := &FaultResult{Topology: cfg.churn.tp, Trace: desc, HighGangs: high}
 	// The fault run first: its numbers are in the log even if the baseline is cut short.
 	runs := [][]Fault{schedule, nil}
-	baselineOnly := full() && *flagFaultOnlyBase
+	baselineOnly := *flagFaultOnlyBase
+	if baselineOnly && (!full() || !*flagFaultBaseline) {
+		t.Fatal("-bench.faults.baseline-only runs the baseline of a full run: it needs -bench.full, and contradicts -bench.faults.baseline=false")
+	}
 	switch {
 	case baselineOnly:
 		runs = runs[1:]

@@ -101,10 +101,11 @@ func TestPlanAfterAPreemptionNotHeldByTheFailure(t *testing.T) {
 	if !status.IsSuccess() {
 		t.Fatalf("PreFilter after the preemption: %v", status)
 	}
-	if diff := cmp.Diff([]string{"node-6", "node-7"}, sets.List(sets.New(e.plan("g").PodNode["g-0"], e.plan("g").PodNode["g-1"]))); diff != "" {
+	plan := e.plan("g")
+	if diff := cmp.Diff([]string{"node-6", "node-7"}, sets.List(sets.New(plan.PodNode["g-0"], plan.PodNode["g-1"]))); diff != "" {
 		t.Errorf("planned nodes (-want,+got):\n%s", diff)
 	}
-	if got := result.NodeNames.UnsortedList(); len(got) != 1 {
-		t.Errorf("member narrowed to %v, want its one planned node", got)
+	if diff := cmp.Diff([]string{plan.PodNode["g-1"]}, sets.List(result.NodeNames)); diff != "" {
+		t.Errorf("member narrowed to (-want,+got):\n%s", diff)
 	}
 }
