@@ -19,6 +19,9 @@ const (
 	GatedInvalidSubGroupMember = "InvalidSubGroupMember"
 	GatedInvalidHoldAnnotation = "InvalidHoldAnnotation"
 	GatedWaitingForMembers     = "WaitingForMembers"
+	// GatedWaitingForClaims: a pending member's ResourceClaim from a template does not exist
+	// yet; the gang cannot be planned without it (podgroup.Info.AwaitingClaims).
+	GatedWaitingForClaims = "WaitingForResourceClaims"
 )
 
 // GateReason is why Gang's PreEnqueue holds pod, a member of the group info describes, back
@@ -39,6 +42,8 @@ func GateReason(info podgroup.Info, pod *v1.Pod) string {
 		return GatedInvalidHoldAnnotation
 	case info.Members < info.MinMember():
 		return GatedWaitingForMembers
+	case info.AwaitingClaims > 0:
+		return GatedWaitingForClaims
 	}
 	return ""
 }
@@ -48,7 +53,7 @@ func GateReason(info podgroup.Info, pod *v1.Pod) string {
 // is in the result, zero or not. It costs O(pending members) and is meant for a metrics
 // scrape, not for the scheduling path.
 func (t *Tracker) GatedGroups() map[string]int {
-	out := map[string]int{GatedInTwoPodGroups: 0, GatedPodGroupMissing: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 0, GatedInvalidHoldAnnotation: 0, GatedWaitingForMembers: 0}
+	out := map[string]int{GatedInTwoPodGroups: 0, GatedPodGroupMissing: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 0, GatedInvalidHoldAnnotation: 0, GatedWaitingForMembers: 0, GatedWaitingForClaims: 0}
 	t.reg.RLock()
 	defer t.reg.RUnlock()
 	t.reg.EachGroupLocked(func(_ Key, d *podgroup.Group) {
@@ -68,10 +73,10 @@ func gatedLocked(d *podgroup.Group) string {
 		return ""
 	}
 	info := d.InfoLocked()
-	// A member's own problem comes before the count, which is the same for every member.
+	// A member's own problem comes before the counts, which are the same for every member.
 	reason := ""
 	for _, p := range pending {
-		if reason = GateReason(info, p); reason != "" && reason != GatedWaitingForMembers {
+		if reason = GateReason(info, p); reason != "" && reason != GatedWaitingForMembers && reason != GatedWaitingForClaims {
 			return reason
 		}
 	}

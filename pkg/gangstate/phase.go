@@ -46,7 +46,8 @@ const (
 	// members reserving, or failing.
 	Planned
 	// WaitingForMembers: PreEnqueue holds the members back (no PodGroup, fewer than minMember
-	// members, an unusable sub-group policy). Moved on by a member or the PodGroup.
+	// members, an unusable sub-group policy, or a member's ResourceClaims not created yet).
+	// Moved on by a member or the PodGroup.
 	WaitingForMembers
 	// Running: minMember members are bound. Moved on by members leaving.
 	Running
@@ -256,6 +257,8 @@ func phaseOf(s *Gang, d *podgroup.Group) Phase {
 		return WaitingForMembers
 	case info.Bound >= info.MinMember():
 		return Running
+	case info.AwaitingClaims > 0:
+		return WaitingForMembers
 	}
 	return Pending
 }

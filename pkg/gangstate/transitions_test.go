@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
@@ -70,6 +71,22 @@ func (e *gangEnv) add(name string) {
 	e.pods[name] = p
 	e.reg.SetPod(nil, p)
 	e.tr.MarkAttempted(p)
+}
+
+// addAwaitingClaims adds a member whose claim from a ResourceClaimTemplate does not exist yet.
+func (e *gangEnv) addAwaitingClaims(name string) {
+	p := member(name, "g")
+	p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
+	e.pods[name] = p
+	e.reg.SetPod(nil, p)
+}
+
+// claimCreated names the member's generated claim in its status.
+func (e *gangEnv) claimCreated(name string) {
+	named := e.pods[name].DeepCopy()
+	named.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To(name + "-gpus")}}
+	e.reg.SetPod(e.pods[name], named)
+	e.pods[name] = named
 }
 
 func (e *gangEnv) bind(name string) {
@@ -140,6 +157,12 @@ func TestTransitions(t *testing.T) {
 			}, before: Pending, after: Running},
 		{name: "MemberSet: the scout is bound elsewhere", setup: func(e *gangEnv) { e.tr.HoldForRetry(e.key, "a") },
 			event: func(e *gangEnv) { e.bind("a") }, before: HeldAtGate, after: Pending, notified: 1},
+		{name: "MemberSet: a new member's claim from a template does not exist yet",
+			event: func(e *gangEnv) { e.addAwaitingClaims("d") }, before: Pending, after: WaitingForMembers},
+		{name: "MemberSet: the last member's claim is created", setup: func(e *gangEnv) { e.addAwaitingClaims("d") },
+			event: func(e *gangEnv) { e.claimCreated("d") }, before: WaitingForMembers, after: Pending, notified: 1},
+		{name: "MemberDeleted: the member that waited for its claim", setup: func(e *gangEnv) { e.addAwaitingClaims("d") },
+			event: func(e *gangEnv) { e.reg.DeletePod(e.pods["d"]) }, before: WaitingForMembers, after: Pending, notified: 1},
 		{name: "MemberDeleted: below minMember",
 			event: func(e *gangEnv) { e.reg.DeletePod(e.pods["c"]) }, before: Pending, after: WaitingForMembers},
 		{name: "MemberReserved: the blocker reserves a node",

@@ -13,6 +13,9 @@ type Info struct {
 	Members, Bound int
 	// Scheduled is the number of members bound or reserved by this scheduler.
 	Scheduled int
+	// AwaitingClaims is the number of unbound members whose ResourceClaims from templates
+	// the resource claim controller has not created yet (claims.go).
+	AwaitingClaims int
 	// Topology is the PodGroup's network topology constraint (nil: none). TopologyErr says
 	// why the annotation is unusable. TopologyDefault: Topology is the scheduler's default,
 	// the PodGroup saying nothing of topology (SetDefaultTopology).

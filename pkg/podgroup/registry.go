@@ -110,6 +110,9 @@ type Group struct {
 	// sub-groups: Permit reads them for every member, in O(policies) (subgroup_counts.go).
 	incompleteScheduled int
 	completeByPolicy    map[string]int
+	// awaitingClaims are the unbound members whose ResourceClaims from templates do not
+	// exist yet (claims.go); nil until there is one.
+	awaitingClaims sets.Set[types.UID]
 }
 
 // minMember is Info.MinMember for g. r.mu must be held.
@@ -209,7 +212,8 @@ func (r *Registry) Created(key Key) (created time.Time, ok bool) {
 func (g *Group) infoLocked() Info {
 	// bound and assumed are disjoint: a member leaves assumed when it is seen bound.
 	return Info{PodGroup: g.podGroup, Revision: g.revision, Members: len(g.members), Bound: g.bound.Len(), Scheduled: g.bound.Len() + len(g.assumed),
-		Topology: g.topology, TopologyErr: g.topologyErr, TopologyDefault: g.topologyDefault,
+		AwaitingClaims: g.awaitingClaims.Len(),
+		Topology:       g.topology, TopologyErr: g.topologyErr, TopologyDefault: g.topologyDefault,
 		SubGroupPolicies: g.subGroups, SubGroupErr: g.subGroupErr,
 		HoldAfter: g.holdAfter, HoldErr: g.holdErr, Hold: g.hold, HoldRecordErr: g.holdRecordErr}
 }
@@ -484,6 +488,7 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 		delete(g.assumed, pod.UID)
 	}
 	done()
+	claimsNamed := g.trackClaims(pod.UID, pod)
 	if !known || change.Relabelled {
 		g.assignSubGroupLocked(pod.UID, pod)
 	}
@@ -494,7 +499,7 @@ func (r *Registry) SetPod(old, pod *v1.Pod) {
 	}
 	r.mu.Unlock()
 	out.run()
-	if reachedMinMember || out.Notify {
+	if reachedMinMember || claimsNamed || out.Notify {
 		r.Notify(key, false)
 	}
 }
@@ -508,6 +513,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 	r.mu.Lock()
 	r.before(key)
 	var out Outcome
+	claimsNamed := false
 	if g := r.groups[key]; g != nil {
 		done := g.track(pod.UID)
 		delete(g.members, pod.UID)
@@ -517,6 +523,8 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 		delete(g.assumed, pod.UID)
 		done()
 		delete(g.memberSub, pod.UID)
+		// The others no longer wait for this one's claims.
+		claimsNamed = g.trackClaims(pod.UID, nil) && len(g.members) > 0
 		if r.state != nil {
 			out = r.state.MemberDeleted(key, g, pod)
 		}
@@ -524,7 +532,7 @@ func (r *Registry) DeletePod(pod *v1.Pod) {
 	}
 	r.mu.Unlock()
 	out.run()
-	if out.Notify {
+	if out.Notify || claimsNamed {
 		// The other members were held back for this one: let them try without it.
 		r.Notify(key, false)
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/plugins/gang"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 	"github.com/hypernode-dev/hypernode-scheduler/test/util"
 )
@@ -278,12 +279,61 @@ func (e *topoEnv) claimingFiller(name, node, cpu, template string) {
 // node-0 to node-3 (leaves s0 and s1), the claim controller and the scheduler running.
 func draLeaves(t *testing.T, edits ...func(*resourcev1.ResourceSlice)) *topoEnv {
 	t.Helper()
-	names := []string{"node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"}
-	e := newTopoEnv(t, nodesWithCPU("8", names...), nil, seedHyperNodes(t)...)
-	publishDRADevices(t, e.c, draOnlyClass, draOnlyClass, nil, names[:4], 8, edits...)
+	e := draNodes(t, edits...)
 	startClaimController(t, e.c)
 	startScheduler(t, nil)
 	return e
+}
+
+// draNodes is draLeaves without the claim controller and the scheduler.
+func draNodes(t *testing.T, edits ...func(*resourcev1.ResourceSlice)) *topoEnv {
+	t.Helper()
+	names := []string{"node-0", "node-1", "node-2", "node-3", "node-4", "node-5", "node-6", "node-7"}
+	e := newTopoEnv(t, nodesWithCPU("8", names...), nil, seedHyperNodes(t)...)
+	publishDRADevices(t, e.c, draOnlyClass, draOnlyClass, nil, names[:4], 8, edits...)
+	return e
+}
+
+// TestTopologyDRAGangWaitsForItsClaims: the MPI job of TestTopologyDRAMixedGang, created
+// while the resource claim controller is not running, so its workers' claims do not exist.
+// The gang is held back, the launcher saying why and nothing bound; once the controller
+// creates the claims the gang is planned with both workers' devices and binds in one leaf.
+// (Without the hold, a member let in before the scheduler's registry saw its sibling's claim
+// was refused with "ResourceClaim not created yet" and nothing requeued it.)
+func TestTopologyDRAGangWaitsForItsClaims(t *testing.T) {
+	e := draNodes(t)
+	startScheduler(t, nil)
+	e.claimTemplate("eight-gpus", draOnlyClass, 8)
+	pg := util.PodGroup(e.ns, "mpi", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`})
+	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, pg); err != nil {
+		t.Fatal(err)
+	}
+	pods := util.GangPods(e.ns, "mpi", plugins.SchedulerName, "1", 3)
+	pods[0].Name = "launcher"
+	for _, w := range pods[1:] {
+		withClaimFrom("eight-gpus")(w)
+	}
+	names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitCondition("launcher", gang.ReasonWaitingForGang, "waiting for the ResourceClaims that members of PodGroup "+e.ns+"/mpi request through ResourceClaimTemplates to be created")
+	if bound := e.bound(); len(bound) != 0 {
+		t.Fatalf("bound before the claims exist: %v", bound)
+	}
+	startClaimController(t, e.c)
+	// The leaves tie; s0 comes first, and the launcher joins the first worker's node.
+	got := e.waitBound(names)
+	if diff := cmp.Diff(map[string]string{"launcher": "node-0", "mpi-1": "node-0", "mpi-2": "node-1"}, got); diff != "" {
+		t.Errorf("placements (-want +got):\n%s", diff)
+	}
+	want := map[string][]string{}
+	for _, w := range names[1:] {
+		want[w] = devicesOn(got[w], 8)
+	}
+	if diff := cmp.Diff(want, e.allocatedDevices()); diff != "" {
+		t.Errorf("allocated devices by pod (-want +got):\n%s", diff)
+	}
 }
 
 // TestTopologyDRAMixedGang: an MPI job, a 1-CPU launcher without claims and two workers

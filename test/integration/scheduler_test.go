@@ -51,6 +51,9 @@ func testNamespace(t *testing.T, c clients) string {
 		if err := util.DeletePodsNow(ctx, c.kube, ns); err != nil {
 			t.Error(err)
 		}
+		if err := util.DeleteClaimsNow(ctx, c.kube, ns); err != nil {
+			t.Error(err)
+		}
 	})
 	return ns
 }

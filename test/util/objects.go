@@ -97,6 +97,28 @@ func DeletePodsNow(ctx context.Context, cs clientset.Interface, namespace string
 	return cs.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 }
 
+// DeleteClaimsNow removes every ResourceClaim of the namespace, its finalizers first: the
+// scheduler's delete protection would otherwise keep an allocated claim, and its devices
+// (the next test publishes devices of the same names), after the claim controller stopped.
+func DeleteClaimsNow(ctx context.Context, cs clientset.Interface, namespace string) error {
+	claims := cs.ResourceV1().ResourceClaims(namespace)
+	list, err := claims.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range list.Items {
+		claim := &list.Items[i]
+		if len(claim.Finalizers) == 0 {
+			continue
+		}
+		claim.Finalizers = nil
+		if _, err := claims.Update(ctx, claim, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return claims.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+}
+
 // DeleteAllNodes removes every node, so the next test starts from an empty cluster.
 func DeleteAllNodes(ctx context.Context, cs clientset.Interface) error {
 	return cs.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})

@@ -38,6 +38,9 @@ const Name = names.Gang
 const (
 	// EventWaitingForMembers: members are held back until minMember of them exist.
 	EventWaitingForMembers = "WaitingForMembers"
+	// EventWaitingForResourceClaims: members are held back until every pending member's
+	// ResourceClaims from templates exist.
+	EventWaitingForResourceClaims = "WaitingForResourceClaims"
 	// EventGangWaiting: reserved members wait in Permit for the rest of the gang.
 	EventGangWaiting = "GangWaiting"
 	// EventGangScheduled: minMember members are reserved or bound; the gang binds.
@@ -187,7 +190,8 @@ func (g *Gang) activatePending(logger klog.Logger, key podgroup.Key) {
 	g.gangs.ActivatePending(logger, g.handle, key)
 }
 
-// PreEnqueue holds a member back until its PodGroup exists and has minMember members.
+// PreEnqueue holds a member back until its PodGroup exists and has minMember members, and
+// every pending member's ResourceClaims from templates exist.
 func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	key, ok := podgroup.KeyOf(pod)
 	if !ok {
@@ -223,6 +227,10 @@ func (g *Gang) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 		msg = fmt.Sprintf("waiting for PodGroup %s to have %d members (minMember)", key, info.MinMember())
 		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventWaitingForMembers,
 			fmt.Sprintf("waiting for the members of PodGroup %s: %d of %d (minMember) exist", key, info.Members, info.MinMember()))
+	case gangstate.GatedWaitingForClaims:
+		msg = fmt.Sprintf("waiting for the ResourceClaims that members of PodGroup %s request through ResourceClaimTemplates to be created: the gang is planned with every member's devices", key)
+		g.events.Record(info.PodGroup, v1.EventTypeNormal, EventWaitingForResourceClaims,
+			fmt.Sprintf("waiting for the ResourceClaims of PodGroup %s's members: %d pending members have claims from ResourceClaimTemplates not created yet", key, info.AwaitingClaims))
 	default:
 		g.conditions.clear(pod)
 		return nil

@@ -172,9 +172,11 @@ func TestPreEnqueue(t *testing.T) {
 		podGroup  bool
 		minMember int32
 		members   int
-		policy    string
-		pod       *v1.Pod
-		want      *fwk.Status
+		// awaitingClaims of the members request a claim from a template not created yet.
+		awaitingClaims int
+		policy         string
+		pod            *v1.Pod
+		want           *fwk.Status
 	}{
 		{name: "not a member", pod: st.MakePod().Namespace(ns).Name("solo").Obj()},
 		{
@@ -210,6 +212,16 @@ func TestPreEnqueue(t *testing.T) {
 			want:   fwk.NewStatus(fwk.UnschedulableAndUnresolvable, `PodGroup team/train: member p0: sub-group policy "tp" needs its rank (label batch.kubernetes.io/job-completion-index or annotation hypernode.dev/rank), which it does not have`),
 		},
 		{
+			name: "a member's claim from a template not created yet", podGroup: true, minMember: 3, members: 3, awaitingClaims: 1,
+			pod:  member("p0", "train"),
+			want: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for the ResourceClaims that members of PodGroup team/train request through ResourceClaimTemplates to be created: the gang is planned with every member's devices"),
+		},
+		{
+			name: "too few members, one awaiting its claim: the count comes first", podGroup: true, minMember: 3, members: 2, awaitingClaims: 1,
+			pod:  member("p0", "train"),
+			want: fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for PodGroup team/train to have 3 members (minMember)"),
+		},
+		{
 			name: "member that no policy selects stays in the default group", podGroup: true, minMember: 3, members: 3,
 			policy: `[{"name":"tp","subGroupSize":2,"labelSelector":{"matchLabels":{"role":"worker"}},"matchLabelKeys":["partition"]}]`,
 			pod:    member("p0", "train"),
@@ -228,13 +240,74 @@ func TestPreEnqueue(t *testing.T) {
 				})
 			}
 			for i := range tc.members {
-				e.registry.SetPod(nil, member([]string{"p0", "p1", "p2", "p3"}[i], "train"))
+				p := member([]string{"p0", "p1", "p2", "p3"}[i], "train")
+				if i >= tc.members-tc.awaitingClaims {
+					withClaimFromTemplate(p)
+				}
+				e.registry.SetPod(nil, p)
 			}
 			got := e.plugin.PreEnqueue(e.ctx, tc.pod)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("PreEnqueue (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// withClaimFromTemplate makes the pod request claim "gpus" from ResourceClaimTemplate
+// eight-gpus, not created yet (its status does not name it), and returns it.
+func withClaimFromTemplate(p *v1.Pod) *v1.Pod {
+	p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
+	return p
+}
+
+// withClaimCreated returns a copy of the pod whose status names its claim "gpus".
+func withClaimCreated(p *v1.Pod) *v1.Pod {
+	named := p.DeepCopy()
+	named.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To(p.Name + "-gpus")}}
+	return named
+}
+
+// TestHeldBackMembersLookAgainWhenTheLastClaimIsCreated: a gang whose members request
+// claims from templates is held back until the registry sees every pending member's claim
+// named; then every pending member is activated and let in. The queue may have seen the
+// claims first: the members it let through were refused, and only this activation brings
+// the gang back.
+func TestHeldBackMembersLookAgainWhenTheLastClaimIsCreated(t *testing.T) {
+	e := newEnv(t, 60)
+	activated := func() []string { return sorted(activatedNow(e)) }
+	e.podGroup("mpi", 3, nil)
+	launcher := member("launcher", "mpi")
+	w1, w2 := withClaimFromTemplate(member("w1", "mpi")), withClaimFromTemplate(member("w2", "mpi"))
+	for _, p := range []*v1.Pod{launcher, w1, w2} {
+		e.registry.SetPod(nil, p)
+	}
+	activated() // the third member made minMember
+	const waiting = "waiting for the ResourceClaims that members of PodGroup team/mpi request through ResourceClaimTemplates to be created: the gang is planned with every member's devices"
+	for _, p := range []*v1.Pod{launcher, w1, w2} {
+		if s := e.plugin.PreEnqueue(e.ctx, p); s.Code() != fwk.UnschedulableAndUnresolvable || s.Message() != waiting {
+			t.Errorf("PreEnqueue(%s) before the claims exist = %v", p.Name, s)
+		}
+	}
+	e.registry.SetPod(w1, withClaimCreated(w1))
+	if got := activated(); len(got) != 0 {
+		t.Errorf("activated while w2's claim does not exist: %v", got)
+	}
+	if s := e.plugin.PreEnqueue(e.ctx, launcher); s.Message() != waiting {
+		t.Errorf("PreEnqueue(launcher) with w2's claim missing = %v", s)
+	}
+	e.registry.SetPod(w2, withClaimCreated(w2))
+	if diff := cmp.Diff([]string{"team/launcher", "team/w1", "team/w2"}, activated()); diff != "" {
+		t.Errorf("activated when the last claim was named (-want,+got):\n%s", diff)
+	}
+	for _, p := range []*v1.Pod{launcher, withClaimCreated(w1), withClaimCreated(w2)} {
+		if s := e.plugin.PreEnqueue(e.ctx, p); !s.IsSuccess() {
+			t.Errorf("PreEnqueue(%s) once every claim exists = %v", p.Name, s)
+		}
+	}
+	wantEvent := "Normal WaitingForResourceClaims waiting for the ResourceClaims of PodGroup team/mpi's members: 2 pending members have claims from ResourceClaimTemplates not created yet"
+	if got := drain(e.recorder.Events); !contains(got, wantEvent) {
+		t.Errorf("events = %q, want one %q", got, wantEvent)
 	}
 }
 
