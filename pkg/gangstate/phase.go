@@ -253,12 +253,11 @@ func phaseOf(s *Gang, d *podgroup.Group) Phase {
 	}
 	info := d.InfoLocked()
 	switch {
-	case info.PodGroup == nil || info.SubGroupErr != nil || info.HoldErr != nil || info.Members < info.MinMember():
+	case info.PodGroup == nil || info.SubGroupErr != nil || info.HoldErr != nil || info.Members < info.MinMember() || info.AwaitingClaims > 0:
+		// A running gang's further members wait too: its plan needs every member's devices.
 		return WaitingForMembers
 	case info.Bound >= info.MinMember():
 		return Running
-	case info.AwaitingClaims > 0:
-		return WaitingForMembers
 	}
 	return Pending
 }

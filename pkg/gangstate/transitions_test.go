@@ -161,6 +161,21 @@ func TestTransitions(t *testing.T) {
 			event: func(e *gangEnv) { e.addAwaitingClaims("d") }, before: Pending, after: WaitingForMembers},
 		{name: "MemberSet: the last member's claim is created", setup: func(e *gangEnv) { e.addAwaitingClaims("d") },
 			event: func(e *gangEnv) { e.claimCreated("d") }, before: WaitingForMembers, after: Pending, notified: 1},
+		{name: "MemberSet: a running gang's further member waits for its claim",
+			setup: func(e *gangEnv) {
+				for _, m := range []string{"a", "b", "c"} {
+					e.bind(m)
+				}
+			},
+			event: func(e *gangEnv) { e.addAwaitingClaims("d") }, before: Running, after: WaitingForMembers},
+		{name: "MemberSet: the running gang's further member's claim is created",
+			setup: func(e *gangEnv) {
+				for _, m := range []string{"a", "b", "c"} {
+					e.bind(m)
+				}
+				e.addAwaitingClaims("d")
+			},
+			event: func(e *gangEnv) { e.claimCreated("d") }, before: WaitingForMembers, after: Running, notified: 1},
 		{name: "MemberDeleted: the member that waited for its claim", setup: func(e *gangEnv) { e.addAwaitingClaims("d") },
 			event: func(e *gangEnv) { e.reg.DeletePod(e.pods["d"]) }, before: WaitingForMembers, after: Pending, notified: 1},
 		{name: "MemberDeleted: below minMember",

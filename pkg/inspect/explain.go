@@ -36,7 +36,7 @@ func (c *Cluster) Explain(namespace, name string, res v1.ResourceName) (Explanat
 	}
 	var counts MemberCounts
 	members := c.members(namespace, name, labelMemberOf, &counts)
-	e, gang := c.explainGang(pg, members, counts, res, heldBack)
+	e, gang := c.explainGang(pg, members, counts, res, heldBackNow)
 	e.Scheduler = c.schedulerView(namespace, name, gang)
 	return e, nil
 }
@@ -176,7 +176,22 @@ func heldBack(key string, gang podgroup.Gang) string {
 	if reason == gangstate.GatedWaitingForMembers {
 		return fmt.Sprintf("waiting for PodGroup %s to have %d members (minMember); %d exist", key, gang.Info.MinMember(), gang.Info.Members)
 	}
+	if reason == gangstate.GatedWaitingForClaims {
+		return fmt.Sprintf("waiting for the ResourceClaims of %d pending members of PodGroup %s to be created from their ResourceClaimTemplates", gang.Info.AwaitingClaims, key)
+	}
 	return ""
+}
+
+// heldBackNow is heldBack for a gang's live members, counting those whose claims from
+// templates do not exist yet as the scheduler's registry does (a job's manifest, which plan
+// reads, has no claims to wait for).
+func heldBackNow(key string, gang podgroup.Gang) string {
+	for _, m := range gang.Pending {
+		if podgroup.AwaitsClaims(m.Pod) {
+			gang.Info.AwaitingClaims++
+		}
+	}
+	return heldBack(key, gang)
 }
 
 // members returns the live member pods of a gang (the pods for which groupOf names it) and

@@ -277,7 +277,8 @@ func TestExplainRunsTheSchedulersFallbacks(t *testing.T) {
 }
 
 // TestExplainSaysWhatHoldsTheMembersBack: members the scheduler keeps out of scheduling (too
-// few for minMember, a member without its sub-group label) are not called placeable, whatever
+// few for minMember, a member without its sub-group label, members whose claims do not exist
+// yet) are not called placeable, whatever
 // the capacity: the verdict is the scheduler's reason.
 func TestExplainSaysWhatHoldsTheMembersBack(t *testing.T) {
 	kube, topology, scheduling := testObjects()
@@ -291,7 +292,17 @@ func TestExplainSaysWhatHoldsTheMembersBack(t *testing.T) {
 		}
 		kube = append(kube, memberPod("team-f", fmt.Sprintf("unlabelled-%d", i), "unlabelled", "", labels))
 	}
+	// Two workers whose claims from a template the controller has not created, one that has.
+	for i := range 3 {
+		w := memberPod("team-f", fmt.Sprintf("claiming-%d", i), "claiming", "", nil)
+		w.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
+		if i == 0 {
+			w.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To("claiming-0-gpus")}}
+		}
+		kube = append(kube, w)
+	}
 	scheduling = append(scheduling,
+		podGroup("team-f", "claiming", 3, nil),
 		podGroup("team-f", "short", 4, nil),
 		podGroup("team-f", "unlabelled", 3, map[string]string{
 			podgroup.SubGroupPolicyAnnotation: `[{"name":"part","subGroupSize":3,"matchLabelKeys":["part"]}]`,
@@ -300,6 +311,7 @@ func TestExplainSaysWhatHoldsTheMembersBack(t *testing.T) {
 	for name, want := range map[string]string{
 		"short":      "the scheduler holds the members back before it plans: waiting for PodGroup team-f/short to have 4 members (minMember); 3 exist",
 		"unlabelled": `the scheduler holds the members back before it plans: PodGroup team-f/unlabelled: member unlabelled-2: sub-group policy "part" needs its label(s) part, which it does not have`,
+		"claiming":   "the scheduler holds the members back before it plans: waiting for the ResourceClaims of 2 pending members of PodGroup team-f/claiming to be created from their ResourceClaimTemplates",
 	} {
 		e, err := c.Explain("team-f", name, "")
 		if err != nil {

@@ -32,7 +32,7 @@ func TestStateCollector(t *testing.T) {
 	const excludedHeader = `# HELP hypernode_excluded_hypernodes [ALPHA] HyperNodes that topology placement does not use, by reason: the reason of the HyperNode's own problem (as in its Events) or AncestorExcluded when it lies below an excluded HyperNode.
 # TYPE hypernode_excluded_hypernodes gauge
 `
-	const gatedHeader = `# HELP hypernode_gangs_gated [ALPHA] Gangs with members held back in PreEnqueue, by reason: InTwoPodGroups (a member also names a native pod group), PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember, InvalidHoldAnnotation.
+	const gatedHeader = `# HELP hypernode_gangs_gated [ALPHA] Gangs with members held back in PreEnqueue, by reason: InTwoPodGroups (a member also names a native pod group), PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember, InvalidHoldAnnotation, WaitingForResourceClaims (a pending member's ResourceClaim from a template does not exist yet).
 # TYPE hypernode_gangs_gated gauge
 `
 	const heldHeader = `# HELP hypernode_held_nodes [ALPHA] Nodes whose room a hold keeps for a waiting gang: pods after the gang in queue order do not take the room it needs there.

@@ -163,7 +163,7 @@ var (
 		"Gangs (PodGroups with members) by phase: what each waits for in this scheduler (Pending, WaitingForMembers, Planned, Reserving, Binding, Running, Holding, HeldAtGate, WaitingForRoom, Unplannable, Blocked, Preempting).",
 		[]string{"phase"}, nil, metrics.ALPHA, "")
 	gangsGatedDesc = metrics.NewDesc(namespace+"_gangs_gated",
-		"Gangs with members held back in PreEnqueue, by reason: InTwoPodGroups (a member also names a native pod group), PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember, InvalidHoldAnnotation.",
+		"Gangs with members held back in PreEnqueue, by reason: InTwoPodGroups (a member also names a native pod group), PodGroupMissing, WaitingForMembers (fewer than minMember members exist), InvalidSubGroupPolicy, InvalidSubGroupMember, InvalidHoldAnnotation, WaitingForResourceClaims (a pending member's ResourceClaim from a template does not exist yet).",
 		[]string{"reason"}, nil, metrics.ALPHA, "")
 	heldNodesDesc = metrics.NewDesc(namespace+"_held_nodes",
 		"Nodes whose room a hold keeps for a waiting gang: pods after the gang in queue order do not take the room it needs there.",

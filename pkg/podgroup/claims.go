@@ -17,14 +17,18 @@ import (
 // later than the queue does. The group counts these members, so that the gang is held back
 // until none is left (gangstate.GatedWaitingForClaims) and woken when the last one is named.
 
-// awaitsClaims reports whether pod is unbound and requests a claim from a template that its
+// AwaitsClaims reports whether pod is unbound and requests a claim from a template that its
 // status does not name yet.
-func awaitsClaims(pod *v1.Pod) bool {
+func AwaitsClaims(pod *v1.Pod) bool {
 	if pod.Spec.NodeName != "" {
 		return false
 	}
 	for i := range pod.Spec.ResourceClaims {
-		if _, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); errors.Is(err, resourceclaim.ErrClaimNotFound) {
+		c := &pod.Spec.ResourceClaims[i]
+		if c.ResourceClaimTemplateName == nil {
+			continue // a claim by name: the pod waits for it by itself
+		}
+		if _, _, err := resourceclaim.Name(pod, c); errors.Is(err, resourceclaim.ErrClaimNotFound) {
 			return true
 		}
 	}
@@ -35,7 +39,7 @@ func awaitsClaims(pod *v1.Pod) bool {
 // awaits its claims, and reports whether it was the group's last member to do so.
 func (g *Group) trackClaims(uid types.UID, pod *v1.Pod) (lastNamed bool) {
 	was := g.awaitingClaims.Has(uid)
-	if pod != nil && awaitsClaims(pod) {
+	if pod != nil && AwaitsClaims(pod) {
 		if g.awaitingClaims == nil {
 			g.awaitingClaims = sets.New[types.UID]()
 		}

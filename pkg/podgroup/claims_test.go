@@ -42,8 +42,8 @@ func TestAwaitsClaims(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := awaitsClaims(tc.pod); got != tc.want {
-				t.Errorf("awaitsClaims = %v, want %v", got, tc.want)
+			if got := AwaitsClaims(tc.pod); got != tc.want {
+				t.Errorf("AwaitsClaims = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -94,4 +94,15 @@ func TestGroupCountsMembersAwaitingClaims(t *testing.T) {
 	step("w4 created", 1, []notification{{key, false}})
 	r.DeletePod(claimingMember("w4", "g", ""))
 	step("w4 deleted, the last that waited", 0, []notification{{key, false}})
+	w5 := claimingMember("w5", "g", "")
+	r.SetPod(nil, w5)
+	notified = nil
+	moved := w5.DeepCopy()
+	moved.Labels[schedulingv1alpha1.PodGroupLabel] = "other"
+	r.SetPod(w5, moved)
+	// The old group no longer waits; the new one does (one member, no PodGroup: no notice).
+	step("w5 moved to another group", 0, []notification{{key, false}})
+	if got := r.Info(Key{Namespace: "ns", Name: "other"}).AwaitingClaims; got != 1 {
+		t.Errorf("the other group's AwaitingClaims = %d, want 1", got)
+	}
 }
