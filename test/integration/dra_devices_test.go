@@ -304,19 +304,7 @@ func TestTopologyDRAGangWaitsForItsClaims(t *testing.T) {
 	e := draNodes(t)
 	startScheduler(t, nil)
 	e.claimTemplate("eight-gpus", draOnlyClass, 8)
-	pg := util.PodGroup(e.ns, "mpi", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`})
-	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, pg); err != nil {
-		t.Fatal(err)
-	}
-	pods := util.GangPods(e.ns, "mpi", plugins.SchedulerName, "1", 3)
-	pods[0].Name = "launcher"
-	for _, w := range pods[1:] {
-		withClaimFrom("eight-gpus")(w)
-	}
-	names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	names := e.mpiJob("eight-gpus")
 	e.waitCondition("launcher", gang.ReasonWaitingForGang, "waiting for the ResourceClaims that members of PodGroup "+e.ns+"/mpi request through ResourceClaimTemplates to be created")
 	if bound := e.bound(); len(bound) != 0 {
 		t.Fatalf("bound before the claims exist: %v", bound)
@@ -336,6 +324,27 @@ func TestTopologyDRAGangWaitsForItsClaims(t *testing.T) {
 	}
 }
 
+// mpiJob creates the MPI job of the DRA tests, hard at tier 1: PodGroup mpi, a 1-CPU launcher
+// without claims and two 1-CPU workers (mpi-1, mpi-2), each with a claim from template; it
+// returns the pods' names, the launcher first.
+func (e *topoEnv) mpiJob(template string) []string {
+	e.t.Helper()
+	pg := util.PodGroup(e.ns, "mpi", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`})
+	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, pg); err != nil {
+		e.t.Fatal(err)
+	}
+	pods := util.GangPods(e.ns, "mpi", plugins.SchedulerName, "1", 3)
+	pods[0].Name = "launcher"
+	for _, w := range pods[1:] {
+		withClaimFrom(template)(w)
+	}
+	names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return names
+}
+
 // TestTopologyDRAMixedGang: an MPI job, a 1-CPU launcher without claims and two workers
 // claiming 8 GPUs each, hard at tier 1. node-1 has 4 GPUs and 4 CPUs taken, so s0 is the
 // CPU-fuller leaf but holds one worker; s1 holds both. Planned with both shapes (a worker
@@ -345,19 +354,7 @@ func TestTopologyDRAMixedGang(t *testing.T) {
 	e.claimTemplate("four-gpus", draOnlyClass, 4)
 	e.claimTemplate("eight-gpus", draOnlyClass, 8)
 	e.claimingFiller("filler", "node-1", "4", "four-gpus")
-	pg := util.PodGroup(e.ns, "mpi", 3, map[string]string{podgroup.NetworkTopologyAnnotation: `{"mode":"hard","highestTierAllowed":1}`})
-	if err := util.CreatePodGroup(context.Background(), e.c.scheduling, pg); err != nil {
-		t.Fatal(err)
-	}
-	pods := util.GangPods(e.ns, "mpi", plugins.SchedulerName, "1", 3)
-	pods[0].Name = "launcher"
-	for _, w := range pods[1:] {
-		withClaimFrom("eight-gpus")(w)
-	}
-	names, err := util.CreatePods(context.Background(), e.c.kube, pods...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	names := e.mpiJob("eight-gpus")
 	got := e.waitBound(names)
 	if !within(got, "node-2", "node-3") || got[names[1]] == got[names[2]] {
 		t.Errorf("job placed on %v, want the workers on node-2 and node-3 and the launcher in s1", got)
