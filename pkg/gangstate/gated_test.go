@@ -6,9 +6,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices/devicestest"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -57,8 +57,7 @@ func TestGatedGroups(t *testing.T) {
 	// A complete group whose worker's claim from a template does not exist yet.
 	r.SetPodGroup(podGroup("dra", 2, nil))
 	r.SetPod(nil, member("dra-launcher", "dra"))
-	worker := member("dra-worker", "dra")
-	worker.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
+	worker := devicestest.FromTemplate(member("dra-worker", "dra"))
 	r.SetPod(nil, worker)
 
 	want := map[string]int{GatedInTwoPodGroups: 1, GatedPodGroupMissing: 1, GatedWaitingForMembers: 1, GatedInvalidSubGroupPolicy: 1, GatedInvalidSubGroupMember: 1, GatedInvalidHoldAnnotation: 1, GatedWaitingForClaims: 1}
@@ -69,9 +68,7 @@ func TestGatedGroups(t *testing.T) {
 	r.DeletePodGroup("ns", "bad-policy")
 	r.SetPodGroup(podGroup("bad-hold", 1, map[string]string{podgroup.HoldAfterAnnotation: "never"}))
 	r.DeletePod(two)
-	named := worker.DeepCopy()
-	named.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To("dra-worker-gpus")}}
-	r.SetPod(worker, named)
+	r.SetPod(worker, devicestest.ClaimCreated(worker))
 	want = map[string]int{GatedInTwoPodGroups: 0, GatedPodGroupMissing: 2, GatedWaitingForMembers: 0, GatedInvalidSubGroupPolicy: 0, GatedInvalidSubGroupMember: 1, GatedInvalidHoldAnnotation: 0, GatedWaitingForClaims: 0}
 	if diff := cmp.Diff(want, tr.GatedGroups()); diff != "" {
 		t.Errorf("after few's third member, bad-policy's PodGroup deleted, bad-hold's fixed and dra's claim created (-want +got):\n%s", diff)

@@ -13,9 +13,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
-	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices/devicestest"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
 
@@ -75,16 +75,14 @@ func (e *gangEnv) add(name string) {
 
 // addAwaitingClaims adds a member whose claim from a ResourceClaimTemplate does not exist yet.
 func (e *gangEnv) addAwaitingClaims(name string) {
-	p := member(name, "g")
-	p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
+	p := devicestest.FromTemplate(member(name, "g"))
 	e.pods[name] = p
 	e.reg.SetPod(nil, p)
 }
 
 // claimCreated names the member's generated claim in its status.
 func (e *gangEnv) claimCreated(name string) {
-	named := e.pods[name].DeepCopy()
-	named.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To(name + "-gpus")}}
+	named := devicestest.ClaimCreated(e.pods[name])
 	e.reg.SetPod(e.pods[name], named)
 	e.pods[name] = named
 }

@@ -25,6 +25,7 @@ import (
 	schedfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
 	topologyfake "github.com/hypernode-dev/hypernode-scheduler/pkg/client/clientset/versioned/fake"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices/devicestest"
 	hntesting "github.com/hypernode-dev/hypernode-scheduler/pkg/hypernode/testing"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -278,8 +279,7 @@ func TestExplainRunsTheSchedulersFallbacks(t *testing.T) {
 
 // TestExplainSaysWhatHoldsTheMembersBack: members the scheduler keeps out of scheduling (too
 // few for minMember, a member without its sub-group label, members whose claims do not exist
-// yet) are not called placeable, whatever
-// the capacity: the verdict is the scheduler's reason.
+// yet) are not called placeable, whatever the capacity: the verdict is the scheduler's reason.
 func TestExplainSaysWhatHoldsTheMembersBack(t *testing.T) {
 	kube, topology, scheduling := testObjects()
 	for i := range 3 {
@@ -294,10 +294,9 @@ func TestExplainSaysWhatHoldsTheMembersBack(t *testing.T) {
 	}
 	// Two workers whose claims from a template the controller has not created, one that has.
 	for i := range 3 {
-		w := memberPod("team-f", fmt.Sprintf("claiming-%d", i), "claiming", "", nil)
-		w.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
+		w := devicestest.FromTemplate(memberPod("team-f", fmt.Sprintf("claiming-%d", i), "claiming", "", nil))
 		if i == 0 {
-			w.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To("claiming-0-gpus")}}
+			w = devicestest.ClaimCreated(w)
 		}
 		kube = append(kube, w)
 	}

@@ -4,29 +4,29 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices/devicestest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
-// claimingMember is a member requesting claim "gpus" from a ResourceClaimTemplate, its
-// status naming the generated claim when generated is not "".
-func claimingMember(name, group, generated string) *v1.Pod {
-	p := member(name, group)
-	p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
-	if generated != "" {
-		p.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To(generated)}}
+// claimingMember is a member requesting claim "gpus" from a template, its status naming the
+// generated claim when created.
+func claimingMember(name, group string, created bool) *v1.Pod {
+	p := devicestest.FromTemplate(member(name, group))
+	if created {
+		return devicestest.ClaimCreated(p)
 	}
 	return p
 }
 
 func TestAwaitsClaims(t *testing.T) {
-	bound := claimingMember("w", "g", "")
+	bound := claimingMember("w", "g", false)
 	bound.Spec.NodeName = "node-1"
 	shared := member("w", "g")
 	shared.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimName: ptr.To("shared-gpus")}}
-	noClaimNeeded := claimingMember("w", "g", "")
+	noClaimNeeded := claimingMember("w", "g", false)
 	noClaimNeeded.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus"}}
 	tests := []struct {
 		name string
@@ -34,8 +34,8 @@ func TestAwaitsClaims(t *testing.T) {
 		want bool
 	}{
 		{name: "no claims", pod: member("w", "g")},
-		{name: "claim from a template not created yet", pod: claimingMember("w", "g", ""), want: true},
-		{name: "claim from a template created", pod: claimingMember("w", "g", "w-gpus-x7k2")},
+		{name: "claim from a template not created yet", pod: claimingMember("w", "g", false), want: true},
+		{name: "claim from a template created", pod: claimingMember("w", "g", true)},
 		{name: "the controller decided no claim is needed", pod: noClaimNeeded},
 		{name: "a claim by name: the pod waits for it itself", pod: shared},
 		{name: "bound", pod: bound},
@@ -62,9 +62,9 @@ func TestGroupCountsMembersAwaitingClaims(t *testing.T) {
 	notified = nil
 	launcher := member("launcher", "g")
 	r.SetPod(nil, launcher)
-	r.SetPod(nil, claimingMember("w1", "g", ""))
-	r.SetPod(nil, claimingMember("w2", "g", ""))
-	r.SetPod(nil, claimingMember("w3", "g", ""))
+	r.SetPod(nil, claimingMember("w1", "g", false))
+	r.SetPod(nil, claimingMember("w2", "g", false))
+	r.SetPod(nil, claimingMember("w3", "g", false))
 	// The fourth member made minMember: that notifies, the claims aside.
 	step := func(name string, wantAwaiting int, want []notification) {
 		t.Helper()
@@ -77,24 +77,24 @@ func TestGroupCountsMembersAwaitingClaims(t *testing.T) {
 		notified = nil
 	}
 	step("members created", 3, []notification{{key, false}})
-	r.SetPod(claimingMember("w1", "g", ""), claimingMember("w1", "g", "w1-gpus"))
+	r.SetPod(claimingMember("w1", "g", false), claimingMember("w1", "g", true))
 	step("w1's claim named", 2, nil)
 	relabelled := launcher.DeepCopy()
 	relabelled.Labels["role"] = "launcher"
 	r.SetPod(launcher, relabelled)
 	step("an unrelated update", 2, nil)
-	r.DeletePod(claimingMember("w3", "g", ""))
+	r.DeletePod(claimingMember("w3", "g", false))
 	step("w3 deleted", 1, nil)
-	r.SetPod(claimingMember("w2", "g", ""), claimingMember("w2", "g", "w2-gpus"))
+	r.SetPod(claimingMember("w2", "g", false), claimingMember("w2", "g", true))
 	step("w2's claim named, the last", 0, []notification{{key, false}})
-	r.SetPod(claimingMember("w2", "g", "w2-gpus"), claimingMember("w2", "g", "w2-gpus"))
+	r.SetPod(claimingMember("w2", "g", true), claimingMember("w2", "g", true))
 	step("w2 again (a resync)", 0, nil)
-	r.SetPod(nil, claimingMember("w4", "g", ""))
+	r.SetPod(nil, claimingMember("w4", "g", false))
 	// Back to minMember (w3 is gone): that notifies, and Gang's gate holds the members for w4.
 	step("w4 created", 1, []notification{{key, false}})
-	r.DeletePod(claimingMember("w4", "g", ""))
+	r.DeletePod(claimingMember("w4", "g", false))
 	step("w4 deleted, the last that waited", 0, []notification{{key, false}})
-	w5 := claimingMember("w5", "g", "")
+	w5 := claimingMember("w5", "g", false)
 	r.SetPod(nil, w5)
 	notified = nil
 	moved := w5.DeepCopy()

@@ -202,18 +202,28 @@ func GPURequest(n int) resourceapi.DeviceClaim {
 	}}}
 }
 
+// FromTemplate makes pod request claim "gpus" from ResourceClaimTemplate gpu-template, as a
+// workload's pod is before the resource claim controller has created the claim (its status
+// does not name it yet), and returns it.
+func FromTemplate(pod *v1.Pod) *v1.Pod {
+	pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("gpu-template")}}
+	return pod
+}
+
+// ClaimCreated returns a copy of a FromTemplate pod whose status names its claim
+// <pod>-gpus, as the resource claim controller writes once it has created the claim.
+func ClaimCreated(pod *v1.Pod) *v1.Pod {
+	named := pod.DeepCopy()
+	named.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To(pod.Name + "-gpus")}}
+	return named
+}
+
 // ClaimPod is a pod whose claim "gpus" kube-scheduler's claim controller generated from a
 // template: the claim asks for n devices and is controlled by the pod.
 func ClaimPod(name string, n int) (*v1.Pod, *resourceapi.ResourceClaim) {
-	pod := &v1.Pod{
+	pod := ClaimCreated(FromTemplate(&v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, UID: types.UID("uid-" + name)},
-		Spec: v1.PodSpec{ResourceClaims: []v1.PodResourceClaim{{
-			Name: "gpus", ResourceClaimTemplateName: ptr.To("gpu-template"),
-		}}},
-		Status: v1.PodStatus{ResourceClaimStatuses: []v1.PodResourceClaimStatus{{
-			Name: "gpus", ResourceClaimName: ptr.To(name + "-gpus"),
-		}}},
-	}
+	}))
 	claim := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name + "-gpus", Namespace: Namespace, UID: types.UID("claim-" + name),

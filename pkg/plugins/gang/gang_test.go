@@ -27,6 +27,7 @@ import (
 	schedulingv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/hypernode-dev/hypernode-scheduler/apis/config"
+	"github.com/hypernode-dev/hypernode-scheduler/pkg/devices/devicestest"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/gangstate"
 	"github.com/hypernode-dev/hypernode-scheduler/pkg/podgroup"
 )
@@ -242,7 +243,7 @@ func TestPreEnqueue(t *testing.T) {
 			for i := range tc.members {
 				p := member([]string{"p0", "p1", "p2", "p3"}[i], "train")
 				if i >= tc.members-tc.awaitingClaims {
-					withClaimFromTemplate(p)
+					devicestest.FromTemplate(p)
 				}
 				e.registry.SetPod(nil, p)
 			}
@@ -252,20 +253,6 @@ func TestPreEnqueue(t *testing.T) {
 			}
 		})
 	}
-}
-
-// withClaimFromTemplate makes the pod request claim "gpus" from ResourceClaimTemplate
-// eight-gpus, not created yet (its status does not name it), and returns it.
-func withClaimFromTemplate(p *v1.Pod) *v1.Pod {
-	p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
-	return p
-}
-
-// withClaimCreated returns a copy of the pod whose status names its claim "gpus".
-func withClaimCreated(p *v1.Pod) *v1.Pod {
-	named := p.DeepCopy()
-	named.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To(p.Name + "-gpus")}}
-	return named
 }
 
 // TestHeldBackMembersLookAgainWhenTheLastClaimIsCreated: a gang whose members request
@@ -278,7 +265,7 @@ func TestHeldBackMembersLookAgainWhenTheLastClaimIsCreated(t *testing.T) {
 	activated := func() []string { return sorted(activatedNow(e)) }
 	e.podGroup("mpi", 3, nil)
 	launcher := member("launcher", "mpi")
-	w1, w2 := withClaimFromTemplate(member("w1", "mpi")), withClaimFromTemplate(member("w2", "mpi"))
+	w1, w2 := devicestest.FromTemplate(member("w1", "mpi")), devicestest.FromTemplate(member("w2", "mpi"))
 	for _, p := range []*v1.Pod{launcher, w1, w2} {
 		e.registry.SetPod(nil, p)
 	}
@@ -289,18 +276,18 @@ func TestHeldBackMembersLookAgainWhenTheLastClaimIsCreated(t *testing.T) {
 			t.Errorf("PreEnqueue(%s) before the claims exist = %v", p.Name, s)
 		}
 	}
-	e.registry.SetPod(w1, withClaimCreated(w1))
+	e.registry.SetPod(w1, devicestest.ClaimCreated(w1))
 	if got := activated(); len(got) != 0 {
 		t.Errorf("activated while w2's claim does not exist: %v", got)
 	}
 	if s := e.plugin.PreEnqueue(e.ctx, launcher); s.Message() != waiting {
 		t.Errorf("PreEnqueue(launcher) with w2's claim missing = %v", s)
 	}
-	e.registry.SetPod(w2, withClaimCreated(w2))
+	e.registry.SetPod(w2, devicestest.ClaimCreated(w2))
 	if diff := cmp.Diff([]string{"team/launcher", "team/w1", "team/w2"}, activated()); diff != "" {
 		t.Errorf("activated when the last claim was named (-want,+got):\n%s", diff)
 	}
-	for _, p := range []*v1.Pod{launcher, withClaimCreated(w1), withClaimCreated(w2)} {
+	for _, p := range []*v1.Pod{launcher, devicestest.ClaimCreated(w1), devicestest.ClaimCreated(w2)} {
 		if s := e.plugin.PreEnqueue(e.ctx, p); !s.IsSuccess() {
 			t.Errorf("PreEnqueue(%s) once every claim exists = %v", p.Name, s)
 		}
